@@ -1,0 +1,116 @@
+"""What a backend is: a renderer plus a runtime.
+
+A backend turns a :class:`~qnb.ir.KernelIR` into an :class:`Artifact` (the thing the
+kernel cache stores: generated source, binding layout, a compiled binary) and turns
+an artifact into a launcher. It also describes itself for the cache key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from qnb.ir import KernelIR
+
+
+@dataclass
+class Artifact:
+    """A compiled kernel as the cache stores it: JSON-safe text fields and an
+    optional binary blob (a cubin). Nothing in it is ever executed on the host."""
+
+    text: dict[str, Any] = field(default_factory=dict)
+    binary: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """Compile options; they enter the ``options`` key component."""
+
+    debug: bool = False
+    fast_math: bool = False
+
+    def as_component(self) -> dict:
+        return {"debug": self.debug, "fast_math": self.fast_math}
+
+
+@dataclass
+class BackendInfo:
+    """One record of ``qnb.backends()`` (contract)."""
+
+    name: str
+    available: bool
+    device: str
+    reason: str | None = None
+
+    def __repr__(self) -> str:
+        state = "available" if self.available else f"unavailable: {self.reason}"
+        return f"<backend {self.name!r}: {self.device} ({state})>"
+
+
+# A launcher runs a compiled kernel: launcher(grid, args) with ``grid`` a 3-tuple and
+# ``args`` the runtime parameter values in ``KernelIR.params`` order (already
+# checked against the signature: NumPy arrays, DeviceArrays or backend arrays, and
+# Python scalars).
+Launcher = Callable[[tuple[int, int, int], list], None]
+
+
+class Backend:
+    """Base class; subclasses set ``name`` and override the methods."""
+
+    name = "?"
+    # Which ``kernel.source(lang)`` language this backend renders, if any.
+    language: str | None = None
+
+    def info(self) -> BackendInfo:
+        raise NotImplementedError
+
+    def key_components(self) -> tuple[dict, dict]:
+        """The ``backend`` and ``compiler`` components of the cache key."""
+        raise NotImplementedError
+
+    def compile(self, ir: KernelIR, options: Options) -> Artifact:
+        raise NotImplementedError
+
+    def load(self, artifact: Artifact) -> Launcher:
+        """A launcher from an artifact alone (a warm start has no IR)."""
+        raise NotImplementedError
+
+    def to_device(self, array):
+        raise NotImplementedError(f"backend {self.name!r} has no device arrays")
+
+
+class DeviceArray:
+    """An array that lives on a backend's device; launches use it without copies.
+
+    Made by ``qnb.to_device(x)``. ``.numpy()`` copies it back to the host (contract).
+    Subclasses (one per backend) hold the device buffer.
+    """
+
+    backend_name = "?"
+
+    def __init__(self, shape: tuple[int, ...], dtype):
+        import numpy as np
+
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def numpy(self):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<qnb.DeviceArray on {self.backend_name}: shape={self.shape}, dtype={self.dtype}>"

@@ -1,0 +1,104 @@
+"""Error types. Every error qnb raises about a user's kernel is one of these.
+
+Each carries the user's own ``filename``, ``lineno`` and ``col`` and renders the
+offending source line with a caret under the column, so a notebook cell shows its
+own line, never a compiler traceback.
+"""
+
+from __future__ import annotations
+
+import linecache
+
+
+class QnbError(Exception):
+    """Base class of every qnb error; carries the user's source position."""
+
+    def __init__(
+        self,
+        message: str,
+        filename: str | None = None,
+        lineno: int | None = None,
+        col: int | None = None,
+        source_line: str | None = None,
+    ):
+        super().__init__(message)
+        self.message = message
+        self.filename = filename
+        self.lineno = lineno
+        self.col = col
+        self._source_line = source_line
+
+    @property
+    def source_line(self) -> str | None:
+        """The offending line of the user's source, if it can be found."""
+        if self._source_line is None and self.filename and self.lineno:
+            line = linecache.getline(self.filename, self.lineno)
+            self._source_line = line.rstrip("\n") if line else None
+        return self._source_line
+
+    def with_location(self, filename, lineno, col=None, source_line=None) -> QnbError:
+        """Fill in the position if the error does not have one yet; returns self."""
+        if self.lineno is None:
+            self.filename, self.lineno, self.col = filename, lineno, col
+            self._source_line = source_line
+        return self
+
+    def __str__(self) -> str:
+        if self.lineno is None:
+            return self.message
+        where = f'File "{self.filename}", line {self.lineno}'
+        text = f"{self.message}\n  {where}"
+        line = self.source_line
+        if line is not None:
+            stripped = line.lstrip()
+            indent = len(line) - len(stripped)
+            text += f"\n    {stripped}"
+            if self.col is not None and self.col >= indent:
+                text += "\n    " + " " * (self.col - indent) + "^"
+        return text
+
+    def __reduce__(self):
+        return (
+            self.__class__,
+            (self.message, self.filename, self.lineno, self.col, self._source_line),
+        )
+
+
+class QnbSyntaxError(QnbError):
+    """An unsupported construct or a malformed slice in a kernel."""
+
+
+class QnbTypeError(QnbError, TypeError):
+    """A dtype, shape or arity mismatch, or the misuse of an op."""
+
+
+class QnbCaptureError(QnbError):
+    """A kernel reads a name from its enclosing scope that cannot be baked in."""
+
+
+class QnbIndexError(QnbError, IndexError):
+    """An index outside an array (cpu backend and debug mode)."""
+
+
+class BackendError(QnbError):
+    """A backend is missing, or cannot do what the kernel asks."""
+
+
+class CompileError(QnbError):
+    """A backend compiler rejected generated code.
+
+    ``generated_line`` is the line of generated code the compiler named, and
+    ``log`` the compiler's own message.
+    """
+
+    def __init__(self, message, filename=None, lineno=None, col=None, source_line=None,
+                 generated_line: str | None = None, log: str | None = None):
+        super().__init__(message, filename, lineno, col, source_line)
+        self.generated_line = generated_line
+        self.log = log
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.generated_line:
+            text += f"\n  generated code: {self.generated_line.strip()}"
+        return text

@@ -1,0 +1,450 @@
+"""The typed tile IR: what the front end produces and every backend consumes.
+
+A kernel becomes a :class:`KernelIR`: its runtime parameters (arrays and scalars;
+``Template`` values and captured constants are already folded in) and a body of
+structured statements. The IR is fully typed and specialised: every expression has
+a :class:`Type`, every operand of a binary op already has the result's dtype (the
+front end inserts :class:`Cast`), and compile-time branches are already pruned.
+
+Meaning of the program model (the cpu backend is the executable definition):
+
+- A kernel runs once per *program* of the launch grid. Scalars are uniform within
+  a program. A ``tile`` is a 16×16 value, a ``vec`` a 16-vector, both owned by the
+  whole program. Values are *values*: assignment copies, in-place user ops
+  (``t.load_``, ``t.eye_()``, ``t += …``) are lowered to ``Assign(t, op(t, …))``.
+- Arrays are runtime parameters. ``ArrayView(param, batch)`` names a whole array
+  (``batch is None``) or the 2-D slab ``arr[batch]`` of a 3-D array; ``view_ndim``
+  is the rank an op sees. Nothing outside an array is ever read or written:
+  tile/vec loads read 0 there, stores skip it, and scalar ``ArrayLoad``/``ArrayStore``
+  out of bounds raise ``QnbIndexError`` on cpu (GPU backends read 0 / skip).
+- Windows: ``LoadWindow(base, view, r0, r1, c0, c1)`` sets ``t[i,j] = a[r0+i, c0+j]``
+  where ``r0+i < min(r1, rows)`` and ``c0+j < min(c1, cols)`` (and the index is
+  ≥ 0); other elements keep ``base``. ``TileLoad(view, row, col)`` is the same with
+  a zero base and r1 = row+16, c1 = col+16. ``StoreWindow`` is the mirror image.
+
+Every node carries ``loc``: where in the user's source it came from, as
+(unit, line, col) with ``unit`` an index into ``KernelIR.units`` (0 is the kernel,
+then each inlined ``@qnb.func``) and ``line`` relative to that unit's ``def`` line
+(1-based), so the IR (and code rendered from it) does not depend on which file or
+notebook cell the kernel lives in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from qnb.dtypes import DType, as_dtype
+
+TILE = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Loc:
+    unit: int
+    line: int
+    col: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Type:
+    """``kind`` is "scalar", "tile" (16×16), "vec" (16) or "array" (with ``ndim``)."""
+
+    kind: str
+    dtype: DType
+    ndim: int = 0
+
+    def __str__(self) -> str:
+        if self.kind == "scalar":
+            return self.dtype.name
+        if self.kind == "array":
+            return f"Array[{self.dtype.name}, {self.ndim}]"
+        return f"{'Tile16' if self.kind == 'tile' else 'Vec16'}[{self.dtype.name}]"
+
+    def with_dtype(self, dtype: DType) -> Type:
+        return Type(self.kind, dtype, self.ndim)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return {"scalar": (), "tile": (TILE, TILE), "vec": (TILE,)}[self.kind]
+
+
+def scalar(dtype) -> Type:
+    return Type("scalar", as_dtype(dtype))
+
+
+def tile(dtype) -> Type:
+    return Type("tile", as_dtype(dtype))
+
+
+def vec(dtype) -> Type:
+    return Type("vec", as_dtype(dtype))
+
+
+# --------------------------------------------------------------------------- expressions
+
+
+@dataclass(slots=True, eq=False)
+class Expr:
+    type: Type
+    loc: Loc | None
+
+
+@dataclass(slots=True, eq=False)
+class Const(Expr):
+    """A scalar literal of ``type`` (bool, int or float Python value)."""
+
+    value: object
+
+
+@dataclass(slots=True, eq=False)
+class Var(Expr):
+    """A local variable or a scalar parameter."""
+
+    name: str
+
+
+@dataclass(slots=True, eq=False)
+class ProgramId(Expr):
+    """``program_id(axis)`` (``which == "id"``) or ``num_programs(axis)`` (``"count"``)."""
+
+    which: str
+    axis: int
+
+
+# Unary ops: "neg", "not" (bool scalar/tile), "abs", "exp", "log", "sqrt".
+UNARY_OPS = ("neg", "not", "abs", "exp", "log", "sqrt")
+
+
+@dataclass(slots=True, eq=False)
+class Unary(Expr):
+    op: str
+    operand: Expr
+
+
+# Binary ops on scalars, tiles and vecs, elementwise with scalar broadcast. Operands
+# have the result dtype (for comparisons, a common dtype; the result is bool).
+# "div" is true division (float only), "floordiv" and "mod" follow Python (floor)
+# semantics, "and"/"or"/"xor" are elementwise bitwise-on-bool (tile masks, & | ^).
+ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "pow")
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+BOOL_OPS = ("and", "or", "xor")
+
+
+@dataclass(slots=True, eq=False)
+class Binary(Expr):
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(slots=True, eq=False)
+class Logical(Expr):
+    """Short-circuit ``and``/``or`` on bool scalars: ``right`` is evaluated only
+    where ``left`` does not decide the result."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(slots=True, eq=False)
+class Select(Expr):
+    """``where(cond, a, b)``; cond is bool (scalar, or the shape of the result)."""
+
+    cond: Expr
+    if_true: Expr
+    if_false: Expr
+
+
+@dataclass(slots=True, eq=False)
+class Cast(Expr):
+    """Convert to ``type.dtype`` (same kind). float→int truncates toward zero."""
+
+    operand: Expr
+
+
+@dataclass(slots=True, eq=False)
+class ArrayView:
+    """An array parameter, or the 2-D slab ``param[batch]`` of a 3-D array."""
+
+    param: str
+    type: Type  # the parameter's array type
+    batch: Expr | None = None
+
+    @property
+    def view_ndim(self) -> int:
+        return self.type.ndim - (1 if self.batch is not None else 0)
+
+
+@dataclass(slots=True, eq=False)
+class ArrayLoad(Expr):
+    """Scalar element read ``view[indices]`` (len(indices) == view.view_ndim)."""
+
+    view: ArrayView
+    indices: list[Expr]
+
+
+@dataclass(slots=True, eq=False)
+class ArrayDim(Expr):
+    """``param.shape[axis]`` of the whole array parameter (i32)."""
+
+    param: str
+    axis: int
+
+
+@dataclass(slots=True, eq=False)
+class TileFill(Expr):
+    """A new tile or vec: kind "full" (all ``value``) or "eye" (tiles only; value unused).
+    zeros/ones are "full" with 0/1."""
+
+    kind: str
+    value: Expr | None
+
+
+@dataclass(slots=True, eq=False)
+class LoadWindow(Expr):
+    """Tile window load on a 2-D view (see module doc). ``base`` is the tile the
+    elements outside the window keep."""
+
+    base: Expr
+    view: ArrayView
+    r0: Expr
+    r1: Expr
+    c0: Expr
+    c1: Expr
+
+
+@dataclass(slots=True, eq=False)
+class VecLoad(Expr):
+    """Vec load. 2-D view: ``v[i] = a[start+i, col]`` where ``start+i < min(stop, rows)``.
+    1-D view (``col is None``): ``v[i] = a[start+i]`` where ``start+i < min(stop, len)``.
+    Else 0."""
+
+    view: ArrayView
+    start: Expr
+    stop: Expr
+    col: Expr | None
+
+
+@dataclass(slots=True, eq=False)
+class TileGet(Expr):
+    """``t[i, j]`` (tile) or ``v[i]`` (vec, ``j is None``) → scalar."""
+
+    base: Expr
+    i: Expr
+    j: Expr | None
+
+
+@dataclass(slots=True, eq=False)
+class TileSet(Expr):
+    """A copy of ``base`` with element ``[i, j]`` (or ``[i]``) set to ``value``."""
+
+    base: Expr
+    i: Expr
+    j: Expr | None
+    value: Expr
+
+
+@dataclass(slots=True, eq=False)
+class Transpose(Expr):
+    operand: Expr
+
+
+@dataclass(slots=True, eq=False)
+class Reduce(Expr):
+    """op in "sum", "max", "min". axis None → scalar; 0 → vec over rows
+    (``v[j] = op_i t[i, j]``); 1 → vec over columns (``v[i] = op_j t[i, j]``)."""
+
+    op: str
+    operand: Expr
+    axis: int | None
+
+
+@dataclass(slots=True, eq=False)
+class Matmul(Expr):
+    """``acc + a @ b`` (``acc`` may be None). f16 inputs multiply exactly and
+    accumulate in f32; the result (and ``acc``) is f32 then. f32→f32, f64→f64."""
+
+    a: Expr
+    b: Expr
+    acc: Expr | None
+
+
+@dataclass(slots=True, eq=False)
+class Outer(Expr):
+    """``t[i, j] = u[i] * v[j]``."""
+
+    u: Expr
+    v: Expr
+
+
+@dataclass(slots=True, eq=False)
+class RowCol(Expr):
+    """``t.row(index)`` (which "row") or ``t.col(index)`` (which "col") → vec."""
+
+    which: str
+    operand: Expr
+    index: Expr
+
+
+@dataclass(slots=True, eq=False)
+class Cholesky(Expr):
+    """Lower-triangular L with L Lᵀ = t (left-looking, column by column):
+    ``L[j,j] = sqrt(max(t[j,j] - Σ_{k<j} L[j,k]², eps))``,
+    ``L[i,j] = (t[i,j] - Σ_{k<j} L[i,k] L[j,k]) / L[j,j]`` for i > j,
+    strict upper triangle 0."""
+
+    operand: Expr
+    eps: Expr
+
+
+@dataclass(slots=True, eq=False)
+class SolveTriangular(Expr):
+    """X with ``X @ L.T == B`` for lower-triangular L (forward substitution by
+    columns: ``X[:, k] = (B[:, k] - Σ_{m<k} X[:, m] L[k, m]) / L[k, k]``)."""
+
+    lower: Expr
+    rhs: Expr
+
+
+# --------------------------------------------------------------------------- statements
+
+
+@dataclass(slots=True, eq=False)
+class Stmt:
+    loc: Loc | None
+
+
+@dataclass(slots=True, eq=False)
+class Assign(Stmt):
+    name: str
+    value: Expr
+
+
+@dataclass(slots=True, eq=False)
+class StoreWindow(Stmt):
+    """Store tile ``value`` into a 2-D view, window as in LoadWindow."""
+
+    value: Expr
+    view: ArrayView
+    r0: Expr
+    r1: Expr
+    c0: Expr
+    c1: Expr
+
+
+@dataclass(slots=True, eq=False)
+class VecStore(Stmt):
+    """Store a vec into a 1-D view: ``a[start+i] = v[i]`` where ``start+i < min(stop, len)``."""
+
+    value: Expr
+    view: ArrayView
+    start: Expr
+    stop: Expr
+
+
+@dataclass(slots=True, eq=False)
+class ArrayStore(Stmt):
+    view: ArrayView
+    indices: list[Expr]
+    value: Expr
+
+
+@dataclass(slots=True, eq=False)
+class If(Stmt):
+    cond: Expr
+    then_body: list[Stmt]
+    else_body: list[Stmt]
+
+
+@dataclass(slots=True, eq=False)
+class For(Stmt):
+    """``for var in range(start, stop, step)`` with Python semantics (i32)."""
+
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list[Stmt]
+
+
+@dataclass(slots=True, eq=False)
+class While(Stmt):
+    cond: Expr
+    body: list[Stmt]
+
+
+@dataclass(slots=True, eq=False)
+class Break(Stmt):
+    pass
+
+
+@dataclass(slots=True, eq=False)
+class Continue(Stmt):
+    pass
+
+
+# --------------------------------------------------------------------------- kernel
+
+
+@dataclass(slots=True, eq=False)
+class Param:
+    """A runtime parameter: an array (``type.kind == "array"``) or a scalar."""
+
+    name: str
+    type: Type
+
+
+@dataclass(slots=True, eq=False)
+class Unit:
+    """A piece of user source that IR locations point into (the kernel or a func)."""
+
+    qualname: str
+
+
+@dataclass(slots=True, eq=False)
+class KernelIR:
+    name: str
+    params: list[Param]
+    body: list[Stmt]
+    locals: dict[str, Type] = field(default_factory=dict)  # every local's type
+    units: list[Unit] = field(default_factory=list)
+
+    @property
+    def arrays(self) -> list[Param]:
+        return [p for p in self.params if p.type.kind == "array"]
+
+    @property
+    def scalars(self) -> list[Param]:
+        return [p for p in self.params if p.type.kind == "scalar"]
+
+
+# --------------------------------------------------------------------------- walking
+
+
+def children(node) -> list:
+    """The direct IR children of a node (expressions, statements, views) in field order."""
+    out = []
+    for f in fields(node):
+        if f.name in ("type", "loc"):
+            continue
+        value = getattr(node, f.name)
+        if isinstance(value, Expr | Stmt | ArrayView):
+            out.append(value)
+        elif isinstance(value, list):
+            out.extend(v for v in value if isinstance(v, Expr | Stmt | ArrayView))
+    return out
+
+
+def walk(node):
+    """Yield ``node`` and every IR node below it, depth first."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(children(current)))
+
+
+def walk_body(body: list[Stmt]):
+    for stmt in body:
+        yield from walk(stmt)
