@@ -1,0 +1,83 @@
+# qnb developer commands. Each target does its own set-up, so on a fresh machine
+# `make lab` or `make test` is the only command needed.
+#
+#   make lab          JupyterLab on notebooks/ (the demos)
+#   make test         system packages + venv, then the test suite and the notebooks
+#   make demo         execute the notebooks headless to HTML under build/demo/
+#   make bench        run every benchmarks/bench_*.py
+#   make lint         ruff check + ruff format --check
+#   make venv         create/update .venv (quick when pyproject.toml is unchanged)
+#   make system-deps  Vulkan driver (lavapipe) and Chromium, if missing (root on Debian/Ubuntu)
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+EXTRAS ?= dev,lab,wgpu,cuda
+STAMP  := $(VENV)/.qnb-installed
+
+# Mesa's Vulkan driver complains on stderr without a private runtime dir. A directory in
+# the build tree is private to this checkout and survives between runs.
+RUNTIME_DIR := $(CURDIR)/build/xdg-runtime
+RUN_ENV := XDG_RUNTIME_DIR=$(RUNTIME_DIR)
+
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+SANITIZE  := $(wildcard notebooks/sanitize.cfg)
+LINT_PATHS := qnb tests benchmarks
+
+.PHONY: venv system-deps test lab demo bench lint runtime-dir clean
+
+venv: $(STAMP)
+
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "qnb needs Python >= 3.10")'
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when the package metadata changes (or the venv is new).
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	$(PY) scripts/configure_lab.py $(VENV)
+	@touch $@
+
+system-deps:
+	@scripts/install_system_deps.sh
+
+runtime-dir:
+	@mkdir -p $(RUNTIME_DIR) && chmod 700 $(RUNTIME_DIR)
+
+test: system-deps venv runtime-dir
+	$(RUN_ENV) $(PY) -m pytest tests
+ifneq ($(NOTEBOOKS),)
+	@# A fresh, empty kernel cache, so each notebook's "compiled / loaded" lines are the same every run.
+	rm -rf build/nbval-cache
+	$(RUN_ENV) QNB_CACHE_DIR=$(CURDIR)/build/nbval-cache $(PY) -m pytest -p no:cacheprovider \
+		--nbval --nbval-current-env $(if $(SANITIZE),--nbval-sanitize-with $(SANITIZE)) $(NOTEBOOKS)
+else
+	@echo "no notebooks/*.ipynb yet: skipping the notebook check"
+endif
+
+# The "auto" backend (the default) picks CUDA, then a hardware wgpu adapter, then cpu.
+# Extra server flags: make lab LAB_ARGS="--ip=0.0.0.0 --port=9000"
+LAB_ARGS ?=
+lab: system-deps venv runtime-dir
+	@mkdir -p notebooks
+	$(RUN_ENV) $(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/
+
+demo: venv runtime-dir
+ifneq ($(NOTEBOOKS),)
+	@mkdir -p build/demo
+	$(RUN_ENV) $(VENV)/bin/jupyter nbconvert --to html --execute --output-dir build/demo $(NOTEBOOKS)
+	@echo "demo HTML written to build/demo/"
+else
+	@echo "no notebooks/*.ipynb yet: nothing to render"
+endif
+
+bench: venv runtime-dir
+	$(RUN_ENV) $(PY) -m benchmarks
+
+lint: venv
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,7 @@
+"""``python -m benchmarks`` runs every benchmark module (see run_all.py)."""
+
+import sys
+
+from benchmarks.run_all import main
+
+sys.exit(main())

@@ -1,0 +1,231 @@
+"""The ``qnb`` command: ``qnb doctor`` and ``qnb cache list|stats|clear|explain NAME``.
+
+Everything heavy (backends, wgpu, CuPy) is imported inside the command that needs it, so
+``qnb --help`` stays instant and a missing optional package is reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+
+CACHE_ACTIONS = ("list", "stats", "clear", "explain")
+
+# Distribution names shown by `qnb doctor` when installed (none of them is required).
+OPTIONAL_PACKAGES = (
+    "wgpu",
+    "cupy-cuda13x",
+    "cupy-cuda12x",
+    "cupy",
+    "nvidia-cuda-nvrtc",
+    "nvidia-cuda-nvrtc-cu12",
+    "ipywidgets",
+    "anywidget",
+    "jupyterlab",
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``qnb`` console script and of ``python -m qnb``."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return args.handler(args)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qnb", description="qnb: 16x16 tile kernels for CUDA, WGSL and NumPy."
+    )
+    parser.add_argument("--version", action="version", version=f"qnb {_qnb_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    doctor = commands.add_parser(
+        "doctor", help="show backends, devices, versions and the kernel cache directory"
+    )
+    doctor.add_argument("--json", action="store_true", help="print one JSON object instead")
+    doctor.set_defaults(handler=_doctor)
+
+    cache = commands.add_parser(
+        "cache",
+        help="inspect or clear the on-disk kernel cache",
+        description="list: entries on disk; stats: counts and sizes; clear: delete every "
+        "entry; explain NAME: the cache key components of kernel NAME and why it last missed.",
+    )
+    cache.add_argument("action", choices=CACHE_ACTIONS)
+    cache.add_argument("rest", nargs=argparse.REMAINDER, help="arguments of the action")
+    cache.set_defaults(handler=_cache)
+    return parser
+
+
+# ---- qnb cache -------------------------------------------------------------------------
+
+
+def _cache(args: argparse.Namespace) -> int:
+    if args.action == "explain" and not args.rest:
+        print("qnb cache explain: give a kernel name (qnb cache explain NAME)", file=sys.stderr)
+        return 2
+    try:
+        from qnb.cache import cli as cache_cli
+    except ImportError as exc:
+        if exc.name not in ("qnb.cache.cli", "qnb.cache"):
+            raise  # a real bug inside the cache package: show it
+        print(
+            "qnb cache: this qnb has no cache command line (qnb.cache.cli is missing)",
+            file=sys.stderr,
+        )
+        return 1
+    return int(cache_cli.run([args.action, *args.rest]) or 0)
+
+
+# ---- qnb doctor ------------------------------------------------------------------------
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    report = {
+        "backends": _backend_records(),
+        "versions": _versions(),
+        "cache": _cache_directory_report(),
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_doctor(report)
+    return 0
+
+
+def _backend_records() -> list[dict]:
+    try:
+        import qnb
+
+        records = qnb.backends()
+    except Exception as exc:  # doctor reports a broken install instead of crashing on it
+        reason = f"qnb.backends() failed: {exc!r}"
+        return [{"name": "?", "available": False, "device": "none", "reason": reason}]
+    return [
+        {
+            "name": r.name,
+            "available": bool(r.available),
+            "device": str(r.device),
+            "reason": r.reason,
+        }
+        for r in records
+    ]
+
+
+def _versions() -> dict[str, str]:
+    versions = {
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "platform": platform.platform(),
+        "qnb": _qnb_version(),
+        "numpy": _distribution_version("numpy") or "missing",
+    }
+    for name in OPTIONAL_PACKAGES:
+        version = _distribution_version(name)
+        if version:
+            versions[name] = version
+    nvrtc = _nvrtc_runtime_version()
+    if nvrtc:
+        versions["NVRTC (loaded)"] = nvrtc
+    return versions
+
+
+def _qnb_version() -> str:
+    from qnb._version import __version__
+
+    return __version__
+
+
+def _distribution_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _nvrtc_runtime_version() -> str | None:
+    """The NVRTC library CuPy actually loads (works without a GPU); None when absent."""
+    try:
+        from cupy.cuda import nvrtc
+
+        major, minor = nvrtc.getVersion()
+    except Exception:  # no CuPy, or no loadable NVRTC: doctor shows the package list instead
+        return None
+    return f"{major}.{minor}"
+
+
+def _cache_directory_report() -> dict:
+    try:
+        import qnb.cache
+
+        directory = Path(qnb.cache.directory())
+        how = "qnb.cache.directory()"
+    except (ImportError, AttributeError):
+        directory = _default_cache_directory()
+        how = "default location; qnb.cache.directory() is not available"
+    disk = os.environ.get("QNB_CACHE", "1") != "0"
+    return {
+        "directory": str(directory),
+        "source": how,
+        "exists": directory.is_dir(),
+        "writable": _is_writable(directory),
+        "disk_cache_enabled": disk,
+        "always_compile": os.environ.get("QNB_ALWAYS_COMPILE", "0") == "1",
+    }
+
+
+def _default_cache_directory() -> Path:
+    if os.environ.get("QNB_CACHE_DIR"):
+        return Path(os.environ["QNB_CACHE_DIR"]).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("qnb"))
+
+
+def _is_writable(directory: Path) -> bool:
+    """Whether qnb could write cache entries there, checked without creating the directory."""
+    if directory.is_dir():
+        try:
+            with tempfile.TemporaryFile(dir=directory):
+                return True
+        except OSError:
+            return False
+    parent = directory.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
+
+
+def _print_doctor(report: dict) -> None:
+    print("Backends")
+    for b in report["backends"]:
+        state = "available" if b["available"] else f"unavailable: {b['reason']}"
+        print(f"  {b['name']:<5} {state}")
+        print(f"        device: {b['device']}")
+    print("\nVersions")
+    width = max(len(k) for k in report["versions"])
+    for name, version in report["versions"].items():
+        print(f"  {name:<{width}}  {version}")
+    cache = report["cache"]
+    print("\nKernel cache")
+    print(f"  directory  {cache['directory']}")
+    print(f"             ({cache['source']})")
+    exists = "exists" if cache["exists"] else "not created yet"
+    writable = "writable" if cache["writable"] else "NOT writable: the cache stays in memory"
+    print(f"  state      {exists}, {writable}")
+    print(f"  disk level {'on' if cache['disk_cache_enabled'] else 'off (QNB_CACHE=0)'}")
+    if cache["always_compile"]:
+        print("  QNB_ALWAYS_COMPILE=1: every launch compiles")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The ``qnb`` command line, run for real in a subprocess (as a user would run it)."""
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+
+def run_qnb(*args, cache_dir=None, timeout=180):
+    """``python -m qnb ARGS`` with a private cache dir; returns the CompletedProcess."""
+    env = dict(os.environ)
+    if cache_dir is not None:
+        env["QNB_CACHE_DIR"] = str(cache_dir)
+    return subprocess.run(
+        [sys.executable, "-m", "qnb", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def has_cache_cli() -> bool:
+    try:
+        return importlib.util.find_spec("qnb.cache.cli") is not None
+    except ImportError:
+        return False
+
+
+def test_no_command_prints_usage():
+    result = run_qnb()
+    assert result.returncode == 2
+    assert "doctor" in result.stdout and "cache" in result.stdout
+
+
+def test_version_matches_installed_metadata():
+    result = run_qnb("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"qnb {metadata.version('qnb')}"
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).with_name("qnb")
+    if not script.exists():
+        script = shutil.which("qnb")
+    assert script, "the `qnb` console script is not installed (pip install -e .)"
+    result = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("qnb ")
+
+
+def test_doctor_reports_backends_versions_and_cache(tmp_path):
+    cache_dir = tmp_path / "kernel-cache"
+    result = run_qnb("doctor", cache_dir=cache_dir)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for section in ("Backends", "Versions", "Kernel cache"):
+        assert section in out
+    for backend in ("cpu", "wgpu", "cuda"):
+        assert backend in out
+    assert "numpy" in out and "python" in out
+    assert str(cache_dir) in out
+    assert "writable" in out
+    assert "Traceback" not in result.stderr
+
+
+def test_doctor_json_has_the_backend_records(tmp_path):
+    result = run_qnb("doctor", "--json", cache_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    backends = {b["name"]: b for b in report["backends"]}
+    assert set(backends) == {"cpu", "wgpu", "cuda"}, report["backends"]
+    assert backends["cpu"]["available"] is True
+    for record in backends.values():
+        # an unavailable backend always says why
+        assert record["available"] or record["reason"]
+    assert report["versions"]["qnb"] == metadata.version("qnb")
+    assert report["cache"]["directory"] == str(tmp_path)
+    assert report["cache"]["writable"] is True
+
+
+def test_doctor_flags_an_unwritable_cache_dir(tmp_path):
+    # Under a regular file nothing can be created, not even by root.
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    result = run_qnb("doctor", "--json", cache_dir=blocker / "cache")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["cache"]["writable"] is False
+
+
+def test_cache_explain_needs_a_name():
+    result = run_qnb("cache", "explain")
+    assert result.returncode == 2
+    assert "NAME" in result.stderr
+
+
+def test_cache_rejects_unknown_action():
+    result = run_qnb("cache", "frobnicate")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+
+
+@pytest.mark.parametrize("action", ["stats", "list", "clear"])
+def test_cache_actions_run(tmp_path, action):
+    result = run_qnb("cache", action, cache_dir=tmp_path)
+    if not has_cache_cli():
+        assert result.returncode == 1
+        assert "qnb.cache.cli is missing" in result.stderr
+        return
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cache_clear_then_list_in_a_private_dir(tmp_path):
+    if not has_cache_cli():
+        pytest.skip("qnb.cache.cli is not written yet")
+    assert run_qnb("cache", "clear", cache_dir=tmp_path).returncode == 0
+    result = run_qnb("cache", "list", cache_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
