@@ -1,0 +1,47 @@
+"""The kernel cache: in memory per process, and verified entries on disk.
+
+Public API (contract, DESIGN.md "Kernel cache"): :func:`events`, :class:`CacheEvent`,
+:func:`stats`, :func:`clear`, :func:`explain`, :func:`directory`,
+:class:`CacheWarning`, :func:`add_listener` / :func:`remove_listener`.
+
+The kernel layer builds a :class:`CacheKey` from the seven named components and
+calls :func:`get_or_compile`; its launch fast path calls :func:`record_memory_hit`.
+Environment: ``QNB_CACHE_DIR``, ``QNB_CACHE=0`` (no disk level),
+``QNB_ALWAYS_COMPILE=1`` (always compile), ``QNB_CACHE_MAX_BYTES`` (default 1 GiB);
+all read at call time.
+"""
+
+from __future__ import annotations
+
+from qnb.cache.report import explain
+from qnb.cache.key import COMPONENTS, CacheKey, Difference, canonical_json, diff
+from qnb.cache.lookup import (
+    CacheEvent,
+    add_listener,
+    clear,
+    events,
+    get_or_compile,
+    record_memory_hit,
+    remove_listener,
+    stats,
+)
+from qnb.cache.store import CacheWarning, directory
+
+__all__ = [
+    "COMPONENTS",
+    "CacheEvent",
+    "CacheKey",
+    "CacheWarning",
+    "Difference",
+    "add_listener",
+    "canonical_json",
+    "clear",
+    "diff",
+    "directory",
+    "events",
+    "explain",
+    "get_or_compile",
+    "record_memory_hit",
+    "remove_listener",
+    "stats",
+]

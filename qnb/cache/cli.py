@@ -1,0 +1,73 @@
+"""``qnb cache list|stats|clear|explain NAME``: the disk store from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from qnb.cache import store
+from qnb.cache.report import explain_disk
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qnb cache", description="Inspect the qnb kernel cache on disk.")
+    commands = parser.add_subparsers(dest="command", metavar="{list,stats,clear,explain}")
+    commands.add_parser("list", help="one line per entry, most recently used first")
+    commands.add_parser("stats", help="directory, entries, size and bound")
+    commands.add_parser("clear", help="delete every entry")
+    explain = commands.add_parser("explain", help="a kernel's entries and why each key differs")
+    explain.add_argument("name", help="kernel name (or the last part of its qualified name)")
+    return parser
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return str(count)
+
+
+def run(argv: list[str], out=None) -> int:
+    """Run one ``qnb cache`` command; returns the exit status."""
+    out = out or sys.stdout
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed the usage
+        return int(exc.code or 0)
+    root = store.directory()
+    if args.command in (None, "list"):
+        infos = store.list_entries(root=root)
+        if not infos:
+            print(f"no entries in {root}", file=out)
+            return 0
+        width = max(len(info.kernel) for info in infos)
+        print(f"{'kernel':<{width}}  backend  key           size       last used", file=out)
+        for info in infos:
+            used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.last_used))
+            print(f"{info.kernel:<{width}}  {info.backend:<7}  {info.short}  {_size(info.file_size):>9}  {used}", file=out)
+        return 0
+    if args.command == "stats":
+        entries, size = store.disk_usage(root)
+        print(f"directory  {root}", file=out)
+        state = "on" if store.disk_enabled() else "off (QNB_CACHE=0)"
+        print(f"disk cache {state}", file=out)
+        print(f"entries    {entries}", file=out)
+        print(f"size       {_size(size)} of {_size(store.max_bytes())}", file=out)
+        return 0
+    if args.command == "clear":
+        removed = store.clear_disk(root)
+        print(f"removed {removed} entr{'y' if removed == 1 else 'ies'} from {root}", file=out)
+        return 0
+    if args.command == "explain":
+        text = explain_disk(args.name)
+        print(text, file=out)
+        return 0 if not text.startswith("no entries") else 1
+    parser.print_usage(file=out)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(run(sys.argv[1:]))

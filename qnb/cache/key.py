@@ -1,0 +1,268 @@
+"""The cache key: an ordered set of named components, each hashed and kept in full.
+
+A key is only as good as what it leaves out. The library whose stale cache started
+qnb hashed a kernel's source but not the constants it captured, so two different
+compiled kernels shared one key. Here every input that can change the artifact is a
+named component (``COMPONENTS``); each is hashed on its own, so a miss can say which
+component changed and how (:func:`diff`), and the full values are kept so an entry on
+disk can be re-verified against the key it claims.
+
+Hashing uses a canonical JSON text: sorted keys, fixed separators, ASCII escapes and
+floats written by ``repr`` (exact and round-tripping), so ``1``, ``1.0`` and ``True``
+never collide and the digest is the same in every process. No ``hash()``, ``id()`` or
+address ever enters a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+# The components, in key order (contract: DESIGN.md "Kernel cache").
+COMPONENTS = ("qnb", "source", "captured", "signature", "backend", "compiler", "options")
+
+# Components whose value is a dict of named entries; diff() reports entry by entry.
+DICT_COMPONENTS = frozenset(("source", "captured", "signature", "backend", "compiler", "options"))
+
+
+
+class _Absent:
+    """The value of an entry that exists on one side of a diff only."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+    __str__ = __repr__
+
+
+ABSENT = _Absent()
+
+
+def canonical_json(value: Any) -> str:
+    """The one text a JSON-able value hashes as.
+
+    Raises TypeError for anything that is not plain JSON data (or that would be
+    silently conflated by JSON, such as a dict with non-string keys)."""
+    _check_json_data(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+
+
+def _check_json_data(value: Any, path: str = "value") -> None:
+    # bool is a subclass of int and float formatting is exact, so the primitive types
+    # are safe as they are; containers are walked so nothing falls through to str().
+    if value is None or isinstance(value, (bool, int, str)):
+        return
+    if isinstance(value, float):
+        return
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_json_data(item, f"{path}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"cache key {path} has a non-string key {k!r}")
+            _check_json_data(item, f"{path}[{k!r}]")
+        return
+    raise TypeError(f"cache key {path} is a {type(value).__name__}, not JSON data: {value!r}")
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class CacheKey:
+    """A kernel-cache key: ``components`` (name → JSON-able value, in ``COMPONENTS``
+    order), ``component_digests`` (name → sha256 hex), ``digest`` (sha256 hex over
+    the ordered component digests) and ``short`` (its first 12 hex digits)."""
+
+    __slots__ = ("components", "component_digests", "digest", "short")
+
+    def __init__(self, components: Mapping[str, Any]):
+        unknown = [name for name in components if name not in COMPONENTS]
+        missing = [name for name in COMPONENTS if name not in components]
+        if unknown or missing:
+            raise ValueError(
+                f"a cache key needs exactly the components {', '.join(COMPONENTS)}"
+                + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+                + (f"; missing: {', '.join(missing)}" if missing else "")
+            )
+        texts = {name: canonical_json(components[name]) for name in COMPONENTS}
+        # Keep the values as JSON gives them back, so a key built in memory and the
+        # same key read from disk compare equal (tuples become lists, and so on).
+        self.components: dict[str, Any] = {name: json.loads(texts[name]) for name in COMPONENTS}
+        self.component_digests: dict[str, str] = {name: sha256_hex(texts[name]) for name in COMPONENTS}
+        combined = "\n".join(f"{name}={self.component_digests[name]}" for name in COMPONENTS)
+        self.digest: str = sha256_hex(combined)
+        self.short: str = self.digest[:12]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CacheKey) and other.digest == self.digest
+
+    def __hash__(self) -> int:  # for use in sets/dicts; never part of a key
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"<CacheKey {self.short}>"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One way two keys differ: ``component`` and, for dict-valued components, the
+    entry ``name`` (None otherwise); ``old``/``new`` are the values (``ABSENT`` when
+    the entry exists on one side only)."""
+
+    component: str
+    name: str | None
+    old: Any
+    new: Any
+
+    @property
+    def label(self) -> str:
+        return self.component if self.name is None else f"{self.component}.{self.name}"
+
+    def __str__(self) -> str:
+        if self.component == "source":
+            return f"{self.label}: {describe_text_change(self.old, self.new)}"
+        return f"{self.label}: {render_value(self.old)} → {render_value(self.new)}"
+
+
+def _components_of(key: CacheKey | Mapping[str, Any]) -> Mapping[str, Any]:
+    return key.components if isinstance(key, CacheKey) else key
+
+
+def diff(old: CacheKey | Mapping[str, Any], new: CacheKey | Mapping[str, Any]) -> list[Difference]:
+    """How ``new`` differs from ``old``, component by component (in key order) and,
+    for dict-valued components, entry by entry (in sorted entry order)."""
+    old_components, new_components = _components_of(old), _components_of(new)
+    differences: list[Difference] = []
+    for component in COMPONENTS:
+        before = old_components.get(component, ABSENT)
+        after = new_components.get(component, ABSENT)
+        if _same(before, after):
+            continue
+        if component in DICT_COMPONENTS and isinstance(before, dict) and isinstance(after, dict):
+            for name in sorted(set(before) | set(after)):
+                entry_before, entry_after = before.get(name, ABSENT), after.get(name, ABSENT)
+                if not _same(entry_before, entry_after):
+                    differences.append(Difference(component, name, entry_before, entry_after))
+        else:
+            differences.append(Difference(component, None, before, after))
+    return differences
+
+
+def count_differing_components(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[int, int]:
+    """(components that differ, entries that differ): the "distance" used to find the
+    closest earlier key."""
+    differences = diff(old, new)
+    return len({d.component for d in differences}), len(differences)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is ABSENT or b is ABSENT:
+        return a is b
+    try:
+        return canonical_json(a) == canonical_json(b)
+    except TypeError:
+        return False
+
+
+# ---------------------------------------------------------------------------------
+# Rendering values for people
+# ---------------------------------------------------------------------------------
+
+_TAGS_SHOWN_BARE = {"dtype", "enum"}
+
+
+def render_value(value: Any) -> str:
+    """A short readable form of a component value: tagged captured values as Python
+    would write them (``["bool", true]`` → ``True``, ``["dtype", "f16"]`` → ``f16``)."""
+    if value is ABSENT:
+        return ABSENT
+    text = _render(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _render(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        tagged = _render_tagged(value)
+        if tagged is not None:
+            return tagged
+        return "[" + ", ".join(_render(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_render(v)}" for k, v in sorted(value.items())) + "}"
+    return repr(value)
+
+
+def _render_tagged(value: list | tuple) -> str | None:
+    """Render ``[tag, payload]`` captured values; None if ``value`` is not one."""
+    if len(value) != 2 or not isinstance(value[0], str):
+        return None
+    tag, payload = value
+    if tag == "bool" and isinstance(payload, bool):
+        return "True" if payload else "False"
+    if tag == "int" and isinstance(payload, int) and not isinstance(payload, bool):
+        return repr(payload)
+    if tag == "float":
+        if isinstance(payload, str):
+            try:
+                return repr(float.fromhex(payload))
+            except ValueError:
+                return payload
+        if isinstance(payload, float):
+            return repr(payload)
+        return None
+    if tag == "str" and isinstance(payload, str):
+        return repr(payload)
+    if tag in ("none", "None") and payload is None:
+        return "None"
+    if tag in _TAGS_SHOWN_BARE and isinstance(payload, str):
+        return payload
+    if tag == "tuple" and isinstance(payload, (list, tuple)):
+        items = [_render(item) for item in payload]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return None
+
+
+def describe_text_change(old: Any, new: Any) -> str:
+    """"text changed at line N: 'old line' → 'new line'" (not the whole text)."""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return f"{_summarise_text(old)} → {_summarise_text(new)}"
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    for number in range(max(len(old_lines), len(new_lines))):
+        before = old_lines[number] if number < len(old_lines) else None
+        after = new_lines[number] if number < len(new_lines) else None
+        if before != after:
+            return f"text changed at line {number + 1}: {_quote_line(before)} → {_quote_line(after)}"
+    return "text changed (whitespace at the end)"
+
+
+def _quote_line(line: str | None) -> str:
+    if line is None:
+        return "<no line>"
+    line = line.strip()
+    return repr(line if len(line) <= 80 else line[:77] + "...")
+
+
+def _summarise_text(value: Any) -> str:
+    if isinstance(value, str):
+        count = len(value.splitlines())
+        return f"text of {count} line{'s' if count != 1 else ''}"
+    return render_value(value)

@@ -1,0 +1,253 @@
+"""The two cache levels in front of a compile, and the record of what happened.
+
+``get_or_compile`` looks a key up in memory (digest → loaded launcher), then on disk
+(a verified artifact, loaded by the backend), then compiles and stores. Each lookup
+becomes a :class:`CacheEvent`; a miss carries the reason: how its key differs from
+the closest earlier key of the same kernel (this process's or the disk's), or
+"first compile". The launch fast path calls ``record_memory_hit``, which only builds
+and appends an event (no hashing, no I/O).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from qnb.cache import store
+from qnb.cache.key import CacheKey, Difference, count_differing_components, diff
+
+log = logging.getLogger("qnb.cache")
+
+MAX_EVENTS = 10_000
+# How many earlier keys per kernel a miss is compared with, per level.
+MAX_HISTORY = 64
+
+FIRST_COMPILE = "first compile"
+
+
+@dataclass(slots=True)
+class CacheEvent:
+    """One cache lookup (contract): ``outcome`` is "memory-hit", "disk-hit" or
+    "miss"; for a miss ``reason`` says what changed since the closest earlier key of
+    the same kernel (``differences`` lists it), or is "first compile"."""
+
+    kernel: str
+    backend: str
+    outcome: str
+    key: str
+    short_key: str
+    components: dict
+    seconds: float
+    reason: str | None = None
+    differences: list[Difference] = field(default_factory=list)
+    time: float = 0.0
+
+    def __str__(self) -> str:
+        text = f"{self.kernel} [{self.backend}] {self.outcome} {self.short_key} in {self.seconds * 1e3:.3f} ms"
+        return f"{text}: {self.reason}" if self.reason else text
+
+
+_lock = threading.RLock()
+_memory: dict[str, Any] = {}  # digest → launcher
+_history: dict[str, collections.OrderedDict] = {}  # kernel → digest → components
+_events: collections.deque = collections.deque(maxlen=MAX_EVENTS)
+_counts = {"memory-hit": 0, "disk-hit": 0, "miss": 0}
+_seconds = {"memory-hit": 0.0, "disk-hit": 0.0, "miss": 0.0}
+_listeners: list[Callable[[CacheEvent], None]] = []
+
+
+# ---------------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------------
+
+
+def _record(event: CacheEvent) -> CacheEvent:
+    with _lock:
+        _events.append(event)
+        _counts[event.outcome] += 1
+        _seconds[event.outcome] += event.seconds
+        listeners = tuple(_listeners) if _listeners else ()
+    for listener in listeners:
+        try:
+            listener(event)
+        except Exception:  # a broken widget must not break a launch
+            log.exception("qnb.cache listener %r failed", listener)
+    return event
+
+
+def record_memory_hit(kernel_name: str, backend_name: str, key: CacheKey, seconds: float) -> CacheEvent:
+    """Record a launch that reused its launcher without a lookup (the fast path)."""
+    event = CacheEvent(
+        kernel_name, backend_name, "memory-hit", key.digest, key.short, key.components, seconds, None, [], time.time()
+    )
+    return _record(event)
+
+
+def events() -> list[CacheEvent]:
+    """The recorded events, oldest first (the last ``MAX_EVENTS``)."""
+    with _lock:
+        return list(_events)
+
+
+def add_listener(listener: Callable[[CacheEvent], None]) -> None:
+    """Call ``listener(event)`` for every new event (CacheView uses this)."""
+    with _lock:
+        if listener not in _listeners:
+            _listeners.append(listener)
+
+
+def remove_listener(listener: Callable[[CacheEvent], None]) -> None:
+    with _lock:
+        if listener in _listeners:
+            _listeners.remove(listener)
+
+
+def stats() -> dict:
+    """Counts and times per outcome, the memory level's size and the disk's."""
+    with _lock:
+        counts, seconds, in_memory = dict(_counts), dict(_seconds), len(_memory)
+    root = store.directory()
+    entries, size = store.disk_usage(root)
+    return {
+        "memory_hits": counts["memory-hit"],
+        "disk_hits": counts["disk-hit"],
+        "misses": counts["miss"],
+        "compile_seconds": seconds["miss"],
+        "disk_load_seconds": seconds["disk-hit"],
+        "memory_entries": in_memory,
+        "disk_entries": entries,
+        "disk_bytes": size,
+        "disk_max_bytes": store.max_bytes(),
+        "directory": str(root),
+        "disk_enabled": store.disk_enabled() and store.unusable_reason() is None,
+    }
+
+
+def clear() -> None:
+    """Empty both levels and forget the events, counts and miss history."""
+    with _lock:
+        _memory.clear()
+        _history.clear()
+        _events.clear()
+        for outcome in _counts:
+            _counts[outcome] = 0
+            _seconds[outcome] = 0.0
+    store.clear_disk()
+
+
+# ---------------------------------------------------------------------------------
+# The lookup
+# ---------------------------------------------------------------------------------
+
+
+def get_or_compile(
+    kernel_name: str,
+    backend_name: str,
+    key: CacheKey,
+    compile: Callable[[], Any],
+    load: Callable[[Any], Any],
+) -> tuple[Any, CacheEvent]:
+    """The launcher for ``key``: from memory, else from a verified disk entry, else
+    ``load(compile())`` (then stored on disk). Returns it with the lookup's event."""
+    start = time.perf_counter()
+    forced = store.always_compile()
+    if not forced:
+        with _lock:
+            launcher = _memory.get(key.digest)
+        if launcher is not None:
+            return launcher, _finish(kernel_name, backend_name, key, "memory-hit", start)
+
+    rejected = None
+    if not forced:
+        artifact, rejected = store.load(kernel_name, key)
+        if artifact is not None:
+            try:
+                launcher = load(artifact)
+            except Exception as exc:
+                rejected = f"the backend could not load it ({type(exc).__name__}: {exc})"
+                root = store.usable_directory()
+                if root is not None:
+                    store.discard(store.entry_path(root, kernel_name, key.digest), rejected)
+            else:
+                launcher = _remember(kernel_name, key, launcher)
+                event = _finish(kernel_name, backend_name, key, "disk-hit", start)
+                log.info("loaded %s [%s] from disk in %.1f ms key %s…", kernel_name, backend_name, event.seconds * 1e3, key.short)
+                return launcher, event
+
+    reason, differences = miss_reason(kernel_name, key, forced=forced, rejected=rejected)
+    artifact = compile()
+    launcher = load(artifact)
+    store.save(kernel_name, backend_name, key, artifact)
+    launcher = _remember(kernel_name, key, launcher, replace=forced)
+    event = _finish(kernel_name, backend_name, key, "miss", start, reason, differences)
+    log.info(
+        "compiled %s [%s] in %.1f ms key %s… (%s)", kernel_name, backend_name, event.seconds * 1e3, key.short, reason
+    )
+    return launcher, event
+
+
+def _finish(kernel_name, backend_name, key, outcome, start, reason=None, differences=None) -> CacheEvent:
+    seconds = time.perf_counter() - start
+    event = CacheEvent(
+        kernel_name, backend_name, outcome, key.digest, key.short, key.components, seconds, reason,
+        differences or [], time.time(),
+    )  # fmt: skip
+    return _record(event)
+
+
+def _remember(kernel_name: str, key: CacheKey, launcher: Any, replace: bool = False) -> Any:
+    """Put ``launcher`` in the memory level (another thread's, if it got there
+    first, wins unless ``replace``) and note the key in the kernel's history."""
+    with _lock:
+        if replace:
+            _memory[key.digest] = launcher
+        else:
+            launcher = _memory.setdefault(key.digest, launcher)
+        seen = _history.setdefault(kernel_name, collections.OrderedDict())
+        seen[key.digest] = key.components
+        seen.move_to_end(key.digest)
+        while len(seen) > MAX_HISTORY:
+            seen.popitem(last=False)
+    return launcher
+
+
+def miss_reason(
+    kernel_name: str, key: CacheKey, forced: bool = False, rejected: str | None = None
+) -> tuple[str, list[Difference]]:
+    """Why ``key`` missed: its differences from the closest earlier key of the same
+    kernel (fewest differing components), or "first compile"."""
+    if rejected is not None:
+        return f"the disk entry was discarded: {rejected}", []
+    candidates = _earlier_keys(kernel_name, key.digest)
+    if not candidates:
+        return FIRST_COMPILE, []
+    closest = min(candidates, key=lambda item: count_differing_components(item, key.components))
+    differences = diff(closest, key)
+    if differences:
+        return "; ".join(str(d) for d in differences), differences
+    if forced:
+        return "QNB_ALWAYS_COMPILE=1 forces a compile", []
+    return "an entry with this key was cached earlier and is gone (cleared or evicted)", []
+
+
+def _earlier_keys(kernel_name: str, digest: str) -> list[dict]:
+    """Earlier keys of this kernel, most recent first: this process's, then the disk's."""
+    with _lock:
+        seen = list(reversed(_history.get(kernel_name, {}).items()))
+    candidates = [components for _, components in seen]
+    known = {d for d, _ in seen}
+    if store.usable_directory() is not None:
+        for info in store.list_entries(kernel_name, limit=MAX_HISTORY):
+            if info.digest not in known:
+                candidates.append(info.components)
+    return candidates
+
+
+def memory_launcher(digest: str) -> Any | None:
+    """The launcher the memory level holds for ``digest``, if any."""
+    with _lock:
+        return _memory.get(digest)

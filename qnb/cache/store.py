@@ -1,0 +1,469 @@
+"""The disk level of the kernel cache: one verified JSON file per entry.
+
+An entry is ``<kernel>-<digest>.json`` in the cache directory and holds the schema
+version, the full digest, the kernel and backend names, the key's full components,
+the artifact (its JSON text fields and its binary as base64) and a sha256 of that
+payload. A load re-derives everything it can: the file must parse, carry this
+schema, hash (from its own stored components) to the digest in its name and to the
+digest asked for, and match its payload checksum. Anything else is discarded with a
+:class:`CacheWarning` and treated as a miss; nothing is ever unpickled or executed.
+
+Writes go to a temp file in the same directory, are fsynced and then renamed over
+the entry (``os.replace`` is atomic), so concurrent processes writing the same key
+each leave a whole, valid file. After each write the directory is trimmed to
+``QNB_CACHE_MAX_BYTES`` by evicting the least recently used entries (a hit touches
+its file's mtime). A directory that cannot be created or written turns the disk
+level off for this process, with one warning.
+
+Environment variables are read at call time, so tests (and users in a notebook) can
+change them without re-importing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qnb.cache.key import CacheKey, canonical_json
+
+SCHEMA = 1
+DEFAULT_MAX_BYTES = 1 << 30
+SUFFIX = ".json"
+TEMP_SUFFIX = ".tmp"
+_DIGEST_LENGTH = 64
+_STALE_TEMP_SECONDS = 3600.0
+
+log = logging.getLogger("qnb.cache")
+
+
+class CacheWarning(UserWarning):
+    """A cache entry was discarded, or the disk cache is unusable (contract)."""
+
+
+# ---------------------------------------------------------------------------------
+# Settings (read at call time)
+# ---------------------------------------------------------------------------------
+
+
+def directory() -> Path:
+    """The disk cache directory: ``$QNB_CACHE_DIR``, else the user cache dir's ``qnb``."""
+    configured = os.environ.get("QNB_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("qnb"))
+
+
+def disk_enabled() -> bool:
+    """False when ``QNB_CACHE=0`` turns the disk level off."""
+    return os.environ.get("QNB_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def always_compile() -> bool:
+    """True when ``QNB_ALWAYS_COMPILE=1`` forces every lookup to compile."""
+    return os.environ.get("QNB_ALWAYS_COMPILE", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def max_bytes() -> int:
+    """The size bound of the directory (``QNB_CACHE_MAX_BYTES``, default 1 GiB)."""
+    raw = os.environ.get("QNB_CACHE_MAX_BYTES")
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        log.warning("ignoring QNB_CACHE_MAX_BYTES=%r (not an integer)", raw)
+        return DEFAULT_MAX_BYTES
+
+
+# ---------------------------------------------------------------------------------
+# The directory, and degrading to memory-only
+# ---------------------------------------------------------------------------------
+
+_state_lock = threading.Lock()
+_unusable: dict[str, str] = {}  # directory → why the disk level is off there
+_warned_unusable = False
+
+
+def usable_directory() -> Path | None:
+    """The cache directory, created private (0o700) if needed; None when the disk
+    level is off (``QNB_CACHE=0``) or the directory cannot be used."""
+    if not disk_enabled():
+        return None
+    path = directory()
+    if str(path) in _unusable:
+        return None
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        _degrade(path, f"cannot create it ({exc.strerror or exc})")
+        return None
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        _degrade(path, "it is not writable")
+        return None
+    return path
+
+
+def _degrade(path: Path, why: str) -> None:
+    """Turn the disk level off for ``path``; warn once per process."""
+    global _warned_unusable
+    with _state_lock:
+        _unusable[str(path)] = why
+        first = not _warned_unusable
+        _warned_unusable = True
+    message = f"qnb kernel cache directory {path} is unusable: {why}; caching in memory only"
+    if first:
+        log.warning("%s", message)
+        warnings.warn(message, CacheWarning, stacklevel=4)
+    else:
+        log.debug("%s", message)
+
+
+def unusable_reason() -> str | None:
+    """Why the current directory's disk level is off, if it is."""
+    return _unusable.get(str(directory()))
+
+
+# ---------------------------------------------------------------------------------
+# Entries
+# ---------------------------------------------------------------------------------
+
+
+def sanitise(kernel_name: str) -> str:
+    """A file-name-safe form of a kernel name (no '-', which separates the digest)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.]", "_", kernel_name).strip(".") or "kernel"
+    return cleaned[:80]
+
+
+def entry_path(root: Path, kernel_name: str, digest: str) -> Path:
+    return root / f"{sanitise(kernel_name)}-{digest}{SUFFIX}"
+
+
+def digest_from_filename(path: Path) -> str | None:
+    stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else None
+    if stem is None or "-" not in stem:
+        return None
+    digest = stem.rsplit("-", 1)[1]
+    if len(digest) != _DIGEST_LENGTH or not re.fullmatch(r"[0-9a-f]+", digest):
+        return None
+    return digest
+
+
+def payload_checksum(text: dict, binary: bytes | None) -> str:
+    """sha256 over the artifact's canonical text fields and its binary."""
+    h = hashlib.sha256()
+    h.update(canonical_json(text).encode("utf-8"))
+    h.update(b"\0binary:")
+    h.update(b"none" if binary is None else b"bytes:" + binary)
+    return h.hexdigest()
+
+
+@dataclass
+class EntryInfo:
+    """What listing the directory tells about one entry (not verified)."""
+
+    path: Path
+    kernel: str
+    backend: str
+    digest: str
+    components: dict
+    created: float
+    last_used: float
+    file_size: int
+
+    @property
+    def short(self) -> str:
+        return self.digest[:12]
+
+
+class CorruptEntry(Exception):
+    """Why an entry on disk cannot be trusted."""
+
+
+def save(kernel_name: str, backend_name: str, key: CacheKey, artifact: Any) -> Path | None:
+    """Write ``artifact`` as the entry for ``key``; None if the disk level is off.
+
+    Never raises for I/O trouble: a failed write degrades to memory-only."""
+    root = usable_directory()
+    if root is None:
+        return None
+    binary = artifact.binary
+    entry = {
+        "schema": SCHEMA,
+        "digest": key.digest,
+        "kernel": kernel_name,
+        "backend": backend_name,
+        "components": key.components,
+        "payload": artifact.text,
+        "binary": None if binary is None else base64.b64encode(binary).decode("ascii"),
+        "payload_sha256": payload_checksum(artifact.text, binary),
+        "created": time.time(),
+        "size": len(canonical_json(artifact.text)) + (len(binary) if binary is not None else 0),
+    }
+    data = json.dumps(entry, sort_keys=True, indent=1, ensure_ascii=True).encode("utf-8")
+    final = entry_path(root, kernel_name, key.digest)
+    temp_name = None
+    try:
+        fd, temp_name = tempfile.mkstemp(prefix=f".{final.stem[:40]}.", suffix=TEMP_SUFFIX, dir=root)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, final)
+        temp_name = None
+    except OSError as exc:
+        _degrade(root, f"writing an entry failed ({exc.strerror or exc})")
+        return None
+    finally:
+        if temp_name is not None:
+            _unlink_quietly(Path(temp_name))
+    evict(root, max_bytes(), keep=final)
+    return final
+
+
+def load(kernel_name: str, key: CacheKey) -> tuple[Any | None, str | None]:
+    """(artifact, None) for a verified entry; (None, why) when an entry existed but
+    was discarded; (None, None) when there is none (or the disk level is off)."""
+    root = usable_directory()
+    if root is None:
+        return None, None
+    path = entry_path(root, kernel_name, key.digest)
+    try:
+        with open(path, "rb") as handle:
+            inode = os.fstat(handle.fileno()).st_ino
+            data = handle.read()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        log.debug("cannot read %s: %s", path, exc)
+        return None, None
+    try:
+        artifact = verify(data, path, key.digest)
+    except CorruptEntry as exc:
+        why = str(exc)
+        discard(path, why, inode)
+        return None, why
+    try:
+        os.utime(path)  # least-recently-used order follows the mtime
+    except OSError:
+        pass
+    return artifact, None
+
+
+def verify(data: bytes, path: Path, digest: str):
+    """The artifact stored in ``data`` if every check passes; else CorruptEntry."""
+    from qnb.backends.base import Artifact
+
+    try:
+        entry = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptEntry(f"not valid JSON ({_first_line(exc)})") from None
+    if not isinstance(entry, dict):
+        raise CorruptEntry("not a cache entry (JSON but not an object)")
+    if entry.get("schema") != SCHEMA:
+        raise CorruptEntry(f"schema {entry.get('schema')!r}, expected {SCHEMA}")
+    name_digest = digest_from_filename(path)
+    if name_digest != digest or entry.get("digest") != digest:
+        raise CorruptEntry("entry was written for another key (digest mismatch)")
+    components = entry.get("components")
+    if not isinstance(components, dict):
+        raise CorruptEntry("no key components")
+    try:
+        stored_digest = CacheKey(components).digest
+    except (TypeError, ValueError) as exc:
+        raise CorruptEntry(f"malformed key components ({exc})") from None
+    if stored_digest != digest:
+        raise CorruptEntry("stored key components do not hash to the entry's key")
+    payload, encoded = entry.get("payload"), entry.get("binary")
+    if not isinstance(payload, dict) or not (encoded is None or isinstance(encoded, str)):
+        raise CorruptEntry("malformed payload")
+    try:
+        binary = None if encoded is None else base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise CorruptEntry("binary is not valid base64") from None
+    try:
+        checksum = payload_checksum(payload, binary)
+    except TypeError:
+        raise CorruptEntry("malformed payload") from None
+    if checksum != entry.get("payload_sha256"):
+        raise CorruptEntry("payload checksum mismatch")
+    return Artifact(text=payload, binary=binary)
+
+
+def discard(path: Path, why: str, inode: int | None = None) -> None:
+    """Warn about and delete a bad entry (unless another process replaced it since)."""
+    message = f"qnb kernel cache: discarding {path.name}: {why}; recompiling"
+    log.warning("%s", message)
+    warnings.warn(message, CacheWarning, stacklevel=4)
+    try:
+        if inode is None or os.stat(path).st_ino == inode:
+            path.unlink()
+    except OSError:
+        pass
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------------
+# Listing, eviction, clearing
+# ---------------------------------------------------------------------------------
+
+
+def _entry_files(root: Path, prefix: str = "") -> list[os.DirEntry]:
+    try:
+        with os.scandir(root) as scan:
+            return [
+                item
+                for item in scan
+                if item.name.endswith(SUFFIX) and item.name.startswith(prefix) and not item.name.startswith(".")
+            ]
+    except OSError:
+        return []
+
+
+def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
+    """Delete least-recently-used entries until the directory holds ``bound`` bytes
+    or less (never ``keep``, the entry just written). Returns what was deleted."""
+    sized = []
+    now = time.time()
+    try:
+        with os.scandir(root) as scan:
+            items = list(scan)
+    except OSError:
+        return []
+    for item in items:
+        try:
+            stat = item.stat()
+        except OSError:
+            continue
+        if item.name.endswith(TEMP_SUFFIX):
+            if now - stat.st_mtime > _STALE_TEMP_SECONDS:  # left by a crashed writer
+                _unlink_quietly(Path(item.path))
+            continue
+        if item.name.endswith(SUFFIX):
+            sized.append((stat.st_mtime, item.name, stat.st_size, Path(item.path)))
+    total = sum(size for _, _, size, _ in sized)
+    deleted = []
+    for _, _, size, path in sorted(sized):
+        if total <= bound:
+            break
+        if keep is not None and path == keep:
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        total -= size
+        deleted.append(path)
+    if deleted:
+        log.info("evicted %d cache entr%s to stay under %d bytes", len(deleted), "y" if len(deleted) == 1 else "ies", bound)
+    return deleted
+
+
+def read_info(path: Path) -> EntryInfo | None:
+    """An entry's metadata and components, without verifying it (None if unreadable)."""
+    try:
+        stat = path.stat()
+        entry = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or not isinstance(entry.get("components"), dict):
+        return None
+    created = entry.get("created")
+    return EntryInfo(
+        path=path,
+        kernel=str(entry.get("kernel", "?")),
+        backend=str(entry.get("backend", "?")),
+        digest=str(entry.get("digest", "")),
+        components=entry["components"],
+        created=float(created) if isinstance(created, (int, float)) else stat.st_mtime,
+        last_used=stat.st_mtime,
+        file_size=stat.st_size,
+    )
+
+
+def list_entries(kernel_name: str | None = None, root: Path | None = None, limit: int | None = None) -> list[EntryInfo]:
+    """Entries on disk (those of ``kernel_name`` only, if given), most recently used
+    first; at most ``limit`` of them are read."""
+    if root is None:
+        root = directory()
+    prefix = f"{sanitise(kernel_name)}-" if kernel_name is not None else ""
+    files = _entry_files(root, prefix)
+    stamped = []
+    for item in files:
+        try:
+            stamped.append((item.stat().st_mtime, item.path))
+        except OSError:
+            continue
+    stamped.sort(reverse=True)
+    if limit is not None:
+        stamped = stamped[:limit]
+    infos = []
+    for _, path in stamped:
+        info = read_info(Path(path))
+        if info is None:
+            continue
+        if kernel_name is not None and info.kernel != kernel_name:
+            continue  # another kernel whose name sanitises the same
+        infos.append(info)
+    return infos
+
+
+def disk_usage(root: Path | None = None) -> tuple[int, int]:
+    """(number of entries, bytes) in the directory."""
+    if root is None:
+        root = directory()
+    count = size = 0
+    for item in _entry_files(root):
+        try:
+            size += item.stat().st_size
+        except OSError:
+            continue
+        count += 1
+    return count, size
+
+
+def clear_disk(root: Path | None = None) -> int:
+    """Delete every entry (and leftover temp file); returns how many entries went."""
+    if root is None:
+        root = directory()
+    removed = 0
+    try:
+        with os.scandir(root) as scan:
+            items = list(scan)
+    except OSError:
+        return 0
+    for item in items:
+        if item.name.endswith(SUFFIX) and digest_from_filename(Path(item.name)) is not None:
+            try:
+                os.unlink(item.path)
+                removed += 1
+            except OSError:
+                pass
+        elif item.name.startswith(".") and item.name.endswith(TEMP_SUFFIX):
+            _unlink_quietly(Path(item.path))
+    return removed
