@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml | $(PY)
 	@touch $@
 
 system-deps:
-	@scripts/install_system_deps.sh
+	@PYTHON=$(PYTHON) scripts/install_system_deps.sh
 
 runtime-dir:
 	@mkdir -p $(RUNTIME_DIR) && chmod 700 $(RUNTIME_DIR)

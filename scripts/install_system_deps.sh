@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the system packages qnb's tests and demos need, only those that are missing:
 #   - a Vulkan loader and driver (Mesa's lavapipe runs WGSL on the CPU when there is no GPU),
-#   - Chromium (the JupyterLab widget test drives it with Playwright).
+#   - Chromium (the JupyterLab widget test drives it with Playwright),
+#   - python3-venv when `python3 -m venv` cannot work (Debian splits ensurepip out).
 # As root on Debian/Ubuntu it installs them (apt-get update runs at most once, and only when
 # something must be installed). Otherwise it says what is missing and exits 0: the tests that
 # need a missing piece skip (or fail under QNB_REQUIRE_WGPU=1) with the reason.
@@ -23,10 +24,19 @@ have_vulkan_icd() {
 }
 
 have_vulkan_loader() {
-    ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'
+    # Not `ldconfig -p | grep -q`: grep exiting early makes ldconfig fail with SIGPIPE.
+    # ldconfig lives in /sbin, outside a normal user's PATH on Debian.
+    local ldconfig
+    ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
+    [[ $("$ldconfig" -p 2>/dev/null) == *'libvulkan.so.1 '* ]] ||
+        compgen -G '/usr/lib/*/libvulkan.so.1' >/dev/null ||
+        compgen -G '/usr/lib/libvulkan.so.1' >/dev/null
 }
 
 missing=()
+if ! "${PYTHON:-python3}" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    missing+=(python3-venv)
+fi
 if ! have_vulkan_loader; then
     missing+=(libvulkan1)
 fi
