@@ -13,7 +13,6 @@ all read at call time.
 
 from __future__ import annotations
 
-from qnb.cache.report import explain
 from qnb.cache.key import COMPONENTS, CacheKey, Difference, canonical_json, diff
 from qnb.cache.lookup import (
     CacheEvent,
@@ -25,6 +24,7 @@ from qnb.cache.lookup import (
     remove_listener,
     stats,
 )
+from qnb.cache.report import explain
 from qnb.cache.store import CacheWarning, directory
 
 __all__ = [

@@ -11,7 +11,9 @@ from qnb.cache.report import explain_disk
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qnb cache", description="Inspect the qnb kernel cache on disk.")
+    parser = argparse.ArgumentParser(
+        prog="qnb cache", description="Inspect the qnb kernel cache on disk."
+    )
     commands = parser.add_subparsers(dest="command", metavar="{list,stats,clear,explain}")
     commands.add_parser("list", help="one line per entry, most recently used first")
     commands.add_parser("stats", help="directory, entries, size and bound")
@@ -47,7 +49,10 @@ def run(argv: list[str], out=None) -> int:
         print(f"{'kernel':<{width}}  backend  key           size       last used", file=out)
         for info in infos:
             used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.last_used))
-            print(f"{info.kernel:<{width}}  {info.backend:<7}  {info.short}  {_size(info.file_size):>9}  {used}", file=out)
+            print(
+                f"{info.kernel:<{width}}  {info.backend:<7}  {info.short}  {_size(info.file_size):>9}  {used}",
+                file=out,
+            )
         return 0
     if args.command == "stats":
         entries, size = store.disk_usage(root)

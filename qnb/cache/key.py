@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 # The components, in key order (contract: DESIGN.md "Kernel cache").
 COMPONENTS = ("qnb", "source", "captured", "signature", "backend", "compiler", "options")
 
 # Components whose value is a dict of named entries; diff() reports entry by entry.
 DICT_COMPONENTS = frozenset(("source", "captured", "signature", "backend", "compiler", "options"))
-
 
 
 class _Absent:
@@ -53,7 +53,9 @@ def canonical_json(value: Any) -> str:
     Raises TypeError for anything that is not plain JSON data (or that would be
     silently conflated by JSON, such as a dict with non-string keys)."""
     _check_json_data(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True
+    )
 
 
 def _check_json_data(value: Any, path: str = "value") -> None:
@@ -85,7 +87,7 @@ class CacheKey:
     order), ``component_digests`` (name → sha256 hex), ``digest`` (sha256 hex over
     the ordered component digests) and ``short`` (its first 12 hex digits)."""
 
-    __slots__ = ("components", "component_digests", "digest", "short")
+    __slots__ = ("component_digests", "components", "digest", "short")
 
     def __init__(self, components: Mapping[str, Any]):
         unknown = [name for name in components if name not in COMPONENTS]
@@ -100,7 +102,9 @@ class CacheKey:
         # Keep the values as JSON gives them back, so a key built in memory and the
         # same key read from disk compare equal (tuples become lists, and so on).
         self.components: dict[str, Any] = {name: json.loads(texts[name]) for name in COMPONENTS}
-        self.component_digests: dict[str, str] = {name: sha256_hex(texts[name]) for name in COMPONENTS}
+        self.component_digests: dict[str, str] = {
+            name: sha256_hex(texts[name]) for name in COMPONENTS
+        }
         combined = "\n".join(f"{name}={self.component_digests[name]}" for name in COMPONENTS)
         self.digest: str = sha256_hex(combined)
         self.short: str = self.digest[:12]
@@ -242,7 +246,7 @@ def _render_tagged(value: list | tuple) -> str | None:
 
 
 def describe_text_change(old: Any, new: Any) -> str:
-    """"text changed at line N: 'old line' → 'new line'" (not the whole text)."""
+    """ "text changed at line N: 'old line' → 'new line'" (not the whole text)."""
     if not isinstance(old, str) or not isinstance(new, str):
         return f"{_summarise_text(old)} → {_summarise_text(new)}"
     old_lines, new_lines = old.splitlines(), new.splitlines()
@@ -250,7 +254,9 @@ def describe_text_change(old: Any, new: Any) -> str:
         before = old_lines[number] if number < len(old_lines) else None
         after = new_lines[number] if number < len(new_lines) else None
         if before != after:
-            return f"text changed at line {number + 1}: {_quote_line(before)} → {_quote_line(after)}"
+            return (
+                f"text changed at line {number + 1}: {_quote_line(before)} → {_quote_line(after)}"
+            )
     return "text changed (whitespace at the end)"
 
 

@@ -14,8 +14,9 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from qnb.cache import store
 from qnb.cache.key import CacheKey, Difference, count_differing_components, diff
@@ -79,10 +80,21 @@ def _record(event: CacheEvent) -> CacheEvent:
     return event
 
 
-def record_memory_hit(kernel_name: str, backend_name: str, key: CacheKey, seconds: float) -> CacheEvent:
+def record_memory_hit(
+    kernel_name: str, backend_name: str, key: CacheKey, seconds: float
+) -> CacheEvent:
     """Record a launch that reused its launcher without a lookup (the fast path)."""
     event = CacheEvent(
-        kernel_name, backend_name, "memory-hit", key.digest, key.short, key.components, seconds, None, [], time.time()
+        kernel_name,
+        backend_name,
+        "memory-hit",
+        key.digest,
+        key.short,
+        key.components,
+        seconds,
+        None,
+        [],
+        time.time(),
     )
     return _record(event)
 
@@ -175,7 +187,13 @@ def get_or_compile(
             else:
                 launcher = _remember(kernel_name, key, launcher)
                 event = _finish(kernel_name, backend_name, key, "disk-hit", start)
-                log.info("loaded %s [%s] from disk in %.1f ms key %s…", kernel_name, backend_name, event.seconds * 1e3, key.short)
+                log.info(
+                    "loaded %s [%s] from disk in %.1f ms key %s…",
+                    kernel_name,
+                    backend_name,
+                    event.seconds * 1e3,
+                    key.short,
+                )
                 return launcher, event
 
     reason, differences = miss_reason(kernel_name, key, forced=forced, rejected=rejected)
@@ -185,12 +203,19 @@ def get_or_compile(
     launcher = _remember(kernel_name, key, launcher, replace=forced)
     event = _finish(kernel_name, backend_name, key, "miss", start, reason, differences)
     log.info(
-        "compiled %s [%s] in %.1f ms key %s… (%s)", kernel_name, backend_name, event.seconds * 1e3, key.short, reason
+        "compiled %s [%s] in %.1f ms key %s… (%s)",
+        kernel_name,
+        backend_name,
+        event.seconds * 1e3,
+        key.short,
+        reason,
     )
     return launcher, event
 
 
-def _finish(kernel_name, backend_name, key, outcome, start, reason=None, differences=None) -> CacheEvent:
+def _finish(
+    kernel_name, backend_name, key, outcome, start, reason=None, differences=None
+) -> CacheEvent:
     seconds = time.perf_counter() - start
     event = CacheEvent(
         kernel_name, backend_name, outcome, key.digest, key.short, key.components, seconds, reason,

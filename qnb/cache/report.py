@@ -19,7 +19,9 @@ def kernel_name_of(kernel_or_name: Any) -> str:
         value = getattr(kernel_or_name, attribute, None)
         if isinstance(value, str):
             return value
-    raise TypeError(f"explain() needs a kernel or a kernel name, not {type(kernel_or_name).__name__}")
+    raise TypeError(
+        f"explain() needs a kernel or a kernel name, not {type(kernel_or_name).__name__}"
+    )
 
 
 def matches(recorded: str, asked: str) -> bool:
@@ -67,25 +69,40 @@ def explain(kernel_or_name: Any) -> str:
     lines += describe_key(last.components)
     misses = [event for event in recorded if event.outcome == "miss"]
     hits = len(recorded) - len(misses)
-    lines.append(f"{len(misses)} miss{'es' if len(misses) != 1 else ''} and {hits} hit{'s' if hits != 1 else ''} in this process")
+    lines.append(
+        f"{len(misses)} miss{'es' if len(misses) != 1 else ''} and {hits} hit{'s' if hits != 1 else ''} in this process"
+    )
     for event in misses:
-        lines.append(f"  {_clock(event.time)}  {event.short_key}  [{event.backend}]  {event.reason}")
+        lines.append(
+            f"  {_clock(event.time)}  {event.short_key}  [{event.backend}]  {event.reason}"
+        )
     return "\n".join(lines)
 
 
 def explain_disk(name: str) -> str:
     """The disk's view: each entry of the kernel, oldest first, and how its key
     differs from the closest earlier entry."""
-    infos = [info for info in store.list_entries(root=store.directory()) if matches(info.kernel, name)]
+    infos = [
+        info for info in store.list_entries(root=store.directory()) if matches(info.kernel, name)
+    ]
     if not infos:
         return f"no entries for kernel {name!r} in {store.directory()}"
     infos.sort(key=lambda info: info.created)
-    lines = [f"{len(infos)} entr{'y' if len(infos) == 1 else 'ies'} for kernel {name!r} in {store.directory()}:"]
+    lines = [
+        f"{len(infos)} entr{'y' if len(infos) == 1 else 'ies'} for kernel {name!r} in {store.directory()}:"
+    ]
     for index, info in enumerate(infos):
         earlier = [other for other in infos[:index] if other.kernel == info.kernel]
         if earlier:
-            closest = min(reversed(earlier), key=lambda other: len({d.component for d in diff(other.components, info.components)}))
-            reason = "; ".join(str(d) for d in diff(closest.components, info.components)) or "same key"
+            closest = min(
+                reversed(earlier),
+                key=lambda other: len(
+                    {d.component for d in diff(other.components, info.components)}
+                ),
+            )
+            reason = (
+                "; ".join(str(d) for d in diff(closest.components, info.components)) or "same key"
+            )
         else:
             reason = lookup.FIRST_COMPILE
         lines.append(f"  {_clock(info.created)}  {info.short}  [{info.backend}]  {reason}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import logging
@@ -217,7 +218,9 @@ def save(kernel_name: str, backend_name: str, key: CacheKey, artifact: Any) -> P
     final = entry_path(root, kernel_name, key.digest)
     temp_name = None
     try:
-        fd, temp_name = tempfile.mkstemp(prefix=f".{final.stem[:40]}.", suffix=TEMP_SUFFIX, dir=root)
+        fd, temp_name = tempfile.mkstemp(
+            prefix=f".{final.stem[:40]}.", suffix=TEMP_SUFFIX, dir=root
+        )
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -256,10 +259,8 @@ def load(kernel_name: str, key: CacheKey) -> tuple[Any | None, str | None]:
         why = str(exc)
         discard(path, why, inode)
         return None, why
-    try:
+    with contextlib.suppress(OSError):
         os.utime(path)  # least-recently-used order follows the mtime
-    except OSError:
-        pass
     return artifact, None
 
 
@@ -320,10 +321,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _unlink_quietly(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         path.unlink()
-    except OSError:
-        pass
 
 
 # ---------------------------------------------------------------------------------
@@ -337,7 +336,9 @@ def _entry_files(root: Path, prefix: str = "") -> list[os.DirEntry]:
             return [
                 item
                 for item in scan
-                if item.name.endswith(SUFFIX) and item.name.startswith(prefix) and not item.name.startswith(".")
+                if item.name.endswith(SUFFIX)
+                and item.name.startswith(prefix)
+                and not item.name.startswith(".")
             ]
     except OSError:
         return []
@@ -380,7 +381,12 @@ def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
         total -= size
         deleted.append(path)
     if deleted:
-        log.info("evicted %d cache entr%s to stay under %d bytes", len(deleted), "y" if len(deleted) == 1 else "ies", bound)
+        log.info(
+            "evicted %d cache entr%s to stay under %d bytes",
+            len(deleted),
+            "y" if len(deleted) == 1 else "ies",
+            bound,
+        )
     return deleted
 
 
@@ -391,7 +397,11 @@ def read_info(path: Path) -> EntryInfo | None:
         entry = json.loads(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-    if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or not isinstance(entry.get("components"), dict):
+    if (
+        not isinstance(entry, dict)
+        or entry.get("schema") != SCHEMA
+        or not isinstance(entry.get("components"), dict)
+    ):
         return None
     created = entry.get("created")
     return EntryInfo(
@@ -406,7 +416,9 @@ def read_info(path: Path) -> EntryInfo | None:
     )
 
 
-def list_entries(kernel_name: str | None = None, root: Path | None = None, limit: int | None = None) -> list[EntryInfo]:
+def list_entries(
+    kernel_name: str | None = None, root: Path | None = None, limit: int | None = None
+) -> list[EntryInfo]:
     """Entries on disk (those of ``kernel_name`` only, if given), most recently used
     first; at most ``limit`` of them are read."""
     if root is None:

@@ -36,7 +36,7 @@ def make_key(**overrides) -> CacheKey:
     components = {name: dict(value) for name, value in BASE.items()}
     for name, value in overrides.items():
         if name.startswith("captured_"):
-            components["captured"][name[len("captured_"):]] = value
+            components["captured"][name[len("captured_") :]] = value
         else:
             components[name] = value
     return CacheKey(components)
@@ -61,7 +61,11 @@ class FakeBackend:
         def compile() -> Artifact:
             self.compiles += 1
             return Artifact(
-                text={"digest": key.digest, "source": f"// kernel for {key.short}\n", "marker": "compiled"},
+                text={
+                    "digest": key.digest,
+                    "source": f"// kernel for {key.short}\n",
+                    "marker": "compiled",
+                },
                 binary=expected_binary(key.digest, self.binary_size),
             )
 
@@ -71,7 +75,9 @@ class FakeBackend:
         def load(artifact: Artifact):
             self.loads.append(artifact)
             if artifact.text.get("digest") != key.digest:
-                raise AssertionError(f"served the artifact of {artifact.text.get('digest')} for {key.digest}")
+                raise AssertionError(
+                    f"served the artifact of {artifact.text.get('digest')} for {key.digest}"
+                )
             if artifact.binary != expected_binary(key.digest, self.binary_size):
                 raise AssertionError("binary payload differs")
 
@@ -85,10 +91,14 @@ class FakeBackend:
     def get(self, key: CacheKey, name: str = "k"):
         import qnb.cache
 
-        return qnb.cache.get_or_compile(name, "fake", key, self.compile_for(key), self.load_for(key))
+        return qnb.cache.get_or_compile(
+            name, "fake", key, self.compile_for(key), self.load_for(key)
+        )
 
 
-def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_python(
+    code: str, env: dict | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter that can import qnb and cache_fakes."""
     full_env = dict(os.environ)
     full_env.update(env or {})

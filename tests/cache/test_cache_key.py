@@ -46,7 +46,10 @@ def test_dict_order_does_not_matter_and_tuples_equal_lists():
     a = make_key(captured={"a": ["int", 1], "b": ["bool", True]})
     b = make_key(captured={"b": ["bool", True], "a": ["int", 1]})
     assert a.digest == b.digest
-    assert make_key(captured={"t": ("tuple", (1, 2))}).digest == make_key(captured={"t": ["tuple", [1, 2]]}).digest
+    assert (
+        make_key(captured={"t": ("tuple", (1, 2))}).digest
+        == make_key(captured={"t": ["tuple", [1, 2]]}).digest
+    )
 
 
 def test_canonical_json_refuses_what_json_would_conflate():
@@ -59,7 +62,13 @@ def test_canonical_json_refuses_what_json_would_conflate():
 
 
 def test_canonical_json_round_trips_exactly():
-    value = {"f": [0.1, 1e300, -0.0, 5e-324], "s": "λ\n\"", "n": None, "b": [True, False], "i": 2**70}
+    value = {
+        "f": [0.1, 1e300, -0.0, 5e-324],
+        "s": 'λ\n"',
+        "n": None,
+        "b": [True, False],
+        "i": 2**70,
+    }
     text = canonical_json(value)
     assert canonical_json(json.loads(text)) == text
     assert text.isascii()
@@ -67,8 +76,13 @@ def test_canonical_json_round_trips_exactly():
 
 def test_digest_is_the_same_in_every_process():
     # str hashing is salted per process; a key must not depend on it.
-    code = "from cache_fakes import make_key; print(make_key(captured_x=['float', '0x1.8p+1']).digest)"
-    seen = {run_python(code, env={"PYTHONHASHSEED": seed}).stdout.strip() for seed in ("1", "2", "random")}
+    code = (
+        "from cache_fakes import make_key; print(make_key(captured_x=['float', '0x1.8p+1']).digest)"
+    )
+    seen = {
+        run_python(code, env={"PYTHONHASHSEED": seed}).stdout.strip()
+        for seed in ("1", "2", "random")
+    }
     assert seen == {make_key(captured_x=["float", "0x1.8p+1"]).digest}
 
 
@@ -79,7 +93,11 @@ def test_every_component_changes_the_digest():
         assert changed.digest != base.digest
         assert [d.component for d in diff(base, changed)] == [name] * len(diff(base, changed))
         assert changed.component_digests[name] != base.component_digests[name]
-        assert all(changed.component_digests[o] == base.component_digests[o] for o in COMPONENTS if o != name)
+        assert all(
+            changed.component_digests[o] == base.component_digests[o]
+            for o in COMPONENTS
+            if o != name
+        )
 
 
 def test_diff_reports_each_entry_of_dict_components():
@@ -132,7 +150,9 @@ def test_tagged_values_render_readably(old, new, text):
 def test_source_difference_shows_the_first_changed_line_not_the_text():
     old_text = "def helper(x):\n    y = x + 1\n    return y * 2\n" + "# padding\n" * 50
     new_text = old_text.replace("x + 1", "x - 1")
-    (difference,) = diff(make_key(source={"helper": old_text}), make_key(source={"helper": new_text}))
+    (difference,) = diff(
+        make_key(source={"helper": old_text}), make_key(source={"helper": new_text})
+    )
     assert str(difference) == "source.helper: text changed at line 2: 'y = x + 1' → 'y = x - 1'"
     added = diff(make_key(source={}), make_key(source={"helper": old_text}))
     assert str(added[0]) == "source.helper: <absent> → text of 53 lines"

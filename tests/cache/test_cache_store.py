@@ -49,7 +49,9 @@ def test_entry_holds_everything_the_contract_names(cache_dir):
     assert entry["kernel"] == "my.kernel<locals>" and entry["backend"] == "fake"
     assert entry["components"] == key.components
     assert base64.b64decode(entry["binary"]) == expected_binary(key.digest, 8)
-    assert entry["payload_sha256"] == store.payload_checksum(entry["payload"], expected_binary(key.digest, 8))
+    assert entry["payload_sha256"] == store.payload_checksum(
+        entry["payload"], expected_binary(key.digest, 8)
+    )
     assert entry["created"] > 0 and entry["size"] > 0
 
 
@@ -124,7 +126,10 @@ def test_corrupt_entry_is_rejected_with_a_warning_and_recompiled(cache_dir, corr
 
 
 def test_entry_written_for_another_key_is_rejected(cache_dir):
-    mine, other = make_key(captured_use_alias=["bool", False]), make_key(captured_use_alias=["bool", True])
+    mine, other = (
+        make_key(captured_use_alias=["bool", False]),
+        make_key(captured_use_alias=["bool", True]),
+    )
     FakeBackend().get(other)
     (path,) = entry_files(cache_dir)
     # Someone copies (or a collision-prone scheme would map) the other entry to my name.
@@ -156,7 +161,7 @@ def test_lru_eviction_keeps_the_directory_under_the_bound(cache_dir, monkeypatch
     monkeypatch.setenv("QNB_CACHE_MAX_BYTES", str(entry_size * 3 + entry_size // 2))
 
     t = 1_000_000_000
-    for n, key in enumerate(keys[1:3], start=1):
+    for key in keys[1:3]:
         backend.get(key)
     for n, key in enumerate(keys[:3]):  # a known use order: 0, 1, 2
         os.utime(cache_dir / f"k-{key.digest}.json", (t + n, t + n))

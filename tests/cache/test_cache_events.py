@@ -1,0 +1,192 @@
+"""Events, miss reasons, listeners, stats, explain and the ``qnb cache`` commands."""
+
+import io
+import json
+import time
+
+import pytest
+from cache_fakes import FakeBackend, make_key, run_python
+
+import qnb.cache
+from qnb.cache import cli
+
+
+def test_outcomes_and_event_fields(cache_dir):
+    backend = FakeBackend()
+    key = make_key()
+    before = time.time()
+    _, miss = backend.get(key)
+    _, hit = backend.get(key)
+    assert [e.outcome for e in qnb.cache.events()] == ["miss", "memory-hit"]
+    assert miss.kernel == "k" and miss.backend == "fake"
+    assert miss.key == key.digest and miss.short_key == key.short
+    assert miss.components == key.components
+    assert miss.reason == "first compile" and miss.differences == []
+    assert miss.seconds > 0 and before <= miss.time <= time.time()
+    assert hit.reason is None and hit.seconds < miss.seconds + 1
+
+
+def test_miss_reason_names_what_changed_since_the_closest_earlier_key(cache_dir):
+    backend = FakeBackend()
+    backend.get(make_key(captured_use_alias=["bool", False]))
+    backend.get(make_key(captured_use_alias=["bool", False], signature={"a": "f16"}))
+    _, event = backend.get(make_key(captured_use_alias=["bool", True]))
+    # The first key differs in one component, the second in two: the first is closest.
+    assert event.reason == "captured.use_alias: False → True"
+    assert [str(d) for d in event.differences] == [event.reason]
+
+
+def test_several_differences_are_joined(cache_dir):
+    backend = FakeBackend()
+    backend.get(make_key())
+    _, event = backend.get(make_key(captured_use_alias=["bool", True], captured_tile=["int", 32]))
+    assert event.reason == "captured.tile: <absent> → 32; captured.use_alias: False → True"
+
+
+def test_other_kernels_are_not_compared(cache_dir):
+    backend = FakeBackend()
+    backend.get(make_key(), name="one")
+    _, event = backend.get(make_key(captured_x=["int", 1]), name="two")
+    assert event.reason == "first compile"
+
+
+def test_a_fresh_process_explains_its_miss_from_the_disk(cache_dir):
+    code = (
+        "import sys; from cache_fakes import FakeBackend, make_key\n"
+        "_, e = FakeBackend().get(make_key(captured_use_alias=['bool', sys.argv[1] == 'on']))\n"
+        "print(e.outcome, '|', e.reason)\n"
+    )
+    env = {"QNB_CACHE_DIR": str(cache_dir)}
+    first = run_python(code.replace("sys.argv[1]", "'off'"), env=env)
+    second = run_python(code.replace("sys.argv[1]", "'on'"), env=env)
+    third = run_python(code.replace("sys.argv[1]", "'off'"), env=env)
+    assert first.stdout.strip() == "miss | first compile", first.stderr
+    assert second.stdout.strip() == "miss | captured.use_alias: False → True", second.stderr
+    assert third.stdout.strip() == "disk-hit | None", third.stderr
+
+
+def test_listeners_get_each_new_event_until_removed(cache_dir):
+    seen = []
+    qnb.cache.add_listener(seen.append)
+    qnb.cache.add_listener(seen.append)  # adding twice is adding once
+    backend = FakeBackend()
+    try:
+        backend.get(make_key())
+        backend.get(make_key())
+    finally:
+        qnb.cache.remove_listener(seen.append)
+    backend.get(make_key())
+    assert [e.outcome for e in seen] == ["miss", "memory-hit"]
+
+
+def test_a_failing_listener_does_not_break_a_lookup(cache_dir):
+    def broken(event):
+        raise RuntimeError("widget bug")
+
+    qnb.cache.add_listener(broken)
+    try:
+        _, event = FakeBackend().get(make_key())
+    finally:
+        qnb.cache.remove_listener(broken)
+    assert event.outcome == "miss"
+
+
+def test_record_memory_hit_is_cheap_and_counted(cache_dir):
+    key = make_key()
+    n = 20_000
+    start = time.perf_counter()
+    for _ in range(n):
+        qnb.cache.record_memory_hit("k", "fake", key, 1e-7)
+    per_call = (time.perf_counter() - start) / n
+    assert per_call < 20e-6, per_call  # about 1 µs; generous for a loaded CI machine
+    event = qnb.cache.events()[-1]
+    assert (event.outcome, event.key, event.components) == (
+        "memory-hit",
+        key.digest,
+        key.components,
+    )
+    assert qnb.cache.stats()["memory_hits"] == n
+
+
+def test_events_are_bounded_but_counts_are_not(cache_dir):
+    key = make_key()
+    for _ in range(qnb.cache.lookup.MAX_EVENTS + 5):
+        qnb.cache.record_memory_hit("k", "fake", key, 0.0)
+    assert len(qnb.cache.events()) == qnb.cache.lookup.MAX_EVENTS
+    assert qnb.cache.stats()["memory_hits"] == qnb.cache.lookup.MAX_EVENTS + 5
+
+
+def test_stats(cache_dir):
+    backend = FakeBackend()
+    backend.get(make_key())
+    backend.get(make_key())
+    backend.get(make_key(captured_x=["int", 1]))
+    stats = qnb.cache.stats()
+    assert (stats["misses"], stats["memory_hits"], stats["disk_hits"]) == (2, 1, 0)
+    assert stats["memory_entries"] == 2 and stats["disk_entries"] == 2 and stats["disk_bytes"] > 0
+    assert stats["directory"] == str(cache_dir) and stats["disk_enabled"] is True
+    json.dumps(stats)  # JSON-able for widgets and `qnb doctor`
+
+
+def test_explain_shows_the_last_key_and_the_misses(cache_dir):
+    backend = FakeBackend()
+    backend.get(make_key(), name="mod.k")
+    backend.get(make_key(captured_use_alias=["bool", True]), name="mod.k")
+    backend.get(make_key(captured_use_alias=["bool", True]), name="mod.k")
+
+    class KernelLike:
+        name = "mod.k"
+
+    for asked in ("mod.k", "k", KernelLike()):
+        text = qnb.cache.explain(asked)
+        assert "last key " + make_key(captured_use_alias=["bool", True]).short in text
+        for component in qnb.cache.COMPONENTS:
+            assert f"\n  {component} " in text
+        assert "captured.use_alias: False → True" in text and "first compile" in text
+        assert "2 misses and 1 hit" in text
+    assert "no entries" in qnb.cache.explain("unknown")
+
+
+def test_explain_in_a_fresh_process_reads_the_disk(cache_dir):
+    backend = FakeBackend()
+    backend.get(make_key())
+    backend.get(make_key(captured_use_alias=["bool", True]))
+    qnb.cache.lookup._events.clear()
+    text = qnb.cache.explain("k")
+    assert "no cache events in this process" in text
+    assert "2 entries for kernel 'k'" in text
+    assert "captured.use_alias: False → True" in text
+
+
+def run_cli(*argv):
+    out = io.StringIO()
+    return cli.run(list(argv), out=out), out.getvalue()
+
+
+def test_cli_list_stats_explain_clear(cache_dir):
+    backend = FakeBackend(1000)
+    backend.get(make_key(), name="saxpy")
+    backend.get(make_key(captured_use_alias=["bool", True]), name="saxpy")
+
+    code, out = run_cli("list")
+    assert code == 0 and out.count("saxpy") == 2 and make_key().short in out
+    code, out = run_cli("stats")
+    assert code == 0 and str(cache_dir) in out and "entries    2" in out
+    code, out = run_cli("explain", "saxpy")
+    assert code == 0 and "captured.use_alias: False → True" in out
+    code, out = run_cli("explain", "nothing")
+    assert code == 1
+    code, out = run_cli("clear")
+    assert code == 0 and "removed 2 entries" in out
+    assert run_cli("list")[1].startswith("no entries")
+
+
+def test_cli_usage_errors(cache_dir, capsys):
+    assert cli.run(["explain"]) == 2
+    assert cli.run(["frobnicate"]) == 2
+
+
+@pytest.mark.parametrize("argv", [["list"], ["stats"], ["clear"]])
+def test_cli_on_a_missing_directory(tmp_path, monkeypatch, argv):
+    monkeypatch.setenv("QNB_CACHE_DIR", str(tmp_path / "never-created"))
+    assert run_cli(*argv)[0] == 0
