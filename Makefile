@@ -65,8 +65,11 @@ lab: system-deps venv runtime-dir
 
 demo: venv runtime-dir
 ifneq ($(NOTEBOOKS),)
+	@# A fresh kernel cache, as on a first run, so the pages read the same every time.
+	rm -rf build/demo build/demo-cache
 	@mkdir -p build/demo
-	$(RUN_ENV) $(VENV)/bin/jupyter nbconvert --to html --execute --output-dir build/demo $(NOTEBOOKS)
+	$(RUN_ENV) QNB_CACHE_DIR=$(CURDIR)/build/demo-cache $(VENV)/bin/jupyter nbconvert \
+		--to html --execute --output-dir build/demo $(NOTEBOOKS)
 	@echo "demo HTML written to build/demo/"
 else
 	@echo "no notebooks/*.ipynb yet: nothing to render"
