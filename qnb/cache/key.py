@@ -184,7 +184,7 @@ def _same(a: Any, b: Any) -> bool:
 # Rendering values for people
 # ---------------------------------------------------------------------------------
 
-_TAGS_SHOWN_BARE = {"dtype", "enum"}
+_TAGS_SHOWN_BARE = {"dtype", "numpy-dtype"}
 
 
 def render_value(value: Any) -> str:
@@ -216,8 +216,14 @@ def _render(value: Any) -> str:
 
 
 def _render_tagged(value: list | tuple) -> str | None:
-    """Render ``[tag, payload]`` captured values; None if ``value`` is not one."""
-    if len(value) != 2 or not isinstance(value[0], str):
+    """Render ``[tag, payload…]`` captured values; None if ``value`` is not one."""
+    if not value or not isinstance(value[0], str):
+        return None
+    if len(value) == 1:
+        return "None" if value[0] in ("none", "None") else None
+    if value[0] == "enum" and len(value) == 3 and isinstance(value[1], str):
+        return ".".join(value[1].split(".")[-2:])  # Class.MEMBER
+    if len(value) != 2:
         return None
     tag, payload = value
     if tag == "bool" and isinstance(payload, bool):

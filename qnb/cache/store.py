@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 import warnings
@@ -216,6 +215,8 @@ def save(kernel_name: str, backend_name: str, key: CacheKey, artifact: Any) -> P
     }
     data = json.dumps(entry, sort_keys=True, indent=1, ensure_ascii=True).encode("utf-8")
     final = entry_path(root, kernel_name, key.digest)
+    import tempfile
+
     temp_name = None
     try:
         fd, temp_name = tempfile.mkstemp(

@@ -139,7 +139,12 @@ def test_diff_of_non_dict_component_is_one_difference():
         (["int", 16], ["int", 32], "16 → 32"),
         (["float", "0x1p+0"], ["float", "0x1.8p+1"], "1.0 → 3.0"),
         (["str", "a"], ["str", "b"], "'a' → 'b'"),
-        (["none", None], ["tuple", [["int", 1], ["bool", True]]], "None → (1, True)"),
+        (["none"], ["tuple", [["int", 1], ["bool", True]]], "None → (1, True)"),
+        (
+            ["enum", "pkg.mod.Mode.FAST", ["int", 1]],
+            ["numpy-dtype", "float32"],
+            "Mode.FAST → float32",
+        ),
     ],
 )
 def test_tagged_values_render_readably(old, new, text):
