@@ -1,0 +1,386 @@
+"""The "wgpu" backend: WGSL rendered from the IR, run with wgpu-py on any adapter.
+
+On a machine without a GPU the adapter is Mesa's lavapipe (a CPU Vulkan driver),
+so the whole path (naga validation, pipelines, dispatch) runs and is tested there.
+
+Runtime representation (see :mod:`qnb.backends.wgsl`): one storage buffer per
+array parameter (bool arrays as u32 words), one uniform buffer with the scalar
+parameters and array shapes. One process-wide device; shader modules, bind-group
+layouts and pipelines are cached per WGSL text, bind groups per buffer set.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+
+from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Options
+from qnb.backends.wgsl import WgslRenderer
+from qnb.dtypes import as_dtype
+from qnb.errors import BackendError, CompileError, QnbTypeError
+from qnb.ir import KernelIR, Loc
+
+MAX_WORKGROUPS = 65535
+_STORAGE_NUMPY = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "bool": np.uint32}
+
+
+def _padded(nbytes: int) -> int:
+    """Buffer sizes: a multiple of 4 bytes (16 for uniforms is handled separately), never 0."""
+    return max(4, (nbytes + 3) // 4 * 4)
+
+
+class _Device:
+    """The process-wide adapter and device, made on first use."""
+
+    def __init__(self):
+        import wgpu
+
+        self.wgpu = wgpu
+        self.adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        if self.adapter is None:
+            raise BackendError("wgpu found no adapter")
+        self.adapter_info = dict(self.adapter.info)
+        self.has_f16 = "shader-f16" in self.adapter.features
+        # shader-f16 is requested where the adapter has it, so one device serves
+        # every kernel (and every DeviceArray) of the process.
+        features = ["shader-f16"] if self.has_f16 else []
+        self.device = self.adapter.request_device_sync(required_features=features)
+        self.queue = self.device.queue
+        self.modules: dict[str, object] = {}
+        self.pipelines: dict[str, tuple] = {}
+        self.layouts: dict[tuple, tuple] = {}
+
+
+_device_lock = threading.Lock()
+_device_state: dict = {}
+
+
+def _get_device() -> _Device:
+    with _device_lock:
+        if "device" not in _device_state:
+            if "error" in _device_state:
+                raise BackendError(_device_state["error"])
+            try:
+                _device_state["device"] = _Device()
+            except Exception as exc:  # no wgpu, no adapter, no driver
+                _device_state["error"] = f"{type(exc).__name__}: {exc}"
+                raise BackendError(f"wgpu backend unavailable: {_device_state['error']}") from None
+        return _device_state["device"]
+
+
+class WgpuDeviceArray(DeviceArray):
+    """A qnb array in a wgpu storage buffer (bool stored as u32 words)."""
+
+    backend_name = "wgpu"
+
+    def __init__(self, buffer, shape, dtype):
+        super().__init__(shape, dtype)
+        self.buffer = buffer
+
+    def numpy(self) -> np.ndarray:
+        dev = _get_device()
+        storage = _STORAGE_NUMPY[as_dtype(self.dtype).name]
+        count = self.size
+        if count == 0:
+            return np.zeros(self.shape, self.dtype)
+        data = dev.queue.read_buffer(self.buffer, 0, _padded(count * np.dtype(storage).itemsize))
+        flat = np.frombuffer(data, dtype=storage, count=count)
+        return (flat != 0 if self.dtype == np.bool_ else flat.copy()).reshape(self.shape)
+
+
+def _storage_bytes(array: np.ndarray) -> np.ndarray:
+    """The array as its device words (contiguous; bool as u32)."""
+    if array.dtype == np.bool_:
+        return np.ascontiguousarray(array, dtype=np.uint32)
+    return np.ascontiguousarray(array)
+
+
+class WgpuBackend(Backend):
+    name = "wgpu"
+    language = "wgsl"
+    renderer = WgslRenderer  # tests swap in a subclass to check error mapping
+
+    def __init__(self):
+        self._info: BackendInfo | None = None
+
+    # ---- description
+
+    def _dev(self) -> _Device:
+        return _get_device()
+
+    def info(self) -> BackendInfo:
+        if self._info is None:
+            try:
+                dev = self._dev()
+            except BackendError as exc:
+                self._info = BackendInfo(self.name, False, "none", str(exc))
+            else:
+                a = dev.adapter_info
+                device = f"{a.get('device', '?')} ({a.get('backend_type', '?')}, {a.get('adapter_type', '?')})"
+                self._info = BackendInfo(self.name, True, device, None)
+        return self._info
+
+    def is_software(self) -> bool:
+        """True for a CPU adapter (lavapipe / llvmpipe / SwiftShader)."""
+        if not self.info().available:
+            return False
+        a = self._dev().adapter_info
+        return a.get("adapter_type") == "CPU" or "llvmpipe" in str(a.get("device", "")).lower()
+
+    def key_components(self) -> tuple[dict, dict]:
+        import wgpu
+        import wgpu.backends.wgpu_native as native
+
+        dev = self._dev()
+        a = dev.adapter_info
+        backend = {
+            "name": self.name,
+            "adapter": a.get("device"),
+            "vendor": a.get("vendor"),
+            "vendor_id": a.get("vendor_id"),
+            "device_id": a.get("device_id"),
+            "driver": a.get("description"),
+            "backend_type": a.get("backend_type"),
+            "adapter_type": a.get("adapter_type"),
+            "features": ["shader-f16"] if dev.has_f16 else [],
+        }
+        compiler = {"wgpu-py": wgpu.__version__, "wgpu-native": native.__version__}
+        return backend, compiler
+
+    # ---- rendering and compiling
+
+    def render(self, ir: KernelIR, options: Options | None = None) -> str:
+        return self.renderer().render(ir).source
+
+    def compile(self, ir: KernelIR, options: Options | None = None) -> Artifact:
+        rendered = self.renderer().render(ir)
+        dev = self._dev()
+        if rendered.uses_f16 and not dev.has_f16:
+            raise BackendError(
+                f"kernel {ir.name!r} uses f16 but the adapter "
+                f"{dev.adapter_info.get('device')!r} lacks the shader-f16 feature; "
+                "use f32, or the cpu or cuda backend")
+        artifact = Artifact(text={
+            "name": ir.name,
+            "wgsl": rendered.source,
+            "entry": rendered.entry,
+            "layout": rendered.layout.as_json(),
+            "line_locs": [list(loc) if loc else None for loc in rendered.line_locs],
+            "features": ["shader-f16"] if rendered.uses_f16 else [],
+        })
+        _shader_module(dev, artifact)  # validate now, so errors surface at compile time
+        return artifact
+
+    def load(self, artifact: Artifact) -> _Launcher:
+        dev = self._dev()
+        return _Launcher(dev, artifact, _pipeline(dev, artifact))
+
+    def to_device(self, array) -> WgpuDeviceArray:
+        array = np.asarray(array)
+        try:
+            dtype = as_dtype(array.dtype)
+        except TypeError as exc:
+            raise QnbTypeError(f"cannot put this array on the wgpu device: {exc}") from None
+        if dtype.name == "f64":
+            raise QnbTypeError("WGSL has no f64: convert with x.astype(numpy.float32), "
+                               "or use the cpu or cuda backend")
+        dev = self._dev()
+        if dtype.name == "f16" and not dev.has_f16:
+            raise QnbTypeError("this adapter has no shader-f16; convert to float32")
+        words = _storage_bytes(array)
+        buffer = _new_buffer(dev, words.nbytes)
+        if words.nbytes:
+            dev.queue.write_buffer(buffer, 0, _pad_bytes(words))
+        return WgpuDeviceArray(buffer, array.shape, array.dtype)
+
+
+def _pad_bytes(words: np.ndarray):
+    data = words.reshape(-1).view(np.uint8)
+    if data.nbytes % 4:
+        data = np.concatenate([data, np.zeros(4 - data.nbytes % 4, np.uint8)])
+    return data
+
+
+def _new_buffer(dev: _Device, nbytes: int):
+    usage = dev.wgpu.BufferUsage
+    return dev.device.create_buffer(
+        size=_padded(nbytes), usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+
+
+# --------------------------------------------------------------------------- compile helpers
+
+_LINE = re.compile(r"wgsl:(\d+):(\d+)")
+
+
+def _shader_module(dev: _Device, artifact: Artifact):
+    source = artifact.text["wgsl"]
+    module = dev.modules.get(source)
+    if module is not None:
+        return module
+    try:
+        module = dev.device.create_shader_module(code=source)
+    except Exception as exc:  # GPUValidationError: naga rejected the WGSL
+        raise _compile_error(artifact, exc) from None
+    dev.modules[source] = module
+    return module
+
+
+def _compile_error(artifact: Artifact, exc: Exception) -> CompileError:
+    source = artifact.text["wgsl"].splitlines()
+    log = str(exc)
+    match = _LINE.search(log)
+    generated, loc = None, None
+    if match:
+        index = int(match.group(1)) - 1
+        if 0 <= index < len(source):
+            generated = source[index]
+            locs = artifact.text.get("line_locs") or []
+            if index < len(locs) and locs[index]:
+                loc = Loc(*locs[index])
+    error = CompileError(
+        f"the WGSL compiler (naga) rejected the code generated for kernel "
+        f"{artifact.text.get('name')!r}:\n{_first_message(log)}",
+        generated_line=generated, log=log)
+    error.ir_loc = loc
+    return error
+
+
+def _first_message(log: str) -> str:
+    for line in log.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith(("Validation Error", "Caused by", "In wgpu")):
+            return stripped
+    return log.strip()
+
+
+def _pipeline(dev: _Device, artifact: Artifact):
+    """(pipeline, bind-group layout) for an artifact, cached per WGSL text."""
+    source = artifact.text["wgsl"]
+    cached = dev.pipelines.get(source)
+    if cached is not None:
+        return cached
+    wgpu = dev.wgpu
+    layout = artifact.text["layout"]
+    shape = (len(layout["arrays"]),)
+    if shape not in dev.layouts:
+        entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
+                    "buffer": {"type": wgpu.BufferBindingType.storage}} for i in range(shape[0])]
+        entries.append({"binding": shape[0], "visibility": wgpu.ShaderStage.COMPUTE,
+                        "buffer": {"type": wgpu.BufferBindingType.uniform}})
+        group_layout = dev.device.create_bind_group_layout(entries=entries)
+        pipeline_layout = dev.device.create_pipeline_layout(bind_group_layouts=[group_layout])
+        dev.layouts[shape] = (group_layout, pipeline_layout)
+    group_layout, pipeline_layout = dev.layouts[shape]
+    module = _shader_module(dev, artifact)
+    pipeline = dev.device.create_compute_pipeline(
+        layout=pipeline_layout, compute={"module": module, "entry_point": artifact.text["entry"]})
+    dev.pipelines[source] = (pipeline, group_layout)
+    return dev.pipelines[source]
+
+
+# --------------------------------------------------------------------------- launching
+
+
+class _Launcher:
+    """``launcher(grid, args)``: copy NumPy arrays in, dispatch, copy stored ones back."""
+
+    def __init__(self, dev: _Device, artifact: Artifact, pipeline):
+        self.dev = dev
+        self.pipeline, self.group_layout = pipeline
+        layout = artifact.text["layout"]
+        self.arrays = layout["arrays"]
+        self.scalars = layout["scalars"]
+        self.dims = layout["dims"]
+        self.name = artifact.text.get("name")
+        self.param_count = len(self.arrays) + len(self.scalars)
+        # Which positional args are arrays / scalars: parameters are in IR order,
+        # and the layout keeps each kind in that order.
+        self.words = np.zeros(max(4, (layout["words"] + 3) // 4 * 4), np.int32)
+        self.word_floats = self.words.view(np.float32)
+        usage = dev.wgpu.BufferUsage
+        self.uniform = dev.device.create_buffer(size=self.words.nbytes,
+                                                usage=usage.UNIFORM | usage.COPY_DST)
+        self.staging: dict[int, object] = {}  # binding -> reusable buffer for NumPy args
+        self.groups: dict[tuple, object] = {}
+        self.kinds: list[str] | None = None
+
+    def _split(self, args: list):
+        """Args in parameter order → (arrays, scalars), by kind."""
+        arrays, scalars = [], []
+        for value in args:
+            if isinstance(value, np.ndarray | DeviceArray):
+                arrays.append(value)
+            else:
+                scalars.append(value)
+        if len(arrays) != len(self.arrays) or len(scalars) != len(self.scalars):
+            raise QnbTypeError(
+                f"kernel {self.name!r} takes {len(self.arrays)} arrays and {len(self.scalars)} "
+                f"scalars; got {len(arrays)} and {len(scalars)}")
+        return arrays, scalars
+
+    def __call__(self, grid, args) -> None:
+        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+        if any(g > MAX_WORKGROUPS for g in grid):
+            raise BackendError(f"wgpu dispatches at most {MAX_WORKGROUPS} programs per axis; grid {grid}")
+        arrays, scalars = self._split(args)
+        dev = self.dev
+        words, floats = self.words, self.word_floats
+        for spec, value in zip(self.scalars, scalars):
+            if spec["dtype"] in ("f32", "f16"):
+                floats[spec["slot"]] = value
+            else:
+                words[spec["slot"]] = int(value)
+        buffers, write_back = [], []
+        for spec, value in zip(self.arrays, arrays):
+            if isinstance(value, WgpuDeviceArray):
+                buffers.append(value.buffer)
+            elif isinstance(value, np.ndarray):
+                data = _storage_bytes(value)
+                buffer = self.staging.get(spec["binding"])
+                if buffer is None or buffer.size < _padded(data.nbytes):
+                    buffer = self.staging[spec["binding"]] = _new_buffer(dev, data.nbytes)
+                if data.nbytes:
+                    # Stored-only arrays are copied in too: a store leaves the elements
+                    # outside its window alone, and they are read back with the rest.
+                    dev.queue.write_buffer(buffer, 0, _pad_bytes(data))
+                buffers.append(buffer)
+                if spec["stored"] and value.size:
+                    write_back.append((value, buffer, data))
+            else:
+                raise QnbTypeError(f"kernel {self.name!r}: {type(value).__name__} is not an array "
+                                   "the wgpu backend can use (pass a NumPy array or qnb.to_device(x))")
+        for spec in self.dims:
+            words[spec["slot"]] = arrays[[a["name"] for a in self.arrays].index(spec["name"])].shape[spec["axis"]]
+        if 0 in grid:
+            return
+        dev.queue.write_buffer(self.uniform, 0, words)
+        group = self._bind_group(buffers)
+        encoder = dev.device.create_command_encoder()
+        compute = encoder.begin_compute_pass()
+        compute.set_pipeline(self.pipeline)
+        compute.set_bind_group(0, group)
+        compute.dispatch_workgroups(*grid)
+        compute.end()
+        dev.queue.submit([encoder.finish()])
+        for value, buffer, data in write_back:
+            raw = dev.queue.read_buffer(buffer, 0, _padded(data.nbytes))
+            result = np.frombuffer(raw, dtype=data.dtype, count=data.size).reshape(value.shape)
+            value[...] = result != 0 if value.dtype == np.bool_ else result
+
+
+    def _bind_group(self, buffers: list):
+        key = tuple(id(b) for b in buffers)
+        cached = self.groups.get(key)
+        if cached is not None:
+            return cached[0]
+        if len(self.groups) > 64:
+            self.groups.clear()
+        entries = [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
+                   for i, b in enumerate(buffers)]
+        entries.append({"binding": len(buffers),
+                        "resource": {"buffer": self.uniform, "offset": 0, "size": self.words.nbytes}})
+        group = self.dev.device.create_bind_group(layout=self.group_layout, entries=entries)
+        self.groups[key] = (group, buffers)  # holding the buffers keeps their ids unique
+        return group

@@ -1,0 +1,164 @@
+"""WGSL spellings for the shared GPU walker (:mod:`qnb.backends.gpu_codegen`).
+
+Device representation (what the wgpu runtime binds):
+
+- each array parameter is a ``var<storage, read_write>`` ``array<T>`` at binding
+  ``k`` of group 0 (parameter order); f32 → ``f32``, f16 → ``f16`` (needs the
+  ``shader-f16`` feature), i32 → ``i32``, and **bool arrays are stored as u32**
+  words (0 or 1), converted on the way in and out;
+- scalar parameters and every array dimension live in one ``var<uniform>`` struct
+  of 4-byte words at the next binding (f32 scalars as f32, i32 and bool as i32);
+- f64 has no WGSL spelling: rendering raises ``BackendError`` at its first use.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from qnb.backends.gpu_codegen import GpuRenderer, Layout, Rendered
+from qnb.dtypes import DType, as_dtype, bool_, f16, f32, f64, i32
+from qnb.errors import BackendError
+from qnb.ir import KernelIR
+
+WORKGROUP_SIZE = 256
+
+
+class WgslRenderer(GpuRenderer):
+    language = "wgsl"
+    type_names = {f32: "f32", f16: "f16", i32: "i32", bool_: "bool"}
+    storage_types = {f32: "f32", f16: "f16", i32: "i32", bool_: "u32"}
+    barrier = "workgroupBarrier();"
+    storage_barrier = "storageBarrier();"
+
+    def type_name(self, dtype: DType) -> str:
+        if dtype is f64:
+            raise BackendError(
+                "WGSL has no f64: this kernel uses f64, which the wgpu backend cannot run; "
+                "use the cpu or cuda backend (or f32)")
+        return self.type_names[dtype]
+
+    def literal(self, value, dtype: DType) -> str:
+        if dtype is bool_:
+            return "true" if value else "false"
+        if dtype is i32:
+            n = int(value)
+            return "i32(-2147483648)" if n == -2**31 else f"{n}i"
+        narrow = float(np.float16(value) if dtype is f16 else np.float32(value))
+        suffix = "h" if dtype is f16 else "f"
+        if math.isnan(narrow) or math.isinf(narrow):
+            bits = {"nan": "0x7fc00000u", "inf": "0x7f800000u", "-inf": "0xff800000u"}[repr(narrow)]
+            spelled = f"bitcast<f32>({bits})"
+            return spelled if dtype is f32 else f"f16({spelled})"
+        text = repr(narrow)
+        return f"{text}{suffix}"
+
+    def cast(self, text: str, source: DType, target: DType) -> str:
+        return f"{self.type_name(target)}({text})"
+
+    def declare_var(self, name: str, dtype: DType, init: str | None = None) -> str:
+        if init is None:
+            return f"var {name}: {self.type_name(dtype)};"
+        return f"var {name}: {self.type_name(dtype)} = {init};"
+
+    def declare_let(self, name: str, dtype: DType, value: str) -> str:
+        return f"let {name}: {self.type_name(dtype)} = {value};"
+
+    def declare_scratch(self, name: str, dtype: DType, size: int) -> str:
+        spelled = self.type_name(dtype)
+        if size:
+            spelled = f"array<{spelled}, {size}>"
+        return f"var<workgroup> {name}: {spelled};"
+
+    def scalar_param(self, name: str) -> str:
+        return f"prm.{name}"
+
+    def array_dim(self, field_name: str) -> str:
+        return f"prm.{field_name}"
+
+    def array_read(self, binding: str, index: str, dtype: DType) -> str:
+        element = self.array_element(binding, index)
+        return f"({element} != 0u)" if dtype is bool_ else element
+
+    def array_write(self, binding: str, index: str, value: str, dtype: DType) -> str:
+        if dtype is bool_:
+            value = f"select(0u, 1u, {value})"
+        return f"{self.array_element(binding, index)} = {value};"
+
+    def program_id(self, which: str, axis: int) -> str:
+        source = "q_wid" if which == "id" else "q_nwg"
+        return f"i32({source}.{'xyz'[axis]})"
+
+    def uniform_load(self, slot: str, target: str) -> list[str]:
+        # workgroupUniformLoad is a barrier whose result the uniformity analysis
+        # accepts as uniform, so branches on it may contain barriers.
+        return [f"{target} = workgroupUniformLoad(&{slot});"]
+
+    def open_loop(self, increment: str | None) -> None:
+        self.open("loop {")
+
+    def close_loop(self, increment: str | None) -> None:
+        if increment:
+            self.emit(f"continuing {{ {increment} }}")
+        self.close()
+
+    def counted_loop(self, name: str, start, stop) -> str:
+        return f"for (var {name}: i32 = {start}; {name} < {stop}; {name} = {name} + 1) {{"
+
+    def function_open(self, name: str, params, result: DType) -> str:
+        spelled = ", ".join(f"{p}: {self.type_name(d)}" for p, d in params)
+        return f"fn {name}({spelled}) -> {self.type_name(result)} {{"
+
+    def shift_amount(self, n: int) -> str:
+        return f"{n}u"
+
+    def float_remainder(self, a: str, b: str, dtype: DType) -> str:
+        return f"{a} - {b} * trunc({a} / {b})"
+
+    def prelude(self, kernel: KernelIR, layout: Layout, uses_f16: bool) -> list[str]:
+        lines = [f"// qnb kernel {kernel.name!s} (generated WGSL)"]
+        if uses_f16:
+            lines.append("enable f16;")
+        lines.append("")
+        lines.append("struct Params {")
+        for scalar in layout.scalars:
+            spelled = "f32" if scalar["dtype"] in ("f32", "f16") else "i32"
+            lines.append(f"  {self.param_field(scalar['name'])}: {spelled},")
+        for dim in layout.dims:
+            lines.append(f"  {self.dim_field(dim['name'], dim['axis'])}: i32,")
+        if not layout.words:
+            lines.append("  q_unused: i32,")
+        lines.append("}")
+        lines.append("")
+        for array in layout.arrays:
+            element = self.storage_types[as_dtype(array["dtype"])]
+            lines.append(f"@group(0) @binding({array['binding']}) var<storage, read_write> "
+                         f"{self.binding(array['name'])}: array<{element}>;")
+        lines.append(f"@group(0) @binding({layout.uniform_binding}) var<uniform> prm: Params;")
+        lines.append("")
+        return lines
+
+    def param_value(self, param) -> str:
+        # f16 and bool scalar parameters travel as f32 / i32 words.
+        text = super().param_value(param)
+        if param.type.dtype is f16:
+            return f"f16({text})"
+        if param.type.dtype is bool_:
+            return f"({text} != 0)"
+        return text
+
+    def entry_open(self, kernel: KernelIR, layout: Layout) -> list[str]:
+        return [
+            f"@compute @workgroup_size({WORKGROUP_SIZE})",
+            "fn main(@builtin(local_invocation_index) q_lid: u32,",
+            "        @builtin(workgroup_id) q_wid: vec3<u32>,",
+            "        @builtin(num_workgroups) q_nwg: vec3<u32>) {",
+            "  let q_ti: i32 = i32(q_lid / 16u);",
+            "  let q_tj: i32 = i32(q_lid % 16u);",
+        ]
+
+
+def render_wgsl(kernel: KernelIR) -> Rendered:
+    """Render ``kernel`` to WGSL (no device needed)."""
+    return WgslRenderer().render(kernel)
