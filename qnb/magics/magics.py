@@ -1,0 +1,315 @@
+"""``%%qkernel``, ``%qcache``, ``%qbackend`` and ``%qbench``: a thin shell over qnb's
+public API, in the manner of Cython's ``%%cython``.
+
+A ``%%qkernel`` cell runs in the user namespace under its own file name (registered in
+:mod:`linecache`), so kernels, errors and tracebacks point at the cell's own lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import inspect
+import linecache
+import os
+import shlex
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+import qnb
+from qnb.magics.bench import bench
+from qnb.magics.display import GeneratedSource, show_error
+from qnb.viz.events import event_detail, status_line
+
+LANGUAGES = ("ir", "cuda", "wgsl")
+
+
+def _is_kernel(value) -> bool:
+    kernel_type = getattr(qnb, "Kernel", None)
+    if kernel_type is not None:
+        return isinstance(value, kernel_type)
+    return hasattr(value, "is_fully_annotated") and hasattr(value, "compile")
+
+
+@magics_class
+class QnbMagics(Magics):
+    def __init__(self, shell=None, **kwargs):
+        super().__init__(shell, **kwargs)
+        self._cells = 0
+
+    # ----------------------------------------------------------------------------- qkernel
+
+    @magic_arguments()
+    @argument(
+        "-b",
+        "--backend",
+        help="backend for this cell's compiles and its kernels' default: cpu, wgpu, cuda or auto",
+    )
+    @argument(
+        "--show",
+        choices=LANGUAGES,
+        action="append",
+        default=[],
+        help="show the generated code (ir, cuda or wgsl); may be repeated",
+    )
+    @argument(
+        "--no-cache",
+        action="store_true",
+        help="compile even if the kernel cache has an entry (QNB_ALWAYS_COMPILE=1)",
+    )
+    @argument(
+        "--trace",
+        action="store_true",
+        help="show each compile's cache outcome, reason and key components",
+    )
+    @cell_magic
+    def qkernel(self, line, cell):
+        """Define kernels: every function the cell defines becomes a qnb kernel.
+
+        Kernels whose parameters are all annotated compile at once, so errors show at the
+        cell, as its own line with a caret. One status line per kernel says whether it
+        was compiled, loaded from disk or found in memory, with its short cache key.
+        """
+        args = parse_argstring(self.qkernel, line)
+        filename = self._register_cell(cell)
+        try:
+            with self._cell_settings(args):
+                result, kernels = self._run_cell(cell, filename)
+                for kernel in kernels:
+                    self._compile_and_report(kernel, args)
+        except qnb.QnbError as err:
+            raise show_error(err) from None
+        return result
+
+    def _register_cell(self, cell: str) -> str:
+        self._cells += 1
+        filename = f"<qkernel-cell-{self._cells}>"
+        # mtime None: linecache.checkcache keeps the entry (as for IPython's own cells).
+        linecache.cache[filename] = (len(cell), None, cell.splitlines(keepends=True), filename)
+        return filename
+
+    @contextlib.contextmanager
+    def _cell_settings(self, args):
+        with contextlib.ExitStack() as stack:
+            if args.backend:
+                stack.enter_context(qnb.backend(args.backend))
+            if args.no_cache:
+                stack.enter_context(_environment("QNB_ALWAYS_COMPILE", "1"))
+            yield
+
+    def _run_cell(self, cell: str, filename: str):
+        """Run the cell in the user namespace; make its plain functions kernels. Returns
+        the value of a final expression (shown as the cell's result) and the kernels."""
+        tree = ast.parse(cell, filename)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        namespace = self.shell.user_ns
+        defined = [
+            node.name
+            for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
+        _run(compile(tree, filename, "exec"), namespace, filename)
+        kernels = {}
+        for name in defined:
+            value = namespace.get(name)
+            if inspect.isfunction(value) and value.__code__.co_filename == filename:
+                value = namespace[name] = qnb.kernel(value)
+            if _is_kernel(value):
+                kernels[name] = value
+        result = None
+        if last is not None:
+            expression = ast.Expression(last.value)
+            result = _run(compile(expression, filename, "eval"), namespace, filename)
+        return result, list(kernels.values())
+
+    def _compile_and_report(self, kernel, args) -> None:
+        name = getattr(kernel, "name", "kernel")
+        if args.backend and hasattr(kernel, "default_backend"):
+            kernel.default_backend = args.backend
+        if not kernel.is_fully_annotated:
+            print(
+                f"{name}: defined; compiles at its first launch (not every parameter is annotated)"
+            )
+            for language in args.show:
+                print(
+                    f"  --show {language}: call {name}.source({language!r}, *args) "
+                    "with example arguments"
+                )
+            return
+        event = kernel.compile(backend=args.backend) if args.backend else kernel.compile()
+        print(status_line(event, name))
+        if args.trace:
+            print("  " + event_detail(event).replace("\n", "\n  "))
+        for language in args.show:
+            display(GeneratedSource(name, language, kernel.source(language)))
+
+    # ------------------------------------------------------------------------------ qcache
+
+    @magic_arguments()
+    @argument(
+        "action",
+        nargs="?",
+        default="list",
+        choices=("list", "stats", "clear", "explain"),
+        help="list events (default), show stats, clear both levels, or explain NAME",
+    )
+    @argument("name", nargs="?", help="for explain: a kernel (or its name)")
+    @line_magic
+    def qcache(self, line):
+        """The kernel cache: ``%qcache [list|stats|clear|explain NAME]``."""
+        args = parse_argstring(self.qcache, line)
+        if args.action == "list":
+            print(_event_table(qnb.cache.events()))
+        elif args.action == "stats":
+            stats = qnb.cache.stats()
+            width = max(len(k) for k in stats) if stats else 0
+            print("\n".join(f"{key:<{width}}  {value}" for key, value in stats.items()))
+        elif args.action == "clear":
+            qnb.cache.clear()
+            print("qnb kernel cache cleared (memory and disk)")
+        else:
+            if not args.name:
+                raise UsageError("%qcache explain needs a kernel name: %qcache explain NAME")
+            target = self.shell.user_ns.get(args.name, args.name)
+            print(qnb.cache.explain(target if _is_kernel(target) else args.name))
+
+    # ---------------------------------------------------------------------------- qbackend
+
+    @magic_arguments()
+    @argument("name", nargs="?", help="cpu, wgpu, cuda or auto; omit to list the backends")
+    @line_magic
+    def qbackend(self, line):
+        """Show the backends, or choose the default: ``%qbackend [NAME]``."""
+        args = parse_argstring(self.qbackend, line)
+        try:
+            if args.name:
+                qnb.set_backend(args.name)
+            print(_backend_table())
+        except qnb.QnbError as err:
+            raise show_error(err) from None
+
+    # ------------------------------------------------------------------------------ qbench
+
+    @magic_arguments()
+    @argument(
+        "-n",
+        "--runs",
+        type=int,
+        default=0,
+        help="timed runs (default: as many as fit in about half a second, 3 to 1000)",
+    )
+    @argument("-w", "--warmup", type=int, default=2, help="untimed runs first (default 2)")
+    @argument("--bytes", type=float, help="bytes moved per launch (default: estimated)")
+    @argument("--flops", type=float, help="floating-point operations per launch")
+    @argument("-o", "--output", action="store_true", help="return the BenchResult")
+    @argument("expr", nargs="*", help="the launch expression, e.g. k[4, 4](a, b, c)")
+    @line_magic
+    def qbench(self, line):
+        """Time a launch: ``%qbench [-n RUNS] [-w WARMUP] [--bytes B] [--flops F] EXPR``.
+
+        Runs EXPR (after warm-up runs) with a device sync after each, and prints the
+        median time, and GB/s and GFLOP/s where bytes and flops are known or can be
+        estimated from the array arguments.
+        """
+        options, expr = _split_options(self.qbench, line)
+        args = parse_argstring(self.qbench, options)
+        if not expr.strip():
+            raise UsageError("%qbench needs a launch expression, e.g. %qbench k[4, 4](a, b, c)")
+        try:
+            result = bench(
+                expr,
+                self.shell.user_ns,
+                runs=args.runs,
+                warmup=args.warmup,
+                nbytes=args.bytes,
+                flops=args.flops,
+            )
+        except qnb.QnbError as err:
+            raise show_error(err) from None
+        print(result)
+        return result if args.output else None
+
+
+def _run(code, namespace, filename):
+    """exec/eval ``code``; a failure's traceback starts at the cell's own frame."""
+    try:
+        return eval(code, namespace)
+    except qnb.QnbError:
+        raise
+    except Exception as exc:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+            tb = tb.tb_next
+        raise exc.with_traceback(tb or exc.__traceback__) from None
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str):
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
+def _split_options(magic, line: str) -> tuple[str, str]:
+    """Split ``line`` into its leading options and the rest, kept verbatim (an expression
+    may hold spaces and quotes). Options are known from the magic's own parser."""
+    actions = magic.parser._option_string_actions
+    rest = line.lstrip()
+    taken = []
+    while rest.startswith("-"):
+        word, _, after = rest.partition(" ")
+        flag = word.split("=", 1)[0]
+        action = actions.get(flag)
+        if action is None:
+            break
+        taken.append(word)
+        rest = after.lstrip()
+        if action.nargs != 0 and "=" not in word:
+            value, _, after = rest.partition(" ")
+            taken.append(value)
+            rest = after.lstrip()
+    return " ".join(shlex.quote(w) for w in taken), rest
+
+
+def _event_table(events) -> str:
+    if not events:
+        return "no kernel cache events yet"
+    rows = [("kernel", "backend", "outcome", "ms", "key", "reason")]
+    for e in events:
+        rows.append(
+            (
+                str(getattr(e.kernel, "name", e.kernel)),
+                e.backend,
+                e.outcome,
+                f"{(e.seconds or 0) * 1e3:.2f}",
+                e.short_key,
+                e.reason or "",
+            )
+        )
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows
+    ).rstrip()
+
+
+def _backend_table() -> str:
+    registry = importlib.import_module("qnb.backends")  # qnb.backends is also a function
+    current = registry.current_name() if hasattr(registry, "current_name") else None
+    lines = []
+    for info in qnb.backends():
+        mark = "*" if info.name == current else " "
+        state = info.device if info.available else f"unavailable: {info.reason}"
+        lines.append(f"{mark} {info.name:<5} {state}")
+    if current:
+        lines.append(f"launches use {current!r}")
+    return "\n".join(lines)

@@ -1,0 +1,57 @@
+// TileView front end: heatmap with values, colour bar, 16x16 grid, hover readout.
+// State lives in the model (qnb/viz/tile_view.py); this only draws it.
+
+function render({ model, el }) {
+  el.classList.add("qnb-widget", "qnb-tileview");
+  function draw() {
+    el.replaceChildren();
+    const shape = model.get("shape");
+    const title = model.get("title");
+    const dtype = model.get("dtype");
+    const header = qnbElement("div", "qnb-title", title || "");
+    const info = qnbElement("span", "qnb-info", ` ${shape.join("\u00d7")} ${model.get("dtype_name") || dtype}`);
+    header.append(info);
+    el.append(header);
+    if (shape.length === 3) {
+      const picker = qnbElement("label", "qnb-batch", "slab ");
+      const input = document.createElement("input");
+      input.type = "number"; input.min = 0; input.max = shape[0] - 1; input.value = model.get("batch");
+      input.addEventListener("change", () => {
+        model.set("batch", Math.max(0, Math.min(shape[0] - 1, Number(input.value) || 0)));
+        model.save_changes();
+      });
+      picker.append(input);
+      el.append(picker);
+    }
+    const body = qnbElement("div", "qnb-row");
+    const values = qnbDecode(model.get("data"), dtype);
+    const rows = shape.length === 1 ? 1 : shape[shape.length - 2];
+    const cols = shape[shape.length - 1];
+    const slab = shape.length === 3 ? model.get("batch") : 0;
+    const slice = values.subarray(slab * rows * cols, (slab + 1) * rows * cols);
+    const cell = qnbCellSize(rows, cols, 512, 34);
+    const canvas = document.createElement("canvas");
+    canvas.className = "qnb-heatmap";
+    qnbDrawHeatmap(canvas, slice, rows, cols, {
+      cell, showValues: true, vmin: model.get("vmin"), vmax: model.get("vmax"),
+    });
+    const [vmin, vmax] = qnbRange(values, model.get("vmin"), model.get("vmax"));
+    body.append(canvas, qnbColourBar(vmin, vmax, Math.min(rows * cell, 256)));
+    const readout = qnbElement("div", "qnb-readout", "\u00a0");
+    qnbHover(canvas, readout, rows, cols, cell, slice, title || "a", qnbIndexSpeller(shape.length, slab));
+    el.append(body, readout);
+  }
+  // update() changes several traits at once: draw once per batch of changes.
+  let pending = false;
+  function schedule() {
+    if (pending) return;
+    pending = true;
+    queueMicrotask(() => { pending = false; draw(); });
+  }
+  draw();
+  const names = ["data", "shape", "dtype", "dtype_name", "title", "vmin", "vmax", "batch"];
+  for (const name of names) model.on(`change:${name}`, schedule);
+  return () => { for (const name of names) model.off(`change:${name}`, schedule); };
+}
+
+export default { render };

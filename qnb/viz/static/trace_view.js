@@ -1,0 +1,104 @@
+// TraceView front end: program selector, step slider, source with the current line,
+// this step's tiles as heatmaps, and the array arguments with the regions read/written.
+
+function render({ model, el }) {
+  el.classList.add("qnb-widget", "qnb-traceview");
+
+  function setState(name, value) {
+    model.set(name, value);
+    model.save_changes();
+  }
+
+  // The controls are built once and kept (so a slider being dragged is never replaced);
+  // everything else is redrawn from the model.
+  const select = document.createElement("select");
+  select.className = "qnb-program";
+  select.addEventListener("change", () => setState("program", Number(select.value)));
+  const slider = document.createElement("input");
+  slider.type = "range"; slider.className = "qnb-step"; slider.min = 0;
+  slider.addEventListener("input", () => setState("step", Number(slider.value)));
+  const prev = qnbElement("button", "qnb-prev", "\u25c0");
+  const next = qnbElement("button", "qnb-next", "\u25b6");
+  prev.addEventListener("click", () => setState("step", Math.max(0, model.get("step") - 1)));
+  next.addEventListener("click", () =>
+    setState("step", Math.min(model.get("num_steps") - 1, model.get("step") + 1)));
+  const label = qnbElement("span", "qnb-step-label");
+  const controls = qnbElement("div", "qnb-controls");
+  controls.append(select, prev, slider, next, label);
+  const header = qnbElement("div", "qnb-title");
+  const body = qnbElement("div", "qnb-body");
+  el.append(header, controls, body);
+
+  function syncControls() {
+    const grid = model.get("grid");
+    header.textContent = `trace of ${model.get("kernel_name")} over grid (${grid.join(", ")})`;
+    const programs = model.get("programs");
+    if (select.options.length !== programs.length) {
+      select.replaceChildren();
+      programs.forEach((p, k) => {
+        const option = qnbElement("option", "", `program (${p.join(", ")})`);
+        option.value = k;
+        select.append(option);
+      });
+    }
+    select.value = String(model.get("program"));
+    const steps = model.get("num_steps");
+    slider.max = Math.max(0, steps - 1);
+    slider.value = model.get("step");
+    label.textContent = `step ${Math.min(model.get("step") + 1, steps)} / ${steps}`;
+  }
+
+  function sourceListing() {
+    const box = qnbElement("div", "qnb-source");
+    const first = model.get("first_line"), current = model.get("current_line");
+    model.get("source").forEach((text, k) => {
+      const line = qnbElement("div", "qnb-source-line" + (first + k === current ? " qnb-current" : ""));
+      line.append(qnbElement("span", "qnb-lineno", String(first + k)), document.createTextNode(text));
+      box.append(line);
+    });
+    return box;
+  }
+
+  function draw() {
+    syncControls();
+    body.replaceChildren();
+    body.append(sourceListing());
+    body.append(qnbElement("div", "qnb-op", model.get("op_text")));
+    for (const s of model.get("scalars")) {
+      body.append(qnbElement("div", "qnb-op", `${s.role} ${s.name} = ${s.text}`));
+    }
+    const tiles = qnbElement("div", "qnb-row qnb-tiles");
+    for (const t of model.get("tiles")) {
+      tiles.append(qnbHeatmapBlock(t, { title: `${t.role} ${t.name}`, maxPx: 192, largest: 12 }));
+    }
+    body.append(tiles);
+    const regions = model.get("regions");
+    const legend = qnbElement("div", "qnb-op");
+    legend.append(qnbElement("span", "qnb-legend-read", "\u25a0 read "),
+                  qnbElement("span", "qnb-legend-write", " \u25a0 written"), document.createTextNode(" by this step"));
+    const row = qnbElement("div", "qnb-row qnb-arrays");
+    for (const a of model.get("arrays")) {
+      const mine = regions.filter((r) => r.array === a.name);
+      const batch = a.shape.length === 3 ? (mine.find((r) => r.batch !== null) || { batch: 0 }).batch : 0;
+      const shown = mine.filter((r) => r.batch === null || r.batch === batch);
+      const title = a.shape.length === 3 ? `${a.name}[${batch}]` : a.name;
+      row.append(qnbHeatmapBlock(a, { title, maxPx: 256, largest: 16, regions: shown, batch }));
+    }
+    body.append(legend, row);
+  }
+
+  // Several traits change together on each step: draw once per batch of changes.
+  let pending = false;
+  function schedule() {
+    if (pending) return;
+    pending = true;
+    queueMicrotask(() => { pending = false; draw(); });
+  }
+
+  draw();
+  const names = ["program", "step", "num_steps", "current_line", "op_text", "tiles", "scalars", "arrays", "regions", "programs", "source"];
+  for (const name of names) model.on(`change:${name}`, schedule);
+  return () => { for (const name of names) model.off(`change:${name}`, schedule); };
+}
+
+export default { render };

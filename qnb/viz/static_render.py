@@ -1,0 +1,171 @@
+"""Static renderings for where no live widget front end exists (nbconvert, GitHub, a
+notebook saved without widget state): HTML tables and matplotlib PNGs.
+
+matplotlib is imported only when a PNG is made, and through its object API (no pyplot
+state); without matplotlib the widgets fall back to HTML alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+import numpy as np
+
+from qnb.viz.arrays import format_value
+
+# viridis, 9 stops: the same table as QNB_VIRIDIS in static/heatmap.js.
+VIRIDIS = [
+    (68, 1, 84),
+    (71, 44, 122),
+    (59, 81, 139),
+    (44, 113, 142),
+    (33, 144, 141),
+    (39, 173, 129),
+    (92, 200, 99),
+    (170, 220, 50),
+    (253, 231, 37),
+]
+HTML_TABLE_MAX = 32  # larger arrays get a PNG instead of a table of values
+READ_COLOUR, WRITE_COLOUR = "#00a0e0", "#e03030"
+
+
+def colour(t: float) -> tuple[int, int, int]:
+    if not np.isfinite(t):
+        return (128, 128, 128)
+    t = min(1.0, max(0.0, t)) * (len(VIRIDIS) - 1)
+    i = min(int(t), len(VIRIDIS) - 2)
+    f = t - i
+    a, b = VIRIDIS[i], VIRIDIS[i + 1]
+    return tuple(round(a[k] + (b[k] - a[k]) * f) for k in range(3))
+
+
+def as_2d(a: np.ndarray) -> np.ndarray:
+    """The 2-D view that is drawn: 1-D as one row, 3-D as its first slab."""
+    if a.ndim == 1:
+        return a.reshape(1, -1)
+    if a.ndim == 3:
+        return a[0]
+    return a
+
+
+def html_table(a: np.ndarray, vmin: float, vmax: float) -> str:
+    """A small array as an HTML table of coloured cells with values."""
+    span = (vmax - vmin) or 1.0
+    rows = []
+    for row in as_2d(a):
+        cells = []
+        for v in row:
+            t = (float(v) - vmin) / span
+            r, g, b = colour(t)
+            fg = "#000" if np.isfinite(t) and t > 0.6 else "#fff"
+            cells.append(
+                f'<td style="background:rgb({r},{g},{b});color:{fg};width:2.4em;height:1.6em;'
+                f'text-align:center;padding:0;font-size:10px">{html.escape(format_value(v))}</td>'
+            )
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        '<table style="border-collapse:collapse;font-family:monospace">'
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def colour_bar_html(vmin: float, vmax: float) -> str:
+    stops = ", ".join(f"rgb{colour(1 - k / 8)}" for k in range(9))
+    return (
+        '<div style="display:inline-flex;gap:4px;vertical-align:top;margin-left:6px">'
+        f'<div style="width:12px;height:160px;background:linear-gradient({stops})"></div>'
+        '<div style="display:flex;flex-direction:column;justify-content:space-between;'
+        f'font:11px monospace;height:160px"><span>{html.escape(format_value(vmax))}</span>'
+        f"<span>{html.escape(format_value(vmin))}</span></div></div>"
+    )
+
+
+def png_data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def new_figure(width: float, height: float):
+    """A matplotlib Figure with an Agg canvas, or None without matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def figure_png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
+
+
+def draw_heatmap(
+    ax,
+    a: np.ndarray,
+    vmin: float,
+    vmax: float,
+    title: str = "",
+    regions=(),
+    values: bool | None = None,
+    colour_bar: bool = True,
+):
+    """Draw a heatmap into a matplotlib Axes: cells, values (for small arrays), the 16x16
+    grid over larger ones, read/write regions as outlined rectangles."""
+    from matplotlib.patches import Rectangle
+
+    a2 = as_2d(np.asarray(a, dtype=np.float64))
+    rows, cols = a2.shape
+    image = ax.imshow(
+        a2,
+        cmap="viridis",
+        vmin=vmin,
+        vmax=vmax if vmax > vmin else vmin + 1,
+        interpolation="nearest",
+        aspect="equal",
+    )
+    if values is None:
+        values = rows <= 16 and cols <= 16
+    if values:
+        span = (vmax - vmin) or 1.0
+        for i in range(rows):
+            for j in range(cols):
+                t = (a2[i, j] - vmin) / span
+                ax.text(
+                    j,
+                    i,
+                    format_value(a2[i, j]),
+                    ha="center",
+                    va="center",
+                    fontsize=5,
+                    color="black" if np.isfinite(t) and t > 0.6 else "white",
+                )
+    for i in range(16, rows, 16):
+        ax.axhline(i - 0.5, color="white", linewidth=0.8)
+    for j in range(16, cols, 16):
+        ax.axvline(j - 0.5, color="white", linewidth=0.8)
+    for region in regions:
+        edge = WRITE_COLOUR if region["kind"] == "write" else READ_COLOUR
+        ax.add_patch(
+            Rectangle(
+                (region["c0"] - 0.5, region["r0"] - 0.5),
+                region["c1"] - region["c0"],
+                region["r1"] - region["r0"],
+                fill=True,
+                facecolor=edge + "40",
+                edgecolor=edge,
+                linewidth=1.5,
+            )
+        )
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title, fontsize=8, family="monospace")
+    if colour_bar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=6)
+    return image

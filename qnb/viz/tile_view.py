@@ -1,0 +1,99 @@
+"""``TileView``: a heatmap of a tile or array, with values, a colour bar and the 16x16 grid."""
+
+from __future__ import annotations
+
+import html
+
+import traitlets
+
+from qnb.viz import arrays, static_render
+from qnb.viz.assets import widget_module
+from qnb.viz.widget import QnbWidget
+
+
+class TileView(QnbWidget):
+    """Show a 16x16 tile (values written in the cells) or a larger array (the 16x16 tile
+    grid drawn over it). Hovering shows the index and value. 1-D arrays show as one row;
+    3-D arrays one slab at a time (``batch``).
+
+    >>> TileView(np.eye(16, dtype=np.float32), title="I")
+
+    Call :meth:`update` (or set ``array``) to show new contents in the same view.
+    """
+
+    _esm = widget_module("tile_view.js")
+
+    title = traitlets.Unicode("").tag(sync=True)
+    data = traitlets.Bytes(b"").tag(sync=True)
+    shape = traitlets.List(traitlets.Int(), default_value=[0]).tag(sync=True)
+    dtype = traitlets.Unicode("float32").tag(sync=True)  # how ``data`` is encoded
+    dtype_name = traitlets.Unicode("float32").tag(sync=True)  # the array's own dtype
+    vmin = traitlets.Float(0.0).tag(sync=True)
+    vmax = traitlets.Float(1.0).tag(sync=True)
+    batch = traitlets.Int(0).tag(sync=True)
+
+    def __init__(self, tile_or_array, title: str | None = None, **kwargs):
+        super().__init__(title=title or "", **kwargs)
+        self.update(tile_or_array)
+
+    @property
+    def array(self):
+        """The array shown (a read-only NumPy view of the synced bytes)."""
+        return arrays.decode({"data": self.data, "shape": self.shape, "dtype": self.dtype})
+
+    @array.setter
+    def array(self, value) -> None:
+        self.update(value)
+
+    def update(self, tile_or_array, title: str | None = None) -> TileView:
+        """Show new contents (and optionally a new title); returns self."""
+        state = arrays.encode(tile_or_array)
+        with self.hold_sync():
+            for name, value in state.items():
+                setattr(self, name, value)
+            if title is not None:
+                self.title = title
+            if len(self.shape) != 3 or self.batch >= self.shape[0]:
+                self.batch = 0
+        return self
+
+    @traitlets.validate("batch")
+    def _valid_batch(self, proposal):
+        slabs = self.shape[0] if len(self.shape) == 3 else 1
+        return min(max(0, proposal["value"]), slabs - 1)
+
+    def __repr__(self) -> str:
+        shape = "\u00d7".join(str(n) for n in self.shape)
+        title = f", title={self.title!r}" if self.title else ""
+        return f"TileView({shape} {self.dtype_name}{title})"
+
+    def _shown(self):
+        a = self.array
+        return a[self.batch] if a.ndim == 3 else a
+
+    def _static_html(self, png: bytes | None) -> str:
+        shown = self._shown()
+        head = f'<div style="font:600 12px sans-serif">{html.escape(repr(self))}</div>'
+        if max(static_render.as_2d(shown).shape) <= static_render.HTML_TABLE_MAX:
+            body = static_render.html_table(
+                shown, self.vmin, self.vmax
+            ) + static_render.colour_bar_html(self.vmin, self.vmax)
+            body = f'<div style="display:flex;align-items:flex-start">{body}</div>'
+        else:
+            body = self._img(png)
+        return f'<div class="qnb-static qnb-tileview-static">{head}{body}</div>'
+
+    def _static_png(self) -> bytes | None:
+        shown = static_render.as_2d(self._shown())
+        rows, cols = shown.shape
+        side = 4.0 if max(rows, cols) <= 16 else 5.0
+        fig = static_render.new_figure(
+            side * min(1.0, cols / max(rows, cols)) + 0.8,
+            side * min(1.0, rows / max(rows, cols)) + 0.3,
+        )
+        if fig is None:
+            return None
+        static_render.draw_heatmap(
+            fig.add_subplot(), shown, self.vmin, self.vmax, title=self.title or repr(self)
+        )
+        return static_render.figure_png(fig)

@@ -1,0 +1,201 @@
+"""``TraceView``: step through a ``qnb.Trace`` op by op and program by program."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import traitlets
+
+from qnb.viz import arrays, static_render
+from qnb.viz.assets import widget_module
+from qnb.viz.widget import QnbWidget
+
+TILE_MAX_ELEMENTS = 1024  # operand values up to this size show as heatmaps; larger are arrays
+
+
+def _region(region, kind: str) -> dict:
+    return {
+        "array": region.array,
+        "r0": region.r0,
+        "r1": region.r1,
+        "c0": region.c0,
+        "c1": region.c1,
+        "batch": region.batch,
+        "kind": kind,
+    }
+
+
+def _is_tile_value(value) -> bool:
+    return (
+        isinstance(value, np.ndarray)
+        and value.ndim in (1, 2)
+        and 0 < value.size <= TILE_MAX_ELEMENTS
+    )
+
+
+def _scalar_text(value) -> str:
+    if isinstance(value, np.ndarray):
+        shape = "\u00d7".join(str(n) for n in value.shape)
+        return f"array {shape} {value.dtype}"
+    if isinstance(value, (np.generic, float, int, bool)):
+        return arrays.format_value(value) if not isinstance(value, bool) else str(value)
+    return repr(value)
+
+
+class TraceView(QnbWidget):
+    """Show a recorded kernel run (``kernel.trace[grid](*args)``): pick a program and a
+    step; the kernel's source with the step's line highlighted; the tiles it read and
+    produced as small heatmaps; every array argument with the regions this step read
+    (blue) and wrote (red). All state is in traitlets: set ``program`` (an index into
+    ``programs``) and ``step`` from Python or from the controls."""
+
+    _esm = widget_module("trace_view.js")
+
+    kernel_name = traitlets.Unicode("").tag(sync=True)
+    grid = traitlets.List(traitlets.Int()).tag(sync=True)
+    programs = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
+    program = traitlets.Int(0).tag(sync=True)
+    step = traitlets.Int(0).tag(sync=True)
+    num_steps = traitlets.Int(0).tag(sync=True)
+    source = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    first_line = traitlets.Int(1).tag(sync=True)
+    current_line = traitlets.Int(0).tag(sync=True)
+    op_text = traitlets.Unicode("").tag(sync=True)
+    tiles = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's tile/vec values
+    scalars = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's other values
+    arrays = traitlets.List(traitlets.Dict()).tag(sync=True)  # array arguments (final)
+    regions = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's reads/writes
+
+    def __init__(self, trace, **kwargs):
+        super().__init__(**kwargs)
+        self.trace = trace
+        with self.hold_sync():
+            self.kernel_name = trace.kernel_name
+            self.grid = [int(n) for n in trace.grid]
+            self.programs = [[int(n) for n in p] for p in trace.programs]
+            self.source = [line.rstrip("\n") for line in trace.source_lines]
+            self.first_line = int(trace.firstlineno)
+            self.arrays = [
+                {"name": name, **arrays.encode(value)} for name, value in trace.arrays.items()
+            ]
+            self._show_step()
+
+    @property
+    def current_step(self):
+        """The ``qnb.TraceStep`` on show (None for a program with no steps)."""
+        steps = self._steps()
+        return steps[self.step] if steps else None
+
+    def _steps(self):
+        if not self.programs:
+            return []
+        return self.trace.steps(tuple(self.programs[self.program]))
+
+    @traitlets.validate("program")
+    def _valid_program(self, proposal):
+        return min(max(0, proposal["value"]), max(0, len(self.programs) - 1))
+
+    @traitlets.validate("step")
+    def _valid_step(self, proposal):
+        return min(max(0, proposal["value"]), max(0, len(self._steps()) - 1))
+
+    @traitlets.observe("program")
+    def _on_program(self, change):
+        with self.hold_sync():
+            self.step = min(self.step, max(0, len(self._steps()) - 1))
+            self._show_step()
+
+    @traitlets.observe("step")
+    def _on_step(self, change):
+        self._show_step()
+
+    def _show_step(self) -> None:
+        steps = self._steps()
+        self.num_steps = len(steps)
+        step = steps[self.step] if steps else None
+        if step is None:
+            self.current_line, self.op_text = 0, "(no steps)"
+            self.tiles, self.scalars, self.regions = [], [], []
+            return
+        tiles, scalars = [], []
+        values = [(name, "in", v) for name, v in step.inputs.items()]
+        if step.output is not None:
+            values.append((step.target or "result", "out", step.output))
+        for name, role, value in values:
+            if _is_tile_value(value):
+                tiles.append({"name": name, "role": role, **arrays.encode(value)})
+            else:
+                scalars.append({"name": name, "role": role, "text": _scalar_text(value)})
+        target = f" \u2192 {step.target}" if step.target else ""
+        with self.hold_sync():
+            self.current_line = int(step.lineno)
+            self.op_text = f"{step.op}{target}"
+            self.tiles, self.scalars = tiles, scalars
+            self.regions = [_region(r, "read") for r in step.reads] + [
+                _region(r, "write") for r in step.writes
+            ]
+
+    def __repr__(self) -> str:
+        program = tuple(self.programs[self.program]) if self.programs else ()
+        return (
+            f"TraceView({self.kernel_name!r}, program {program}, "
+            f"step {self.step + 1}/{self.num_steps})"
+        )
+
+    def _static_html(self, png: bytes | None) -> str:
+        lines = []
+        for k, text in enumerate(self.source):
+            number = self.first_line + k
+            style = (
+                ' style="background:rgba(255,200,0,0.35)"' if number == self.current_line else ""
+            )
+            lines.append(
+                f'<div{style}><span style="color:#888;display:inline-block;width:3em">'
+                f"{number}</span>{html.escape(text)}</div>"
+            )
+        values = "".join(
+            f"<div>{html.escape(s['role'])} {html.escape(s['name'])} = "
+            f"{html.escape(s['text'])}</div>"
+            for s in self.scalars
+        )
+        return (
+            '<div class="qnb-static qnb-traceview-static">'
+            f"<b>{html.escape(repr(self))}</b>"
+            f'<div style="font:12px monospace;white-space:pre;margin:4px 0">{"".join(lines)}</div>'
+            f'<div style="font:12px monospace">{html.escape(self.op_text)}</div>'
+            f'<div style="font:12px monospace">{values}</div>{self._img(png)}</div>'
+        )
+
+    def _static_png(self) -> bytes | None:
+        panels = [(f"{t['role']} {t['name']}", arrays.decode(t), t, []) for t in self.tiles]
+        for a in self.arrays:
+            mine = [r for r in self.regions if r["array"] == a["name"]]
+            panels.append((a["name"], arrays.decode(a), a, mine))
+        if not panels:
+            return None
+        fig = static_render.new_figure(2.4 * len(panels), 2.6)
+        if fig is None:
+            return None
+        for k, (title, value, state, mine) in enumerate(panels):
+            ax = fig.add_subplot(1, len(panels), k + 1)
+            if value.ndim == 3:  # a region names its slab; show the first one touched
+                batch = next((r["batch"] for r in mine if r["batch"] is not None), 0)
+                value = value[batch]
+                mine = [r for r in mine if r["batch"] in (None, batch)]
+            static_render.draw_heatmap(
+                ax,
+                value,
+                state["vmin"],
+                state["vmax"],
+                title=title,
+                regions=mine,
+                values=False,
+                colour_bar=False,
+            )
+        fig.suptitle(
+            f"{self.kernel_name}: {self.op_text} (line {self.current_line})",
+            fontsize=8,
+            family="monospace",
+        )
+        return static_render.figure_png(fig)

@@ -1,0 +1,37 @@
+"""The base of qnb's widgets: bundled CSS, a stable text repr and the static fallback."""
+
+from __future__ import annotations
+
+import anywidget
+
+from qnb.viz.assets import CSS
+from qnb.viz.static_render import png_data_uri
+
+
+class QnbWidget(anywidget.AnyWidget):
+    """An anywidget whose display also carries ``text/html`` and ``image/png``, so a
+    notebook shows something where widgets cannot run. Subclasses give ``_esm`` and
+    implement ``_static_html`` (and ``_static_png``, returning None without matplotlib)."""
+
+    _css = CSS
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        data = dict(data)
+        data["text/plain"] = repr(self)
+        png = self._static_png()
+        if png is not None:
+            data["image/png"] = png
+        data["text/html"] = self._static_html(png)
+        return data, metadata
+
+    def _static_html(self, png: bytes | None) -> str:
+        raise NotImplementedError
+
+    def _static_png(self) -> bytes | None:
+        return None
+
+    @staticmethod
+    def _img(png: bytes | None) -> str:
+        return f'<img src="{png_data_uri(png)}"/>' if png else ""

@@ -1,0 +1,97 @@
+"""TileView: traitlets state after construction and updates, and the static fallback."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("anywidget")
+
+from qnb.viz import TileView  # noqa: E402
+from qnb.viz.arrays import decode  # noqa: E402
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def test_tile_state_is_bytes_shape_dtype():
+    tile = np.arange(256, dtype=np.float32).reshape(16, 16)
+    view = TileView(tile, title="t")
+    assert view.shape == [16, 16]
+    assert view.dtype == "float32"
+    assert view.title == "t"
+    assert isinstance(view.data, bytes) and len(view.data) == 256 * 4
+    assert (view.vmin, view.vmax) == (0.0, 255.0)
+    np.testing.assert_array_equal(view.array, tile)
+
+
+def test_update_replaces_contents_and_range():
+    view = TileView(np.zeros((16, 16), np.float32))
+    view.update(np.full((32, 48), -2.5, np.float64), title="bigger")
+    assert view.shape == [32, 48]
+    assert view.dtype == "float64"
+    assert view.title == "bigger"
+    assert view.vmin == view.vmax == -2.5
+    view.array = np.eye(16, dtype=np.int32)
+    assert view.dtype == "int32" and view.array.sum() == 16
+
+
+@pytest.mark.parametrize(
+    ("dtype", "wire"),
+    [(np.float16, "float16"), (np.float64, "float64"), (np.int64, "float64"), (np.bool_, "bool")],
+)
+def test_dtypes_on_the_wire(dtype, wire):
+    a = (np.arange(16) % 3).astype(dtype)
+    view = TileView(a)
+    assert view.dtype == wire
+    assert view.dtype_name == np.dtype(dtype).name
+    np.testing.assert_array_equal(view.array, a.astype(view.array.dtype))
+
+
+def test_nan_and_inf_do_not_break_the_range():
+    a = np.array([[np.nan, 1.0], [np.inf, 3.0]], np.float32)
+    view = TileView(a)
+    assert (view.vmin, view.vmax) == (1.0, 3.0)
+
+
+def test_three_d_arrays_pick_a_slab():
+    view = TileView(np.random.default_rng(0).random((3, 16, 16)))
+    assert view.shape == [3, 16, 16]
+    view.batch = 9
+    assert view.batch == 2  # clamped to the last slab
+    view.update(np.ones((16, 16)))
+    assert view.batch == 0
+
+
+def test_objects_with_numpy_method_are_accepted():
+    class DeviceLike:
+        def numpy(self):
+            return np.ones((16, 16), np.float32)
+
+    assert TileView(DeviceLike()).array.sum() == 256
+
+
+def test_rejects_four_dimensions():
+    with pytest.raises(ValueError, match="1 to 3 dimensions"):
+        TileView(np.zeros((2, 2, 2, 2)))
+
+
+def test_mimebundle_has_widget_html_and_png():
+    view = TileView(np.arange(256, dtype=np.float32).reshape(16, 16), title="A")
+    data, _ = view._repr_mimebundle_()
+    assert data[WIDGET_MIME]["model_id"] == view.model_id
+    assert data["text/plain"] == "TileView(16×16 float32, title='A')"
+    assert "<table" in data["text/html"] and ">255<" in data["text/html"]
+    pytest.importorskip("matplotlib")
+    assert data["image/png"].startswith(b"\x89PNG")
+
+
+def test_large_array_html_embeds_the_png():
+    pytest.importorskip("matplotlib")
+    view = TileView(np.random.default_rng(1).random((64, 64)).astype(np.float32))
+    data, _ = view._repr_mimebundle_()
+    assert "data:image/png;base64," in data["text/html"]
+
+
+def test_decode_roundtrip():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    view = TileView(a)
+    state = {"data": view.data, "shape": view.shape, "dtype": view.dtype}
+    np.testing.assert_array_equal(decode(state), a)
