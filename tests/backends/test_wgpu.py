@@ -1,0 +1,244 @@
+"""The wgpu backend on hand-built IR: WGSL validation, values, errors, device arrays.
+
+Runs on any adapter; on a machine without a GPU that is lavapipe (Vulkan on the CPU).
+Sizes stay small: lavapipe is slow. The front-end-driven comparison against the cpu
+backend lives in test_differential.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from qnb import dtypes as D
+from qnb import ir
+from qnb.backends.base import Options
+from qnb.errors import BackendError, CompileError
+from tests.backends.cuda_ir_cases import L, all_cases, array, const, tile_kernel, var
+
+CASES = {case.name: case for case in all_cases()}
+
+
+@pytest.fixture(scope="module")
+def backend():
+    from qnb.backends import get
+
+    chosen = get("wgpu")
+    info = chosen.info()
+    if not info.available:
+        if os.environ.get("QNB_REQUIRE_WGPU") == "1":
+            pytest.fail(f"QNB_REQUIRE_WGPU=1 but the wgpu backend is unavailable: {info.reason}")
+        pytest.skip(f"wgpu unavailable: {info.reason}")
+    return chosen
+
+
+def launch(backend, kernel, inputs, grid=(1, 1, 1)):
+    """Compile, load and launch; returns the (copied) inputs after the run."""
+    values = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+    launcher = backend.load(backend.compile(kernel, Options()))
+    launcher(grid, [values[p.name] for p in kernel.params])
+    return values
+
+
+def test_adapter_is_vulkan_on_linux(backend):
+    info = backend._dev().adapter_info
+    if os.environ.get("QNB_REQUIRE_WGPU") == "1" or backend.is_software():
+        # Without the Vulkan driver wgpu silently falls back to OpenGL: never accept that.
+        assert info["backend_type"] == "Vulkan", info
+    backend_component, compiler_component = backend.key_components()
+    assert backend_component["adapter"] and compiler_component["wgpu-native"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_hand_built_case_validates(backend, name):
+    """Every IR op at every dtype renders to WGSL that naga accepts (f64: BackendError)."""
+    case = CASES[name]
+    if "f64" in name:
+        with pytest.raises(BackendError, match="WGSL has no f64") as caught:
+            backend.compile(case.kernel, Options())
+        assert "cpu or cuda" in str(caught.value)
+        assert isinstance(caught.value.ir_loc, ir.Loc)
+        return
+    artifact = backend.compile(case.kernel, Options())
+    assert "@compute" in artifact.text["wgsl"]
+    assert len(artifact.text["line_locs"]) == artifact.text["wgsl"].count("\n")
+
+
+def test_render_needs_no_device():
+    from qnb.backends.wgsl import render_wgsl
+
+    rendered = render_wgsl(CASES["matmul_f16"].kernel)
+    assert rendered.source.startswith("// qnb kernel") and "enable f16;" in rendered.source
+    assert rendered.layout.arrays[2] == {"name": "out", "dtype": "f32", "ndim": 2, "binding": 2,
+                                         "stored": True, "loaded": False}
+
+
+def _expected(name, a, b, s):
+    """NumPy meaning of the tile cases checked by value below."""
+    f = a.dtype
+    table = {
+        "binary_add": lambda: a + b,
+        "binary_floordiv": lambda: a // np.maximum(np.abs(b), 1),
+        "binary_mod": lambda: a % np.maximum(np.abs(b), 1),
+        "binary_pow_scalar": lambda: np.abs(a) ** f.type(s),
+        "transpose": lambda: a.T,
+        "eye": lambda: a + np.eye(16, dtype=f),
+        "reduce_sum_None": lambda: np.full((16, 16), a.sum(), f),
+        "reduce_max_0": lambda: np.outer(a.max(axis=0), np.ones(16, f)),
+        "reduce_min_1": lambda: np.outer(a.min(axis=1), np.ones(16, f)),
+        "row_outer": None,
+        "matmul": lambda: a.astype(np.float32) @ b.astype(np.float32) if f == np.float16 else a @ b,
+        "tile_get_set": lambda: _set(a, 3, 5, b[7, 2]),
+    }
+    return table[name]()
+
+
+def _set(t, i, j, value):
+    t = t.copy()
+    t[i, j] = value
+    return t
+
+
+@pytest.mark.parametrize("name", [
+    "binary_add_i32", "binary_floordiv_i32", "binary_mod_i32", "binary_mod_f32",
+    "binary_floordiv_f32", "binary_pow_scalar_f32", "transpose_f32", "eye_i32",
+    "reduce_sum_None_f32", "reduce_max_0_i32", "reduce_min_1_f32", "matmul_f32", "matmul_f16",
+    "tile_get_set_f32", "tile_get_set_i32",
+])
+def test_tile_case_values(backend, name):
+    case = CASES[name]
+    out = launch(backend, case.kernel, case.inputs)["out"]
+    op = name.rsplit("_", 1)[0]
+    want = _expected(op, case.inputs["a"], case.inputs["b"], case.inputs["s"])
+    if out.dtype.kind == "i":
+        np.testing.assert_array_equal(out, want)
+    else:
+        np.testing.assert_allclose(out, want, rtol=case.rtol * 10, atol=1e-5)
+
+
+def test_cholesky_and_solve_f32(backend):
+    case = CASES["cholesky_solve_f32"]
+    a, b = case.inputs["a"].astype(np.float64), case.inputs["b"].astype(np.float64)
+    lower = np.linalg.cholesky(a @ a.T + 16 * np.eye(16))
+    want = np.linalg.solve(lower, b.T).T  # X @ L.T == B
+    out = launch(backend, case.kernel, case.inputs)["out"]
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+
+
+def test_windows_control_flow_and_scalars(backend):
+    """The memory_control case against a direct NumPy transcription of its IR."""
+    case = CASES["memory_control_i32"]
+    got = launch(backend, case.kernel, case.inputs, grid=case.grid)
+    a, v, n = case.inputs["a"], case.inputs["v"], case.inputs["n"]
+    out, w = case.inputs["out"].copy(), case.inputs["w"].copy()
+    programs = case.grid[0]
+    for pid in range(programs):
+        t = np.ones((16, 16), a.dtype)
+        rows, cols = a.shape[1], a.shape[2]
+        for i in range(16):
+            for j in range(16):
+                r, c = 2 + i, 1 + j
+                if r < rows and c < min(cols - 3, cols):
+                    t[i, j] = a[pid, r, c]
+        acc, k = 0, 0
+        for k in range(16):
+            if k < n and k % 2 == 1:
+                continue
+            if k >= 12:
+                break
+            acc += t[k, k]
+        while k < 20:
+            k += 3
+        acc += a[pid, 0, k] if k < cols else 0
+        if programs < out.shape[0]:
+            out[programs, 0, 0] = acc
+        out[pid, 15, 15] = k
+        vv = np.zeros(16, a.dtype)
+        for i in range(16):
+            if 3 + i < min(n, len(v)):
+                vv[i] += v[3 + i]
+            vv[i] += a[pid, i, 2] if i < rows else 0
+        for i in range(16):
+            if 0 <= pid * 16 + i < len(w):
+                w[pid * 16 + i] = vv[i]
+        for i in range(16):
+            for j in range(16):
+                if 1 + i < min(17, out.shape[1]) and j < min(15, out.shape[2]):
+                    out[pid, 1 + i, j] = t[i, j]
+    np.testing.assert_array_equal(got["w"], w)
+    np.testing.assert_array_equal(got["out"], out)
+
+
+class _BrokenAdd:
+    """A deliberately wrong spelling of "add" (test only)."""
+
+    binary_templates = {"add": "({a} +* {b})"}
+
+
+def test_wgsl_error_maps_to_the_ir_line(backend, monkeypatch):
+    from qnb.backends.wgsl import WgslRenderer
+
+    class Broken(WgslRenderer):
+        binary_templates = {**WgslRenderer.binary_templates, **_BrokenAdd.binary_templates}
+
+    dtype = D.f32
+    a, out = array("a", dtype), array("out", dtype)
+    t = var("t", ir.tile(dtype))
+    here = ir.Loc(0, 7, 4)
+    body = [
+        ir.Assign(ir.Loc(0, 2), "t", ir.TileFill(t.type, L, "full", const(2.0, dtype))),
+        ir.Assign(here, "t", ir.Binary(t.type, here, "add", t, t)),
+        ir.StoreWindow(ir.Loc(0, 9), t, ir.ArrayView("out", out.type), const(0, D.i32),
+                       const(16, D.i32), const(0, D.i32), const(16, D.i32)),
+    ]
+    kernel = ir.KernelIR("broken", [a, out], body, {"t": t.type}, [ir.Unit("broken")])
+    monkeypatch.setattr(backend, "renderer", Broken)
+    with pytest.raises(CompileError) as caught:
+        backend.compile(kernel, Options())
+    error = caught.value
+    assert error.ir_loc == here
+    assert "+*" in error.generated_line
+    assert error.log and "wgsl:" in error.log
+
+
+def test_f64_names_the_first_line_that_uses_it(backend):
+    kernel, _ = tile_kernel("f64_kernel", D.f64, lambda t, u, s: t)
+    with pytest.raises(BackendError, match="WGSL has no f64") as caught:
+        backend.render(kernel)
+    assert caught.value.ir_loc == ir.Loc(0, 2)
+
+
+def test_device_arrays_round_trip_and_run_in_place(backend):
+    for values in (np.arange(7, dtype=np.float16), np.array([True, False, True]),
+                   np.arange(-5, 6, dtype=np.int32), np.zeros((0, 3), np.float32)):
+        back = backend.to_device(values).numpy()
+        assert back.dtype == values.dtype and back.shape == values.shape
+        np.testing.assert_array_equal(back, values)
+    with pytest.raises(Exception, match="f64"):
+        backend.to_device(np.zeros(3))
+    case = CASES["transpose_f32"]
+    args = {k: (backend.to_device(v) if isinstance(v, np.ndarray) else v)
+            for k, v in case.inputs.items()}
+    launcher = backend.load(backend.compile(case.kernel, Options()))
+    launcher((1, 1, 1), [args[p.name] for p in case.kernel.params])
+    np.testing.assert_array_equal(args["out"].numpy(), case.inputs["a"].T)
+
+
+def test_bool_arrays_and_pipeline_reuse(backend):
+    case = CASES["compare_lt_f32"]
+    artifact = backend.compile(case.kernel, Options())
+    first, second = backend.load(artifact), backend.load(artifact)
+    assert first.pipeline is second.pipeline
+    kernel, inputs = tile_kernel("mask", D.f32, lambda t, u, s: ir.Binary(
+        ir.tile(D.bool_), L, "lt", t, u), out_dtype=D.bool_)
+    got = launch(backend, kernel, inputs)["out"]
+    np.testing.assert_array_equal(got, inputs["a"] < inputs["b"])
+
+
+def test_grid_limits(backend):
+    case = CASES["transpose_f32"]
+    launcher = backend.load(backend.compile(case.kernel, Options()))
+    with pytest.raises(BackendError, match="65535"):
+        launcher((70000, 1, 1), [case.inputs[p.name] for p in case.kernel.params])
