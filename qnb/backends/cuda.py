@@ -1,0 +1,362 @@
+"""The cuda backend: CUDA C++ rendered from the IR, compiled by NVRTC to a cubin, launched
+through CuPy.
+
+Pipeline: ``render`` (``cuda_render``, no device and no compiler needed) → ``compile``
+(NVRTC through CuPy's low-level ``cupy.cuda.nvrtc``, to a cubin for the device's arch; on a
+machine without a GPU ``compile_for_arch`` compiles for an explicit arch) → ``load``
+(``cupy.cuda.function.Module.load`` of the cubin bytes) → a launcher.
+
+What a fresh machine needs, all from pip (the ``cuda`` extra): ``cupy-cuda13x``;
+``nvidia-cuda-nvrtc==13.0.*`` (13.0 writes PTX ISA 9.0, which 13.0-era drivers accept);
+``nvidia-cuda-runtime==13.0.*`` (``cuda_fp16.h``, ``mma.h``) and ``nvidia-cuda-crt==13.0.*``
+(``crt/mma.h``, which ``mma.h`` includes). NVRTC ships no headers of its own; the wheels put
+them in ``site-packages/nvidia/cu13/include``. A CUDA toolkit's include directory
+(``$CUDA_PATH``, ``/usr/local/cuda``) is the fallback.
+
+The kernel's parameter ABI (``artifact.text["abi"]``), in ``KernelIR.params`` order: an array
+parameter is a pointer to its elements (C order, contiguous) followed by one ``int`` per
+dimension; a scalar parameter is passed by value in its own dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+import numpy as np
+
+from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Launcher, Options
+from qnb.errors import BackendError, CompileError
+from qnb.ir import KernelIR
+
+THREADS_PER_PROGRAM = 256
+CUDA_EXTRA_HINT = "pip install 'qnb[cuda]' (cupy-cuda13x, nvidia-cuda-nvrtc==13.0.*, " \
+    "nvidia-cuda-runtime==13.0.*, nvidia-cuda-crt==13.0.*)"
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+# --------------------------------------------------------------------------- toolchain
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendError(f"CuPy is not installed ({exc}); {CUDA_EXTRA_HINT}") from None
+    return cupy
+
+
+def _nvrtc():
+    """CuPy's low-level NVRTC bindings (they load libnvrtc without needing a driver)."""
+    _import_cupy()
+    from cupy.cuda import nvrtc
+
+    try:
+        nvrtc.getVersion()
+    except Exception as exc:  # the library itself is missing
+        raise BackendError(f"NVRTC cannot be loaded ({exc}); {CUDA_EXTRA_HINT}") from None
+    return nvrtc
+
+
+@functools.lru_cache(maxsize=1)
+def nvrtc_version() -> str:
+    major, minor = _nvrtc().getVersion()
+    return f"{major}.{minor}"
+
+
+def _candidate_include_dirs():
+    for entry in sys.path:
+        for cuda_major in ("cu13", "cu12"):
+            yield os.path.join(entry or ".", "nvidia", cuda_major, "include")
+    for var in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(var):
+            yield os.path.join(os.environ[var], "include")
+    yield "/usr/local/cuda/include"
+
+
+@functools.lru_cache(maxsize=1)
+def include_dirs() -> tuple[str, ...]:
+    """Directories holding ``cuda_fp16.h`` and ``crt/mma.h`` (possibly two different ones).
+
+    Raises BackendError naming the wheels to install when either is missing.
+    """
+    found: dict[str, str] = {}
+    for directory in _candidate_include_dirs():
+        for header in ("cuda_fp16.h", os.path.join("crt", "mma.h")):
+            if header not in found and os.path.isfile(os.path.join(directory, header)):
+                found[header] = os.path.abspath(directory)
+        if len(found) == 2:
+            break
+    missing = [h for h in ("cuda_fp16.h", os.path.join("crt", "mma.h")) if h not in found]
+    if missing:
+        raise BackendError(
+            f"CUDA headers not found ({', '.join(missing)}); NVRTC needs them: "
+            "pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'"
+        )
+    return tuple(dict.fromkeys(found.values()))
+
+
+def nvrtc_options(arch: str, options: Options) -> list[str]:
+    """NVRTC's command line for ``arch`` ("sm_90", or "compute_90" for PTX only)."""
+    args = [f"-arch={arch}", "-std=c++17", "-default-device"]
+    args += [f"-I{d}" for d in include_dirs()]
+    if options.fast_math:
+        args.append("--use_fast_math")
+    if options.debug:
+        args.append("-lineinfo")
+    return args
+
+
+def nvrtc_compile(source: str, arch: str, options: Options = Options(),
+                  name: str = "qnb_kernel.cu") -> tuple[bytes | None, str, str]:
+    """Compile CUDA C++ with NVRTC: (cubin or None for a ``compute_`` arch, PTX, log).
+
+    Needs no GPU and no driver. A compiler error raises CompileError with the log;
+    ``ir_loc`` is set where the log names a ``#line`` location (see ``line_file``).
+    """
+    nvrtc = _nvrtc()
+    program = nvrtc.createProgram(source, name, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(program, nvrtc_options(arch, options))
+        except nvrtc.NVRTCError:
+            raise compile_error(nvrtc.getProgramLog(program), source) from None
+        log = nvrtc.getProgramLog(program)
+        ptx = nvrtc.getPTX(program)
+        ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+        cubin = nvrtc.getCUBIN(program) if arch.startswith("sm_") else None
+        return cubin, ptx.rstrip("\x00"), log
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+_LOG_LOCATION = re.compile(r"(qnb-kernel|qnb-unit(\d+))\((\d+)\): (error|catastrophic error)")
+
+
+def compile_error(log: str, source: str) -> CompileError:
+    """A CompileError for an NVRTC log; ``ir_loc`` points at the first error's IR line."""
+    from qnb.ir import Loc
+
+    log = log.decode() if isinstance(log, bytes) else log
+    log = log.rstrip("\x00").strip()
+    match = _LOG_LOCATION.search(log)
+    first = next((line for line in log.splitlines() if "error" in line), log[:200])
+    error = CompileError(f"NVRTC rejected the generated CUDA code: {first.strip()}",
+                         log=log)
+    if match:
+        unit = int(match.group(2) or 0)
+        loc = Loc(unit, int(match.group(3)))
+        error.ir_loc = loc
+        error.generated_line = _generated_line_for(source, loc)
+    return error
+
+
+def _generated_line_for(source: str, loc) -> str | None:
+    """The first generated line that the ``#line`` directives attribute to ``loc``."""
+    from qnb.backends.cuda_render import line_file
+
+    current = None
+    for text in source.splitlines():
+        directive = re.match(r'\s*#line (\d+) "([^"]+)"', text)
+        if directive:
+            current = (directive.group(2), int(directive.group(1)))
+            continue
+        if current == (line_file(loc.unit), loc.line) and text.strip():
+            return text
+        if current is not None:
+            current = (current[0], current[1] + 1)
+    return None
+
+
+# --------------------------------------------------------------------------- device
+
+
+@functools.lru_cache(maxsize=1)
+def _device_probe() -> tuple[str | None, str | None, str | None]:
+    """(arch like "sm_90", device name, reason unavailable): probed once per process."""
+    try:
+        cupy = _import_cupy()
+        _nvrtc()
+        include_dirs()
+    except BackendError as exc:
+        return None, None, exc.message
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # cudaErrorInsufficientDriver / NoDevice on a machine w/o GPU
+        return None, None, f"no CUDA driver/GPU ({exc})"
+    if count < 1:
+        return None, None, "no CUDA driver/GPU (no CUDA device found)"
+    device = cupy.cuda.Device()
+    name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return f"sm_{device.compute_capability}", name, None
+
+
+def _compile_arch(device_arch: str) -> str:
+    """The NVRTC target for a device: its own sm_XX, or PTX for the newest arch NVRTC
+    knows when the device is newer than this NVRTC (the driver then compiles the PTX)."""
+    supported = _nvrtc().getSupportedArchs()
+    number = int(device_arch[3:])
+    if number in supported:
+        return device_arch
+    older = [a for a in supported if a <= number]
+    return f"compute_{max(older) if older else min(supported)}"
+
+
+# --------------------------------------------------------------------------- arrays
+
+
+class CudaDeviceArray(DeviceArray):
+    """A ``qnb.DeviceArray`` on the cuda backend: a thin wrapper of a CuPy array."""
+
+    backend_name = "cuda"
+
+    def __init__(self, data):
+        super().__init__(data.shape, data.dtype)
+        self.data = data
+
+    def numpy(self):
+        return self.data.get()
+
+
+def _launch_arguments(abi: list[dict], args: list, cupy):
+    """CuPy launch arguments for ``args``, and (host, device) pairs to copy back after."""
+    from qnb.dtypes import as_dtype
+
+    values, write_back = [], []
+    for entry, value in zip(abi, args):
+        if entry["kind"] != "array":
+            values.append(np.dtype(entry["pass_as"]).type(value))
+            continue
+        dtype = as_dtype(entry["dtype"]).numpy
+        if isinstance(value, CudaDeviceArray):
+            device = value.data
+        elif isinstance(value, cupy.ndarray):
+            device = value
+        elif isinstance(value, np.ndarray):
+            device = cupy.asarray(np.ascontiguousarray(value))
+            if entry.get("stored"):
+                write_back.append((value, device))
+        elif isinstance(value, DeviceArray):
+            raise BackendError(f"parameter {entry['name']!r} is a DeviceArray of the "
+                               f"{value.backend_name!r} backend; the cuda backend needs its own "
+                               "(qnb.to_device under the cuda backend) or a NumPy/CuPy array")
+        else:
+            raise BackendError(f"parameter {entry['name']!r}: cannot pass "
+                               f"{type(value).__name__} to the cuda backend")
+        if device.dtype != dtype or device.ndim != entry["ndim"]:
+            raise BackendError(f"parameter {entry['name']!r}: expected a {entry['ndim']}-D "
+                               f"{dtype} array, got {device.ndim}-D {device.dtype}")
+        if not device.flags.c_contiguous:
+            raise BackendError(f"parameter {entry['name']!r} is not C-contiguous; pass "
+                               "cupy.ascontiguousarray(x)")
+        values.append(device)
+        values.extend(np.int32(n) for n in device.shape)
+    return values, write_back
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class CudaBackend(Backend):
+    """CUDA C++ through NVRTC and CuPy (see the module docstring)."""
+
+    name = "cuda"
+    language = "cuda"
+
+    def info(self) -> BackendInfo:
+        arch, device, reason = _device_probe()
+        if reason is not None:
+            return BackendInfo(self.name, False, "none", reason)
+        return BackendInfo(self.name, True, f"{device} ({arch})")
+
+    def device_arch(self) -> str:
+        arch, _, reason = _device_probe()
+        if arch is None:
+            raise BackendError(f"backend 'cuda' is not available: {reason}")
+        return arch
+
+    def key_components(self) -> tuple[dict, dict]:
+        arch, device, _ = _device_probe()
+        backend = {"name": self.name, "arch": arch or "none", "device": device or "none"}
+        compiler = {"nvrtc": _safe(nvrtc_version), "cupy": _safe(_cupy_version),
+                    "std": "c++17"}
+        return backend, compiler
+
+    # rendering needs no device and no compiler
+    def render(self, ir: KernelIR, options: Options = Options()) -> str:
+        from qnb.backends.cuda_render import render_cuda
+
+        return render_cuda(ir, options).text
+
+    def compile(self, ir: KernelIR, options: Options = Options()) -> Artifact:
+        return self.compile_for_arch(ir, options, _compile_arch(self.device_arch()))
+
+    def compile_for_arch(self, ir: KernelIR, options: Options = Options(),
+                         arch: str = "sm_90") -> Artifact:
+        """Render and compile for an explicit arch; works on a machine with no GPU."""
+        from qnb.backends.cuda_render import render_cuda
+
+        rendered = render_cuda(ir, options)
+        cubin, ptx, log = nvrtc_compile(rendered.text, arch, options,
+                                        name=f"{rendered.entry}.cu")
+        text = {
+            "language": "cuda",
+            "source": rendered.text,
+            "entry": rendered.entry,
+            "arch": arch,
+            "ptx": ptx,
+            "abi": rendered.abi,
+            "line_map": rendered.line_map,
+            "threads": THREADS_PER_PROGRAM,
+            "nvrtc": nvrtc_version(),
+            "log": log.rstrip("\x00") if isinstance(log, str) else "",
+        }
+        return Artifact(text=text, binary=cubin)
+
+    def load(self, artifact: Artifact) -> Launcher:
+        cupy = _import_cupy()
+        from cupy.cuda import function
+
+        module = function.Module()
+        if artifact.binary is not None:
+            module.load(bytes(artifact.binary))
+        else:  # PTX only: the driver compiles it
+            module.load(artifact.text["ptx"].encode())
+        kernel = module.get_function(artifact.text["entry"])
+        abi = artifact.text["abi"]
+        block = (int(artifact.text.get("threads", THREADS_PER_PROGRAM)), 1, 1)
+
+        def launch(grid: tuple[int, int, int], args: list) -> None:
+            grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+            if any(g > limit for g, limit in zip(grid, _MAX_GRID)):
+                raise BackendError(f"grid {grid} exceeds CUDA's limits {_MAX_GRID}")
+            values, write_back = _launch_arguments(abi, args, cupy)
+            if min(grid) > 0:
+                kernel(grid, block, values)
+            for host, device in write_back:
+                host[...] = device.get()
+
+        launch.module = module  # keeps the module alive with the launcher
+        return launch
+
+    def to_device(self, array) -> CudaDeviceArray:
+        cupy = _import_cupy()
+        self.device_arch()
+        return CudaDeviceArray(cupy.ascontiguousarray(cupy.asarray(array)))
+
+
+def _cupy_version() -> str:
+    return _import_cupy().__version__
+
+
+def _safe(fn) -> str:
+    try:
+        return fn()
+    except BackendError:
+        return "missing"
+
+
+__all__ = ["CudaBackend", "CudaDeviceArray", "compile_error", "include_dirs", "nvrtc_compile",
+           "nvrtc_version", "replace"]

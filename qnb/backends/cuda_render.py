@@ -1,0 +1,382 @@
+"""CUDA C++ spellings for the shared GPU walker (``gpu_codegen.GpuRenderer``).
+
+The walker decides what to compute; this module says how CUDA C++ writes it: type names,
+literals, casts, declarations, the barrier (``__syncthreads()``), the kernel signature, and
+a small prelude of overloaded device functions (math per dtype, Python's floor division
+and modulo) so that the op templates stay dtype-free. One op is CUDA's own: an f16 matrix
+product runs on the tensor cores (WMMA 16×16×16, half → float, one warp while the block
+waits).
+
+Kernel ABI (see ``abi``): in ``KernelIR.params`` order, an array is a pointer (``const``
+unless the kernel stores to it) followed by one ``int`` per dimension; a scalar is passed
+by value as ``int`` (i32, bool), ``float`` (f32, f16) or ``double`` (f64).
+
+Every generated line that comes from the kernel is preceded (when its source line changes)
+by ``#line N "qnb-kernel"`` (``"qnb-unitK"`` for the K-th inlined ``@qnb.func``), N being
+the IR ``Loc`` line, so NVRTC's log names the user's line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from qnb import ir
+from qnb.backends.base import Options
+from qnb.backends.gpu_codegen import GpuRenderer, Layout
+from qnb.dtypes import DType, bool_, f16, f32, f64, i32
+
+THREADS = ir.TILE * ir.TILE
+
+# How each scalar parameter crosses the launch boundary: (C type, NumPy dtype name).
+SCALAR_ABI = {"f16": ("float", "float32"), "f32": ("float", "float32"),
+              "f64": ("double", "float64"), "i32": ("int", "int32"), "bool": ("int", "int32")}
+
+
+def line_file(unit: int) -> str:
+    """The ``#line`` file name that stands for IR unit ``unit``."""
+    return "qnb-kernel" if unit == 0 else f"qnb-unit{unit}"
+
+
+@dataclass
+class RenderedCuda:
+    """CUDA source, its entry point, the per-line IR locations and the parameter ABI."""
+
+    text: str
+    entry: str
+    line_map: list  # [generated line (1-based), unit, line, col] for each located line
+    abi: list[dict]
+
+
+# ---- the prelude: helpers overloaded per dtype (half computes in float and rounds once)
+
+_PRELUDE_COMMON = r"""
+namespace qnb {
+__device__ __forceinline__ int abs_(int x) { return x < 0 ? -x : x; }
+__device__ __forceinline__ float abs_(float x) { return fabsf(x); }
+__device__ __forceinline__ double abs_(double x) { return fabs(x); }
+__device__ __forceinline__ bool abs_(bool x) { return x; }
+__device__ __forceinline__ float exp_(float x) { return expf(x); }
+__device__ __forceinline__ double exp_(double x) { return exp(x); }
+__device__ __forceinline__ float log_(float x) { return logf(x); }
+__device__ __forceinline__ double log_(double x) { return log(x); }
+__device__ __forceinline__ float sqrt_(float x) { return sqrtf(x); }
+__device__ __forceinline__ double sqrt_(double x) { return sqrt(x); }
+__device__ __forceinline__ float floor_(float x) { return floorf(x); }
+__device__ __forceinline__ double floor_(double x) { return floor(x); }
+__device__ __forceinline__ float pow_(float a, float b) { return powf(a, b); }
+__device__ __forceinline__ double pow_(double a, double b) { return pow(a, b); }
+__device__ __forceinline__ int pow_(int a, int b) {  // by squaring; a negative exponent gives 0
+  if (b < 0) return 0;
+  int r = 1;
+  for (; b; b >>= 1, a *= a) if (b & 1) r *= a;
+  return r;
+}
+// maximum/minimum propagate NaN, as NumPy's do
+template <class T> __device__ __forceinline__ T max_(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+template <class T> __device__ __forceinline__ T min_(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a < b ? a : b;
+}
+__device__ __forceinline__ int max_(int a, int b) { return a > b ? a : b; }
+__device__ __forceinline__ int min_(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ bool max_(bool a, bool b) { return a || b; }
+__device__ __forceinline__ bool min_(bool a, bool b) { return a && b; }
+// Python's floor division and modulo (x // 0 and x % 0 give 0 for ints, as NumPy's do)
+__device__ __forceinline__ int floordiv_(int a, int b) {
+  if (b == 0) return 0;
+  const int q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ int mod_(int a, int b) {
+  if (b == 0) return 0;
+  const int r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <class F> __device__ __forceinline__ F floordiv_float(F a, F b) {  // NumPy's divmod
+  if (b == F(0)) return a / b;
+  const F m = fmod(a, b);
+  F div = (a - m) / b;
+  if (m != F(0) && ((b < F(0)) != (m < F(0)))) div -= F(1);
+  if (div == F(0)) return copysign(F(0), a / b);
+  const F f = floor(div);
+  return (div - f > F(0.5)) ? f + F(1) : f;
+}
+template <class F> __device__ __forceinline__ F mod_float(F a, F b) {
+  const F m = fmod(a, b);
+  if (b == F(0)) return m;
+  if (m != F(0)) return ((b < F(0)) != (m < F(0))) ? m + b : m;
+  return copysign(F(0), b);
+}
+__device__ __forceinline__ float floordiv_(float a, float b) { return floordiv_float(a, b); }
+__device__ __forceinline__ double floordiv_(double a, double b) { return floordiv_float(a, b); }
+__device__ __forceinline__ float mod_(float a, float b) { return mod_float(a, b); }
+__device__ __forceinline__ double mod_(double a, double b) { return mod_float(a, b); }
+}  // namespace qnb
+"""
+
+_PRELUDE_F16 = r"""
+namespace qnb {
+__device__ __forceinline__ __half abs_(__half x) { return __habs(x); }
+__device__ __forceinline__ __half exp_(__half x) { return __float2half(expf(__half2float(x))); }
+__device__ __forceinline__ __half log_(__half x) { return __float2half(logf(__half2float(x))); }
+__device__ __forceinline__ __half sqrt_(__half x) { return __float2half(sqrtf(__half2float(x))); }
+__device__ __forceinline__ __half floor_(__half x) { return hfloor(x); }
+__device__ __forceinline__ __half pow_(__half a, __half b) {
+  return __float2half(powf(__half2float(a), __half2float(b)));
+}
+__device__ __forceinline__ __half floordiv_(__half a, __half b) {
+  return __float2half(floordiv_float(__half2float(a), __half2float(b)));
+}
+__device__ __forceinline__ __half mod_(__half a, __half b) {
+  return __float2half(mod_float(__half2float(a), __half2float(b)));
+}
+}  // namespace qnb
+"""
+
+# acc-free 16x16x16 product of f16 tiles on the tensor cores; float result. One warp runs
+# the WMMA from shared memory while the block waits; the trailing barrier lets the next
+# call reuse the buffers.
+_PRELUDE_WMMA = r"""
+namespace qnb {
+__shared__ __align__(128) __half mma_a[256];
+__shared__ __align__(128) __half mma_b[256];
+__shared__ __align__(128) float mma_c[256];
+__device__ float matmul_f16(__half a, __half b) {
+  using namespace nvcuda;
+  mma_a[threadIdx.x] = a;
+  mma_b[threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, mma_a, 16);
+    wmma::load_matrix_sync(fb, mma_b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(mma_c, fc, 16, wmma::mem_row_major);
+  }
+  __syncthreads();
+  const float out = mma_c[threadIdx.x];
+  __syncthreads();
+  return out;
+}
+}  // namespace qnb
+"""
+
+
+class CudaRenderer(GpuRenderer):
+    """The CUDA C++ table of spellings and the few CUDA-shaped hooks."""
+
+    language = "cuda"
+    type_names = {f16: "__half", f32: "float", f64: "double", i32: "int", bool_: "bool"}
+    math_functions = {"abs": "qnb::abs_", "exp": "qnb::exp_", "log": "qnb::log_",
+                      "sqrt": "qnb::sqrt_", "max": "qnb::max_", "min": "qnb::min_",
+                      "floor": "qnb::floor_", "pow": "qnb::pow_"}
+    # Python-semantics binary ops that the prelude overloads for every dtype.
+    prelude_binary = {"floordiv": "qnb::floordiv_", "mod": "qnb::mod_", "pow": "qnb::pow_",
+                      "max": "qnb::max_", "min": "qnb::min_"}
+    barrier = "__syncthreads();"
+    storage_barrier = "__syncthreads();"  # also orders global memory within the block
+
+    def __init__(self, options: Options = Options()):
+        self.options = options
+
+    # ---- literals and conversions
+
+    def literal(self, value, dtype: DType) -> str:
+        if dtype is bool_:
+            return "true" if value else "false"
+        if dtype is i32:
+            wrapped = (int(value) + 2**31) % 2**32 - 2**31
+            return "(-2147483647 - 1)" if wrapped == -(2**31) else str(wrapped)
+        value = float(value)
+        if dtype is f64:
+            if math.isfinite(value):
+                return repr(value)
+            bits = {math.inf: "0x7ff0000000000000LL", -math.inf: "0xfff0000000000000LL"}
+            return f"__longlong_as_double({bits.get(value, '0x7ff8000000000000LL')})"
+        if dtype is f16:
+            return f"__float2half({self.literal(float(np.float16(value)), f32)})"
+        if math.isfinite(value):
+            narrowed = float(np.float32(value))
+            if math.isfinite(narrowed):
+                return repr(narrowed) + "f"
+            value = narrowed
+        bits = {math.inf: "0x7f800000", -math.inf: "0xff800000"}
+        return f"__int_as_float({bits.get(value, '0x7fffffff')})"
+
+    def cast(self, text: str, source: DType, target: DType) -> str:
+        if source is f16:
+            if target is bool_:
+                return f"(__half2float({text}) != 0.0f)"
+            return f"(({self.type_name(target)})__half2float({text}))"
+        if target is f16:
+            if source is f64:
+                return f"__double2half({text})"
+            return f"__float2half((float)({text}))"
+        return f"(({self.type_name(target)})({text}))"
+
+    def select(self, cond: str, if_true: str, if_false: str) -> str:
+        return f"(({cond}) ? ({if_true}) : ({if_false}))"
+
+    # ---- declarations
+
+    def declare_var(self, name: str, dtype: DType, init: str | None = None) -> str:
+        return f"{self.type_name(dtype)} {name} = {init if init is not None else self.literal(0, dtype)};"
+
+    def declare_let(self, name: str, dtype: DType, value: str) -> str:
+        return f"const {self.type_name(dtype)} {name} = {value};"
+
+    def declare_scratch(self, name: str, dtype: DType, size: int) -> str:
+        extent = f"[{size}]" if size else ""
+        return f"__shared__ {self.type_name(dtype)} {name}{extent};"
+
+    def function_open(self, name: str, params: list[tuple[str, DType]], result: DType) -> str:
+        args = ", ".join(f"{self.type_name(d)} {n}" for n, d in params)
+        return f"__device__ {self.type_name(result)} {name}({args}) {{"
+
+    # ---- parameters, ids, loops
+
+    def scalar_param(self, name: str) -> str:
+        return name
+
+    def array_dim(self, field_name: str) -> str:
+        return field_name
+
+    def program_id(self, which: str, axis: int) -> str:
+        base = "blockIdx" if which == "id" else "gridDim"
+        return f"((int){base}.{'xyz'[axis]})"
+
+    def open_loop(self, increment: str | None) -> None:
+        # C's for-loop runs its third clause on ``continue``: exactly the walker's contract.
+        step = increment.rstrip(";") if increment else ""
+        self.open(f"for (;; {step}) {{")
+
+    def close_loop(self, increment: str | None) -> None:
+        self.close()
+
+    def counted_loop(self, name: str, start, stop) -> str:
+        return f"for (int {name} = {start}; {name} < {stop}; ++{name}) {{"
+
+    def float_remainder(self, a: str, b: str, dtype: DType) -> str:
+        return f"qnb::mod_({a}, {b})"
+
+    # ---- CUDA's own ops
+
+    def expr_Binary(self, node: ir.Binary) -> str:
+        # Python semantics come from the overloaded prelude functions (exact NumPy divmod).
+        if node.op in self.prelude_binary:
+            a, b = self.expr(node.left), self.expr(node.right)
+            return f"{self.prelude_binary[node.op]}({a}, {b})"
+        return super().expr_Binary(node)
+
+    def expr_Matmul(self, node: ir.Matmul) -> str:
+        if node.a.type.dtype is not f16:
+            return super().expr_Matmul(node)
+        self.uses_wmma = True
+        a, b = self.expr(node.a), self.expr(node.b)
+        product = self.let(f32, f"qnb::matmul_f16({a}, {b})")
+        if node.acc is None:
+            return product
+        return self.let(f32, f"({self.expr(node.acc)} + {product})")
+
+    # ---- the file around the body
+
+    def prelude(self, kernel: ir.KernelIR, layout: Layout, uses_f16: bool) -> list[str]:
+        lines = [f"// qnb kernel {kernel.name!r}: CUDA C++ generated from the qnb IR.",
+                 "// One program = one block of 256 threads; thread (q_ti, q_tj) holds",
+                 "// element [q_ti, q_tj] of every tile and [q_ti] of every vec."]
+        if uses_f16:
+            lines.append("#include <cuda_fp16.h>")
+        if self.uses_wmma:
+            lines.append("#include <mma.h>")
+        lines += _PRELUDE_COMMON.strip("\n").splitlines()
+        if uses_f16:
+            lines += _PRELUDE_F16.strip("\n").splitlines()
+        if self.uses_wmma:
+            lines += _PRELUDE_WMMA.strip("\n").splitlines()
+        return lines
+
+    def entry_open(self, kernel: ir.KernelIR, layout: Layout) -> list[str]:
+        params, unpack = [], []
+        for param in kernel.params:
+            dtype = param.type.dtype
+            if param.type.kind == "array":
+                const = "" if param.name in self.stored else "const "
+                params.append(f"{const}{self.type_name(dtype)}* {self.binding(param.name)}")
+                params += [f"int {self.dim_field(param.name, axis)}"
+                           for axis in range(param.type.ndim)]
+                continue
+            name = self.param_field(param.name)
+            ctype = SCALAR_ABI[dtype.name][0]
+            if ctype == self.type_name(dtype):
+                params.append(f"{ctype} {name}")
+            else:  # f16 and bool scalars travel as float / int
+                params.append(f"{ctype} {name}_arg")
+                unpack.append(f"  const {self.type_name(dtype)} {name} = "
+                              f"{self.cast(name + '_arg', f32 if ctype == 'float' else i32, dtype)};")
+        signature = ", ".join(params)
+        return [f'extern "C" __global__ void __launch_bounds__({THREADS}) {self.entry}({signature}) {{',
+                "  const unsigned int q_lid = threadIdx.x;",
+                "  const int q_ti = (int)(q_lid >> 4), q_tj = (int)(q_lid & 15u);",
+                *unpack]
+
+    # ---- driver
+
+    def render(self, kernel: ir.KernelIR):
+        self.entry = "qnb_" + re.sub(r"\W", "_", kernel.name)
+        self.uses_wmma = False
+        return super().render(kernel)
+
+
+def abi(kernel: ir.KernelIR, stored: set[str]) -> list[dict]:
+    """The launch ABI, in parameter order (see the module docstring)."""
+    entries = []
+    for param in kernel.params:
+        entry = {"name": param.name, "kind": param.type.kind, "dtype": param.type.dtype.name}
+        if param.type.kind == "array":
+            entry.update(ndim=param.type.ndim, stored=param.name in stored)
+        else:
+            entry["pass_as"] = SCALAR_ABI[param.type.dtype.name][1]
+        entries.append(entry)
+    return entries
+
+
+def _with_line_directives(lines: list[str], locs: list, file_name: str):
+    """Insert ``#line`` directives so the compiler attributes each generated line to its IR
+    location (and the rest to the generated file itself); returns (text, line map)."""
+    out, line_map = [], []
+    expected = (file_name, 1)  # where the compiler believes the next line is
+    for text, loc in zip(lines, locs):
+        if loc is not None:
+            unit, line, col = loc
+            where = (line_file(unit), line)
+            line_map.append([len(out) + 1 + (where != expected), unit, line, col])
+        else:
+            where = (file_name, len(out) + 1)
+            if where != expected:  # the directive itself takes a line
+                where = (file_name, len(out) + 2)
+        if where != expected:
+            out.append(f'#line {where[1]} "{where[0]}"')
+        out.append(text)
+        expected = (where[0], where[1] + 1)
+    return "\n".join(out) + "\n", line_map
+
+
+def render_cuda(kernel: ir.KernelIR, options: Options = Options()) -> RenderedCuda:
+    """CUDA C++ for ``kernel``; needs no GPU and no compiler."""
+    renderer = CudaRenderer(options)
+    rendered = renderer.render(kernel)
+    lines = rendered.source.rstrip("\n").split("\n")
+    text, line_map = _with_line_directives(lines, rendered.line_locs, f"{rendered.entry}.cu")
+    return RenderedCuda(text, rendered.entry, line_map, abi(kernel, renderer.stored))
