@@ -217,3 +217,22 @@ def test_clear_empties_memory_and_disk(cache_dir):
     assert entry_files(cache_dir) == []
     assert qnb.cache.events() == []
     assert backend.get(make_key())[1].outcome == "miss"
+
+
+def test_an_entry_the_backend_cannot_load_is_discarded_and_recompiled(cache_dir):
+    key = make_key()
+    FakeBackend().get(key)
+    qnb.cache.lookup._memory.clear()
+    backend = FakeBackend()
+    attempts = []
+
+    def load(artifact):
+        attempts.append(artifact)
+        if len(attempts) == 1:
+            raise RuntimeError("driver refuses this binary")
+        return backend.load_for(key)(artifact)
+
+    with pytest.warns(CacheWarning, match="could not load it"):
+        _, event = qnb.cache.get_or_compile("k", "fake", key, backend.compile_for(key), load)
+    assert event.outcome == "miss" and backend.compiles == 1 and len(attempts) == 2
+    assert "driver refuses" in event.reason
