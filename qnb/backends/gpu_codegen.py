@@ -53,10 +53,12 @@ class Layout:
     dims: list[dict] = field(default_factory=list)
     uniform_binding: int = 0
     words: int = 0
+    kinds: list[str] = field(default_factory=list)  # "array" / "scalar" per parameter, in order
 
     def as_json(self) -> dict:
         return {"arrays": self.arrays, "scalars": self.scalars, "dims": self.dims,
-                "uniform_binding": self.uniform_binding, "words": self.words}
+                "uniform_binding": self.uniform_binding, "words": self.words,
+                "kinds": self.kinds}
 
 
 @dataclass
@@ -257,7 +259,7 @@ class GpuRenderer:
             raise
 
     def _layout(self, kernel: ir.KernelIR) -> Layout:
-        layout = Layout()
+        layout = Layout(kinds=[p.type.kind for p in kernel.params])
         for param in kernel.arrays:
             layout.arrays.append({
                 "name": param.name, "dtype": param.type.dtype.name, "ndim": param.type.ndim,

@@ -291,77 +291,65 @@ class _Launcher:
         self.pipeline, self.group_layout = pipeline
         layout = artifact.text["layout"]
         self.arrays = layout["arrays"]
-        self.scalars = layout["scalars"]
-        self.dims = layout["dims"]
         self.name = artifact.text.get("name")
-        self.param_count = len(self.arrays) + len(self.scalars)
-        # Which positional args are arrays / scalars: parameters are in IR order,
-        # and the layout keeps each kind in that order.
+        kinds = layout["kinds"]
+        array_positions = [i for i, kind in enumerate(kinds) if kind == "array"]
+        scalar_positions = [i for i, kind in enumerate(kinds) if kind != "array"]
+        self.param_count = len(kinds)
+        self.array_args = list(zip(array_positions, self.arrays))
+        # (arg position, word slot, stored as float?) per scalar; (slot, arg position, axis) per dim
+        self.scalar_words = [(pos, spec["slot"], spec["dtype"] in ("f32", "f16"))
+                             for pos, spec in zip(scalar_positions, layout["scalars"])]
+        by_name = {spec["name"]: pos for pos, spec in self.array_args}
+        self.dim_words = [(spec["slot"], by_name[spec["name"]], spec["axis"]) for spec in layout["dims"]]
         self.words = np.zeros(max(4, (layout["words"] + 3) // 4 * 4), np.int32)
         self.word_floats = self.words.view(np.float32)
+        self.written = None  # the words the uniform buffer holds now
         usage = dev.wgpu.BufferUsage
         self.uniform = dev.device.create_buffer(size=self.words.nbytes,
                                                 usage=usage.UNIFORM | usage.COPY_DST)
         self.staging: dict[int, object] = {}  # binding -> reusable buffer for NumPy args
-        self.groups: dict[tuple, object] = {}
-        self.kinds: list[str] | None = None
-
-    def _split(self, args: list):
-        """Args in parameter order → (arrays, scalars), by kind."""
-        arrays, scalars = [], []
-        for value in args:
-            if isinstance(value, np.ndarray | DeviceArray):
-                arrays.append(value)
-            else:
-                scalars.append(value)
-        if len(arrays) != len(self.arrays) or len(scalars) != len(self.scalars):
-            raise QnbTypeError(
-                f"kernel {self.name!r} takes {len(self.arrays)} arrays and {len(self.scalars)} "
-                f"scalars; got {len(arrays)} and {len(scalars)}")
-        return arrays, scalars
+        self.groups: dict[tuple, tuple] = {}
 
     def __call__(self, grid, args) -> None:
-        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-        if any(g > MAX_WORKGROUPS for g in grid):
-            raise BackendError(f"wgpu dispatches at most {MAX_WORKGROUPS} programs per axis; grid {grid}")
-        arrays, scalars = self._split(args)
+        if len(grid) != 3:
+            grid = tuple(grid) + (1,) * (3 - len(grid))
+        if grid[0] > MAX_WORKGROUPS or grid[1] > MAX_WORKGROUPS or grid[2] > MAX_WORKGROUPS:
+            raise BackendError(f"wgpu dispatches at most {MAX_WORKGROUPS} programs per axis; "
+                               f"grid {tuple(grid)}")
+        if len(args) != self.param_count:
+            raise QnbTypeError(f"kernel {self.name!r} takes {self.param_count} arguments, "
+                               f"got {len(args)}")
         dev = self.dev
-        words, floats = self.words, self.word_floats
-        for spec, value in zip(self.scalars, scalars):
-            if spec["dtype"] in ("f32", "f16"):
-                floats[spec["slot"]] = value
+        words = self.words
+        for pos, slot, is_float in self.scalar_words:
+            if is_float:
+                self.word_floats[slot] = args[pos]
             else:
-                words[spec["slot"]] = int(value)
+                words[slot] = args[pos]
+        for slot, pos, axis in self.dim_words:
+            words[slot] = args[pos].shape[axis]
         buffers, write_back = [], []
-        for spec, value in zip(self.arrays, arrays):
+        for pos, spec in self.array_args:
+            value = args[pos]
             if isinstance(value, WgpuDeviceArray):
                 buffers.append(value.buffer)
             elif isinstance(value, np.ndarray):
-                data = _storage_bytes(value)
-                buffer = self.staging.get(spec["binding"])
-                if buffer is None or buffer.size < _padded(data.nbytes):
-                    buffer = self.staging[spec["binding"]] = _new_buffer(dev, data.nbytes)
-                if data.nbytes:
-                    # Stored-only arrays are copied in too: a store leaves the elements
-                    # outside its window alone, and they are read back with the rest.
-                    dev.queue.write_buffer(buffer, 0, _pad_bytes(data))
-                buffers.append(buffer)
-                if spec["stored"] and value.size:
-                    write_back.append((value, buffer, data))
+                buffers.append(self._copy_in(spec, value, write_back))
             else:
                 raise QnbTypeError(f"kernel {self.name!r}: {type(value).__name__} is not an array "
                                    "the wgpu backend can use (pass a NumPy array or qnb.to_device(x))")
-        for spec in self.dims:
-            words[spec["slot"]] = arrays[[a["name"] for a in self.arrays].index(spec["name"])].shape[spec["axis"]]
         if 0 in grid:
             return
-        dev.queue.write_buffer(self.uniform, 0, words)
-        group = self._bind_group(buffers)
+        packed = words.tobytes()
+        if packed != self.written:
+            dev.queue.write_buffer(self.uniform, 0, words)
+            self.written = packed
         encoder = dev.device.create_command_encoder()
         compute = encoder.begin_compute_pass()
         compute.set_pipeline(self.pipeline)
-        compute.set_bind_group(0, group)
-        compute.dispatch_workgroups(*grid)
+        compute.set_bind_group(0, self._bind_group(buffers))
+        compute.dispatch_workgroups(grid[0], grid[1], grid[2])
         compute.end()
         dev.queue.submit([encoder.finish()])
         for value, buffer, data in write_back:
@@ -369,6 +357,18 @@ class _Launcher:
             result = np.frombuffer(raw, dtype=data.dtype, count=data.size).reshape(value.shape)
             value[...] = result != 0 if value.dtype == np.bool_ else result
 
+    def _copy_in(self, spec, value: np.ndarray, write_back: list):
+        data = _storage_bytes(value)
+        buffer = self.staging.get(spec["binding"])
+        if buffer is None or buffer.size < _padded(data.nbytes):
+            buffer = self.staging[spec["binding"]] = _new_buffer(self.dev, data.nbytes)
+        if data.nbytes:
+            # Stored-only arrays are copied in too: a store leaves the elements
+            # outside its window alone, and they are read back with the rest.
+            self.dev.queue.write_buffer(buffer, 0, _pad_bytes(data))
+        if spec["stored"] and value.size:
+            write_back.append((value, buffer, data))
+        return buffer
 
     def _bind_group(self, buffers: list):
         key = tuple(id(b) for b in buffers)
