@@ -253,7 +253,9 @@ class Transpose(Expr):
 @dataclass(slots=True, eq=False)
 class Reduce(Expr):
     """op in "sum", "max", "min". axis None → scalar; 0 → vec over rows
-    (``v[j] = op_i t[i, j]``); 1 → vec over columns (``v[i] = op_j t[i, j]``)."""
+    (``v[j] = op_i t[i, j]``); 1 → vec over columns (``v[i] = op_j t[i, j]``).
+    The operand may also be a vec (then axis is None: the scalar over its 16 elements).
+    Bool operands are cast to i32 by the front end."""
 
     op: str
     operand: Expr
@@ -448,3 +450,139 @@ def walk(node):
 def walk_body(body: list[Stmt]):
     for stmt in body:
         yield from walk(stmt)
+
+
+# --------------------------------------------------------------------------- serialisation
+
+_NODE_CLASSES = {cls.__name__: cls for cls in (
+    Const, Var, ProgramId, Unary, Binary, Logical, Select, Cast, ArrayView, ArrayLoad, ArrayDim,
+    TileFill, LoadWindow, VecLoad, TileGet, TileSet, Transpose, Reduce, Matmul, Outer, RowCol,
+    Cholesky, SolveTriangular, Assign, StoreWindow, VecStore, ArrayStore, If, For, While, Break,
+    Continue,
+)}
+
+
+def _encode(value):
+    if isinstance(value, Type):
+        return {"$type": [value.kind, value.dtype.name, value.ndim]}
+    if isinstance(value, Loc):
+        return {"$loc": [value.unit, value.line, value.col]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, Expr | Stmt | ArrayView):
+        out = {"$node": type(value).__name__}
+        for f in fields(value):
+            out[f.name] = _encode(getattr(value, f.name))
+        return out
+    if isinstance(value, float):
+        return {"$float": value.hex()}
+    return value
+
+
+def _decode(value):
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "$type" in value:
+        kind, dtype, ndim = value["$type"]
+        return Type(kind, as_dtype(dtype), ndim)
+    if "$loc" in value:
+        return Loc(*value["$loc"])
+    if "$float" in value:
+        return float.fromhex(value["$float"])
+    cls = _NODE_CLASSES[value["$node"]]
+    return cls(**{k: _decode(v) for k, v in value.items() if k != "$node"})
+
+
+def kernel_to_json(kernel: KernelIR) -> dict:
+    """A JSON-able form of the IR (the cpu backend's cached artifact: data, never code)."""
+    return {
+        "name": kernel.name,
+        "params": [[p.name, _encode(p.type)] for p in kernel.params],
+        "body": _encode(kernel.body),
+        "locals": {name: _encode(t) for name, t in kernel.locals.items()},
+        "units": [u.qualname for u in kernel.units],
+    }
+
+
+def kernel_from_json(data: dict) -> KernelIR:
+    """Rebuild IR from :func:`kernel_to_json`; raises ValueError on malformed data."""
+    try:
+        return KernelIR(
+            name=data["name"],
+            params=[Param(name, _decode(t)) for name, t in data["params"]],
+            body=_decode(data["body"]),
+            locals={name: _decode(t) for name, t in data["locals"].items()},
+            units=[Unit(q) for q in data["units"]],
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"malformed kernel IR: {exc}") from None
+
+
+# --------------------------------------------------------------------------- text form
+
+
+def format_expr(e) -> str:
+    """A compact, readable one-line form of an expression."""
+    if isinstance(e, Const):
+        return repr(e.value)
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, ProgramId):
+        return f"{'program_id' if e.which == 'id' else 'num_programs'}({e.axis})"
+    if isinstance(e, ArrayView):
+        return e.param if e.batch is None else f"{e.param}[{format_expr(e.batch)}]"
+    if e is None:
+        return "None"
+    name = type(e).__name__
+    parts = []
+    for f in fields(e):
+        if f.name in ("type", "loc"):
+            continue
+        value = getattr(e, f.name)
+        if isinstance(value, list):
+            parts.append("[" + ", ".join(format_expr(v) for v in value) + "]")
+        elif isinstance(value, Expr | ArrayView) or value is None:
+            parts.append(format_expr(value))
+        else:
+            parts.append(repr(value))
+    typed = f"<{e.type}>" if isinstance(e, Expr) else ""
+    return f"{name}{typed}({', '.join(parts)})"
+
+
+def _format_body(body, indent, out):
+    pad = "    " * indent
+    for s in body:
+        line = f"  # line {s.loc.line}" if s.loc else ""
+        if isinstance(s, Assign):
+            out.append(f"{pad}{s.name} = {format_expr(s.value)}{line}")
+        elif isinstance(s, If):
+            out.append(f"{pad}if {format_expr(s.cond)}:{line}")
+            _format_body(s.then_body or [], indent + 1, out)
+            if s.else_body:
+                out.append(f"{pad}else:")
+                _format_body(s.else_body, indent + 1, out)
+        elif isinstance(s, For):
+            out.append(f"{pad}for {s.var} in range({format_expr(s.start)}, {format_expr(s.stop)}, "
+                       f"{format_expr(s.step)}):{line}")
+            _format_body(s.body, indent + 1, out)
+        elif isinstance(s, While):
+            out.append(f"{pad}while {format_expr(s.cond)}:{line}")
+            _format_body(s.body, indent + 1, out)
+        elif isinstance(s, Break | Continue):
+            out.append(f"{pad}{type(s).__name__.lower()}{line}")
+        else:
+            out.append(f"{pad}{format_expr(s)}{line}")
+    if not body:
+        out.append(f"{pad}pass")
+
+
+def format_kernel(kernel: KernelIR) -> str:
+    """The IR as text (``kernel.source("ir")``)."""
+    params = ", ".join(f"{p.name}: {p.type}" for p in kernel.params)
+    out = [f"kernel {kernel.name}({params}):"]
+    for name, t in kernel.locals.items():
+        out.append(f"    local {name}: {t}")
+    _format_body(kernel.body, 1, out)
+    return "\n".join(out) + "\n"

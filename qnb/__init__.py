@@ -1,0 +1,89 @@
+"""qnb: 16×16 tile kernels in Python, compiled to CUDA C++ and WGSL, with a NumPy reference.
+
+    import qnb
+    from qnb import Tile16
+
+    @qnb.kernel
+    def scale(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2], s: qnb.f32):
+        i, j = qnb.program_id(0), qnb.program_id(1)
+        t = Tile16.load(x, i * 16, j * 16)
+        (t * s).store(out, i * 16, j * 16)
+
+    scale[(4, 4)](x, out, 2.0)
+
+Importing qnb imports no backend: each is loaded the first time it is used.
+"""
+
+from __future__ import annotations
+
+from qnb._version import __version__
+from qnb.backends import backend, backends, set_backend
+from qnb.backends.base import DeviceArray
+from qnb.dtypes import bool_, f16, f32, f64, i32
+from qnb.errors import (
+    BackendError,
+    CompileError,
+    QnbCaptureError,
+    QnbError,
+    QnbIndexError,
+    QnbSyntaxError,
+    QnbTypeError,
+)
+from qnb.kernel import Func, Kernel, func, kernel
+from qnb.language import (
+    Array,
+    Template,
+    Tile16,
+    Vec16,
+    abs,  # noqa: A004 - the language's elementwise abs
+    exp,
+    log,
+    maximum,
+    minimum,
+    mma,
+    num_programs,
+    outer,
+    program_id,
+    sqrt,
+    static,
+    where,
+)
+from qnb.trace import Region, Trace, TraceStep
+
+
+def to_device(array, backend: str | None = None) -> DeviceArray:
+    """Copy a NumPy array to the device of ``backend`` (default: the current backend)."""
+    import numpy as np
+
+    from qnb.backends import registry as _backends
+
+    name = backend or _backends.current_name()
+    return _backends.require(name).to_device(np.ascontiguousarray(array))
+
+
+def __getattr__(name):
+    # qnb.cache and qnb.viz load on first use, so `import qnb` stays light.
+    if name in ("cache", "viz", "magics"):
+        import importlib
+
+        module = importlib.import_module(f"qnb.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'qnb' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext qnb``: registers %%qkernel, %qcache, %qbackend and %qbench."""
+    from qnb.magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+__all__ = [
+    "__version__", "kernel", "func", "Kernel", "Func", "Tile16", "Vec16", "Array", "Template",
+    "program_id", "num_programs", "static", "where", "exp", "log", "sqrt", "abs", "maximum",
+    "minimum", "mma", "outer", "f16", "f32", "f64", "i32", "bool_", "backends", "set_backend",
+    "backend", "to_device", "DeviceArray", "Trace", "TraceStep", "Region", "QnbError",
+    "QnbSyntaxError", "QnbTypeError", "QnbCaptureError", "QnbIndexError", "BackendError",
+    "CompileError",
+]

@@ -1,0 +1,751 @@
+"""The "cpu" backend: NumPy executes the IR. It is the executable definition of every op.
+
+Programs run *together*: every value carries a leading program axis (length P, or 1
+for a value that is the same in every program), so one Python-level step of the
+interpreter does the work of all P programs. Control flow that differs between
+programs runs under a lane mask (like SIMD hardware): both sides of an ``if`` run,
+each on its own lanes; a loop runs until no lane is left in it; ``break`` and
+``continue`` retire lanes. Where every lane agrees (a loop bound from ``arr.shape``,
+a static flag), the executor takes the plain path.
+
+Bounds are checked: a scalar index outside an array, a tile index outside 0..15 or
+a negative window bound raises ``QnbIndexError`` at the kernel's own line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qnb import ir
+from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Options
+from qnb.dtypes import bool_, f16, f32, i32
+from qnb.errors import QnbIndexError, QnbTypeError
+
+_ARANGE = np.arange(16, dtype=np.int64)
+_EYE = {}
+# Programs executed together at most (bounds the memory of one tile value: 64 MiB at f32).
+CHUNK = 65536
+
+
+class CpuArray(DeviceArray):
+    """``qnb.to_device(x)`` on the cpu backend: a private host copy."""
+
+    backend_name = "cpu"
+
+    def __init__(self, array: np.ndarray):
+        super().__init__(array.shape, array.dtype)
+        self.host = np.ascontiguousarray(array).copy()
+
+    def numpy(self) -> np.ndarray:
+        return self.host.copy()
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    language = None
+
+    def info(self) -> BackendInfo:
+        return BackendInfo("cpu", True, f"NumPy {np.__version__} on the host CPU", None)
+
+    def key_components(self):
+        return {"name": "cpu"}, {"numpy": np.__version__}
+
+    def compile(self, kernel: ir.KernelIR, options: Options) -> Artifact:
+        return Artifact(text={"ir": ir.kernel_to_json(kernel), "debug": options.debug})
+
+    def load(self, artifact: Artifact):
+        kernel = ir.kernel_from_json(artifact.text["ir"])
+
+        def launch(grid, args):
+            run(kernel, grid, args)
+
+        return launch
+
+    def to_device(self, array):
+        return CpuArray(np.asarray(array))
+
+
+def run(kernel: ir.KernelIR, grid, args) -> None:
+    """Execute ``kernel`` over ``grid`` with ``args`` (in ``kernel.params`` order)."""
+    arrays, scalars = _bind(kernel, args)
+    total = grid[0] * grid[1] * grid[2]
+    for start in range(0, total, CHUNK):
+        count = min(CHUNK, total - start)
+        _Executor(kernel, grid, arrays, scalars, start, count).run()
+
+
+def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units):
+    """Run with recording on; returns a ``qnb.Trace``."""
+    from qnb.trace import Trace
+
+    arrays, scalars = _bind(kernel, args)
+    total = grid[0] * grid[1] * grid[2]
+    if total > 4096:
+        raise QnbTypeError(f"tracing records every op of every program; {total} programs is too "
+                           "many (use a grid of at most 4096 programs)")
+    recorder = _Recorder(kernel, grid, parsed_units)
+    _Executor(kernel, grid, arrays, scalars, 0, total, recorder).run()
+    parsed = kernel_parsed
+    result = Trace(
+        kernel_name=kernel.name, grid=tuple(grid), filename=parsed.filename,
+        firstlineno=parsed.firstlineno, source_lines=parsed.source.splitlines(),
+        arrays={name: np.array(a.reshape(shape)) for name, (a, shape) in arrays.items()},
+    )
+    result._steps = recorder.steps
+    return result
+
+
+def _bind(kernel, args):
+    arrays, scalars = {}, {}
+    for param, value in zip(kernel.params, args):
+        if param.type.kind == "array":
+            host = value.host if isinstance(value, CpuArray) else value
+            if not isinstance(host, np.ndarray):
+                raise QnbTypeError(f"the cpu backend takes NumPy arrays; {param.name!r} is a "
+                                   f"{type(value).__name__} (use .numpy() or qnb.to_device on cpu)")
+            arrays[param.name] = (_as_3d(host), host.shape)
+        else:
+            scalars[param.name] = np.array([value], dtype=param.type.dtype.numpy)
+    return arrays, scalars
+
+
+def _as_3d(array: np.ndarray) -> np.ndarray:
+    if array.ndim == 3:
+        return array
+    if array.ndim == 2:
+        return array[None]
+    return array[None, None]
+
+
+def _expand(value, kind, to_kind):
+    """Give a per-program value the trailing axes of ``to_kind`` for broadcasting."""
+    if kind == to_kind or kind != "scalar":
+        return value
+    return value[:, None, None] if to_kind == "tile" else value[:, None]
+
+
+def _lanes(mask, n):
+    return np.ones(n, bool) if mask is None else mask
+
+
+class _Loop:
+    __slots__ = ("broken", "continued")
+
+    def __init__(self, n):
+        self.broken = np.zeros(n, bool)
+        self.continued = np.zeros(n, bool)
+
+
+_BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.mod, "max": np.maximum, "min": np.minimum,
+    "pow": np.power, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal, "and": np.logical_and,
+    "or": np.logical_or, "xor": np.logical_xor,
+}
+_UNARY = {"neg": np.negative, "not": np.logical_not, "abs": np.abs, "exp": np.exp,
+          "log": np.log, "sqrt": np.sqrt}
+_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
+
+
+class _Executor:
+    def __init__(self, kernel, grid, arrays, scalars, start, count, recorder=None):
+        self.kernel = kernel
+        self.arrays = arrays
+        self.n = count
+        self.mask = None  # None: every lane active
+        self.loops: list[_Loop] = []
+        self.recorder = recorder
+        self.reads = None
+        flat = np.arange(start, start + count, dtype=np.int64)
+        gx, gy, _ = grid
+        self.pid = [(flat % gx).astype(np.int32), ((flat // gx) % gy).astype(np.int32),
+                    (flat // (gx * gy)).astype(np.int32)]
+        self.grid = [np.array([g], np.int32) for g in grid]
+        self.env = dict(scalars)
+        for name, t in kernel.locals.items():
+            self.env[name] = np.zeros((1, *t.shape), t.dtype.numpy)
+        self.consts = {}
+
+    # ------------------------------------------------------------------ statements
+
+    def run(self):
+        with np.errstate(all="ignore"):
+            self.block(self.kernel.body)
+
+    def active(self) -> bool:
+        return self.mask is None or bool(self.mask.any())
+
+    def block(self, body):
+        for stmt in body:
+            if not self.active():
+                return
+            getattr(self, "s_" + type(stmt).__name__)(stmt)
+
+    def assign(self, name, value, kind):
+        if self.mask is None:
+            self.env[name] = value
+            return
+        old = self.env[name]
+        self.env[name] = np.where(_expand(self.mask, "scalar", kind), value, old)
+
+    def s_Assign(self, s):
+        if self.recorder:
+            self.reads = []
+        value = self.ev(s.value)
+        if value.dtype != s.value.type.dtype.numpy:
+            value = value.astype(s.value.type.dtype.numpy)
+        self.assign(s.name, value, s.value.type.kind)
+        if self.recorder:
+            self.recorder.assign(self, s, value)
+
+    def restore(self, saved):
+        """The mask after a nested block: the saved lanes minus those that left the loop."""
+        if not self.loops:
+            self.mask = saved
+            return
+        loop = self.loops[-1]
+        gone = loop.broken | loop.continued
+        self.mask = _lanes(saved, self.n) & ~gone if gone.any() else saved
+
+    def s_If(self, s):
+        cond = self.ev(s.cond)
+        saved = self.mask
+        if cond.shape[0] == 1:
+            self.block(s.then_body if cond[0] else s.else_body)
+            self.restore(saved)
+            return
+        lanes = _lanes(saved, self.n)
+        taken = lanes & cond
+        if taken.any():
+            self.mask = taken
+            self.block(s.then_body)
+            self.restore(saved)
+        other = _lanes(self.mask, self.n) & ~cond
+        if s.else_body and other.any():
+            self.mask = other
+            self.block(s.else_body)
+        self.restore(saved)
+
+    def s_Break(self, s):
+        self.loops[-1].broken |= _lanes(self.mask, self.n)
+        self.mask = np.zeros(self.n, bool)
+
+    def s_Continue(self, s):
+        self.loops[-1].continued |= _lanes(self.mask, self.n)
+        self.mask = np.zeros(self.n, bool)
+
+    def s_For(self, s):
+        start, stop, step = self.ev(s.start), self.ev(s.stop), self.ev(s.step)
+        saved = self.mask
+        loop = _Loop(self.n)
+        self.loops.append(loop)
+        try:
+            if start.shape[0] == 1 and stop.shape[0] == 1 and step.shape[0] == 1:
+                if step[0] == 0:
+                    raise self.index_error("range() step must not be zero", s)
+                for i in range(int(start[0]), int(stop[0]), int(step[0])):
+                    lanes = _lanes(saved, self.n) & ~loop.broken if loop.broken.any() else saved
+                    if lanes is not None and not lanes.any():
+                        break
+                    loop.continued[:] = False
+                    self.mask = lanes
+                    self.assign(s.var, np.array([i], np.int32), "scalar")
+                    self.block(s.body)
+                return
+            if (step == 0).any():
+                raise self.index_error("range() step must not be zero", s)
+            i = np.broadcast_to(start, (self.n,)).astype(np.int32)
+            while True:
+                inside = np.where(step > 0, i < stop, i > stop)
+                lanes = _lanes(saved, self.n) & inside & ~loop.broken
+                if not lanes.any():
+                    break
+                loop.continued[:] = False
+                self.mask = lanes
+                self.assign(s.var, i, "scalar")
+                self.block(s.body)
+                i = (i + step).astype(np.int32)
+        finally:
+            self.loops.pop()
+            self.mask = saved
+
+    def s_While(self, s):
+        saved = self.mask
+        loop = _Loop(self.n)
+        self.loops.append(loop)
+        try:
+            while True:
+                self.mask = _lanes(saved, self.n) & ~loop.broken
+                cond = np.broadcast_to(self.ev(s.cond), (self.n,))
+                lanes = self.mask & cond
+                if not lanes.any():
+                    break
+                loop.continued[:] = False
+                self.mask = lanes
+                self.block(s.body)
+        finally:
+            self.loops.pop()
+            self.mask = saved
+
+    # ------------------------------------------------------------------ memory
+
+    def index_error(self, message, node):
+        err = QnbIndexError(message)
+        err.ir_loc = node.loc
+        if node.loc is not None and node.loc.unit < len(self.kernel.units):
+            err.ir_unit = self.kernel.units[node.loc.unit].qualname
+        return err
+
+    def check(self, bad, message, node):
+        """Raise if any *active* lane is out of bounds."""
+        bad = np.broadcast_to(bad, (self.n,) + bad.shape[1:]) if bad.shape[:1] == (1,) else bad
+        if bad.ndim > 1:
+            bad = bad.reshape(bad.shape[0], -1).any(axis=1)
+        if self.mask is not None:
+            bad = bad & self.mask
+        if bad.any():
+            lane = int(np.argmax(bad))
+            raise self.index_error(f"{message} (in program "
+                                   f"{tuple(int(p[lane]) for p in self.pid)})", node)
+
+    def view(self, v: ir.ArrayView, node):
+        array, _shape = self.arrays[v.param]
+        if v.batch is None:
+            return array, np.zeros(1, np.int64)
+        batch = self.ev(v.batch).astype(np.int64)
+        self.check((batch < 0) | (batch >= array.shape[0]),
+                   f"batch index out of range for {v.param!r} with {array.shape[0]} slabs", node)
+        return array, np.clip(batch, 0, array.shape[0] - 1)
+
+    def window(self, node, v, r0, r1, c0, c1):
+        """Row/column indices and validity of a 16×16 window (per lane)."""
+        array, batch = self.view(v, node)
+        rows_n, cols_n = array.shape[1], array.shape[2]
+        r0, r1, c0, c1 = (self.ev(x).astype(np.int64) for x in (r0, r1, c0, c1))
+        self.check((r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0),
+                   f"negative window bound on {v.param!r}", node)
+        rows = r0[:, None] + _ARANGE
+        cols = c0[:, None] + _ARANGE
+        row_ok = rows < np.minimum(r1, rows_n)[:, None]
+        col_ok = cols < np.minimum(c1, cols_n)[:, None]
+        if self.reads is not None:
+            self.reads.append((v.param, batch, r0, np.minimum(np.minimum(r1, rows_n), r0 + 16),
+                               c0, np.minimum(np.minimum(c1, cols_n), c0 + 16)))
+        return array, batch, rows, cols, row_ok, col_ok
+
+    def aligned_blocks(self, array, batch, rows, cols, row_ok, col_ok):
+        """The block indices when every lane's window is a whole aligned 16×16 block."""
+        if array.shape[1] % 16 or array.shape[2] % 16 or not (row_ok.all() and col_ok.all()):
+            return None
+        r0, c0 = rows[:, 0], cols[:, 0]
+        if (r0 % 16).any() or (c0 % 16).any():
+            return None
+        blocks = array.reshape(array.shape[0], array.shape[1] // 16, 16, array.shape[2] // 16, 16)
+        return blocks, batch, r0 // 16, c0 // 16
+
+    def e_LoadWindow(self, e):
+        base = self.ev(e.base)
+        array, batch, rows, cols, row_ok, col_ok = self.window(e, e.view, e.r0, e.r1, e.c0, e.c1)
+        aligned = self.aligned_blocks(array, batch, rows, cols, row_ok, col_ok)
+        if aligned is not None:
+            blocks, b, rb, cb = aligned
+            return blocks[b, rb, :, cb, :]
+        valid = row_ok[:, :, None] & col_ok[:, None, :]
+        r = np.clip(rows, 0, array.shape[1] - 1)
+        c = np.clip(cols, 0, array.shape[2] - 1)
+        flat = array.reshape(-1)
+        index = (batch[:, None, None] * array.shape[1] + r[:, :, None]) * array.shape[2] + c[:, None, :]
+        return np.where(valid, flat[index], base)
+
+    def s_StoreWindow(self, s):
+        if self.recorder:
+            self.reads = []
+        value = self.ev(s.value)
+        array, batch, rows, cols, row_ok, col_ok = self.window(s, s.view, s.r0, s.r1, s.c0, s.c1)
+        writes = self.reads.pop() if self.recorder else None
+        n = max(value.shape[0], rows.shape[0], batch.shape[0])
+        if self.mask is None:
+            aligned = self.aligned_blocks(array, batch, rows, cols, row_ok, col_ok)
+            if aligned is not None:
+                blocks, b, rb, cb = aligned
+                blocks[b, rb, :, cb, :] = value
+                self.record_store(s, value, writes)
+                return
+        valid = row_ok[:, :, None] & col_ok[:, None, :]
+        valid = np.broadcast_to(valid, (n, 16, 16))
+        if self.mask is not None:
+            valid = valid & self.mask[:, None, None]
+        r = np.broadcast_to(rows[:, :, None], (n, 16, 16))
+        c = np.broadcast_to(cols[:, None, :], (n, 16, 16))
+        b = np.broadcast_to(batch[:, None, None], (n, 16, 16))
+        values = np.broadcast_to(value, (n, 16, 16))
+        array[b[valid], r[valid], c[valid]] = values[valid]
+        self.record_store(s, value, writes)
+
+    def vec_window(self, node, v, start, stop, col):
+        array, batch = self.view(v, node)
+        start, stop = self.ev(start).astype(np.int64), self.ev(stop).astype(np.int64)
+        self.check((start < 0) | (stop < 0), f"negative bound on {v.param!r}", node)
+        index = start[:, None] + _ARANGE
+        if col is None:  # 1-D: index runs along the last axis
+            limit = array.shape[2]
+            colv = None
+        else:
+            limit = array.shape[1]
+            colv = self.ev(col).astype(np.int64)
+            self.check((colv < 0) | (colv >= array.shape[2]),
+                       f"column index out of range for {v.param!r}", node)
+        ok = index < np.minimum(stop, limit)[:, None]
+        if self.reads is not None:
+            end = np.minimum(np.minimum(stop, limit), start + 16)
+            if col is None:
+                self.reads.append((v.param, batch, np.zeros_like(start), np.ones_like(start),
+                                   start, end))
+            else:
+                self.reads.append((v.param, batch, start, end, colv, colv + 1))
+        return array, batch, index, ok, colv
+
+    def e_VecLoad(self, e):
+        array, batch, index, ok, col = self.vec_window(e, e.view, e.start, e.stop, e.col)
+        i = np.clip(index, 0, (array.shape[2] if col is None else array.shape[1]) - 1)
+        if col is None:
+            values = array[batch[:, None], 0, i]
+        else:
+            values = array[batch[:, None], i, np.clip(col, 0, array.shape[2] - 1)[:, None]]
+        return np.where(ok, values, np.zeros((), array.dtype))
+
+    def s_VecStore(self, s):
+        if self.recorder:
+            self.reads = []
+        value = self.ev(s.value)
+        array, batch, index, ok, _ = self.vec_window(s, s.view, s.start, s.stop, None)
+        writes = self.reads.pop() if self.recorder else None
+        n = max(value.shape[0], index.shape[0], batch.shape[0])
+        ok = np.broadcast_to(ok, (n, 16))
+        if self.mask is not None:
+            ok = ok & self.mask[:, None]
+        i = np.broadcast_to(index, (n, 16))
+        b = np.broadcast_to(batch[:, None], (n, 16))
+        array[b[ok], 0, i[ok]] = np.broadcast_to(value, (n, 16))[ok]
+        self.record_store(s, value, writes)
+
+    def element(self, node, v, indices):
+        array, batch = self.view(v, node)
+        dims = array.shape[3 - len(indices):]
+        idx = [self.ev(i).astype(np.int64) for i in indices]
+        bad = np.zeros(1, bool)
+        for i, d in zip(idx, dims):
+            bad = bad | (i < 0) | (i >= d)
+        self.check(bad, f"index out of range for {v.param!r} of shape "
+                        f"{self.arrays[v.param][1]}", node)
+        idx = [np.clip(i, 0, d - 1) for i, d in zip(idx, dims)]
+        if len(idx) == 1:
+            idx = [np.zeros(1, np.int64), *idx]
+        if self.reads is not None:
+            r, c = idx
+            self.reads.append((v.param, batch, r, r + 1, c, c + 1))
+        return array, batch, idx
+
+    def e_ArrayLoad(self, e):
+        array, batch, (r, c) = self.element(e, e.view, e.indices)
+        return array[batch, r, c]
+
+    def s_ArrayStore(self, s):
+        if self.recorder:
+            self.reads = []
+        value = self.ev(s.value)
+        array, batch, (r, c) = self.element(s, s.view, s.indices)
+        writes = self.reads.pop() if self.recorder else None
+        n = max(value.shape[0], r.shape[0], c.shape[0], batch.shape[0])
+        lanes = _lanes(self.mask, n)
+        b, r, c = (np.broadcast_to(x, (n,))[lanes] for x in (batch, r, c))
+        array[b, r, c] = np.broadcast_to(value, (n,))[lanes]
+        self.record_store(s, value, writes)
+
+    def record_store(self, s, value, writes):
+        if self.recorder:
+            self.recorder.store(self, s, value, writes)
+
+    # ------------------------------------------------------------------ expressions
+
+    def ev(self, e):
+        return getattr(self, "e_" + type(e).__name__)(e)
+
+    def e_Const(self, e):
+        found = self.consts.get(id(e))
+        if found is None:
+            found = self.consts[id(e)] = np.array([e.value], e.type.dtype.numpy)
+        return found
+
+    def e_Var(self, e):
+        return self.env[e.name]
+
+    def e_ProgramId(self, e):
+        return self.pid[e.axis] if e.which == "id" else self.grid[e.axis]
+
+    def e_Unary(self, e):
+        return _UNARY[e.op](self.ev(e.operand))
+
+    def e_Binary(self, e):
+        kind = e.type.kind
+        left = _expand(self.ev(e.left), e.left.type.kind, kind)
+        right = _expand(self.ev(e.right), e.right.type.kind, kind)
+        result = _BINARY[e.op](left, right)
+        if e.op not in ("lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor"):
+            result = result.astype(e.type.dtype.numpy, copy=False)
+        return result
+
+    def e_Logical(self, e):
+        left = self.ev(e.left)
+        saved = self.mask
+        decided = ~left if e.op == "and" else left
+        lanes = _lanes(saved, self.n) & ~np.broadcast_to(decided, (self.n,))
+        if not lanes.any():
+            return left
+        self.mask = lanes
+        try:
+            right = self.ev(e.right)
+        finally:
+            self.mask = saved
+        return (left & right) if e.op == "and" else (left | right)
+
+    def e_Select(self, e):
+        kind = e.type.kind
+        cond = _expand(self.ev(e.cond), e.cond.type.kind, kind)
+        a = _expand(self.ev(e.if_true), e.if_true.type.kind, kind)
+        b = _expand(self.ev(e.if_false), e.if_false.type.kind, kind)
+        return np.where(cond, a, b)
+
+    def e_Cast(self, e):
+        value = self.ev(e.operand)
+        target = e.type.dtype
+        if target is i32 and value.dtype.kind == "f":
+            value = np.trunc(np.nan_to_num(value, nan=0.0, posinf=2**31 - 1, neginf=-(2**31)))
+            value = np.clip(value, -(2**31), 2**31 - 1)
+        return value.astype(target.numpy)
+
+    def e_ArrayDim(self, e):
+        _array, shape = self.arrays[e.param]
+        return np.array([shape[e.axis]], np.int32)
+
+    def e_TileFill(self, e):
+        dtype = e.type.dtype.numpy
+        if e.kind == "eye":
+            found = _EYE.get(dtype)
+            if found is None:
+                found = _EYE[dtype] = np.eye(16, dtype=dtype)[None]
+            return found
+        value = self.ev(e.value)
+        shape = (value.shape[0], *e.type.shape)
+        return np.broadcast_to(_expand(value, "scalar", e.type.kind), shape).astype(dtype)
+
+    def tile_index(self, node, value, limit=16):
+        index = self.ev(value).astype(np.int64)
+        self.check((index < 0) | (index >= limit), "tile index out of range 0..15", node)
+        return np.clip(index, 0, limit - 1)
+
+    def e_TileGet(self, e):
+        base = self.ev(e.base)
+        i = self.tile_index(e, e.i)
+        n = max(base.shape[0], i.shape[0])
+        lanes = np.arange(n) if base.shape[0] > 1 else np.zeros(n, np.int64)
+        if e.j is None:
+            return base[lanes, np.broadcast_to(i, (n,))]
+        j = self.tile_index(e, e.j)
+        n = max(n, j.shape[0])
+        lanes = np.arange(n) if base.shape[0] > 1 else np.zeros(n, np.int64)
+        return base[lanes, np.broadcast_to(i, (n,)), np.broadcast_to(j, (n,))]
+
+    def e_TileSet(self, e):
+        base = self.ev(e.base)
+        i = self.tile_index(e, e.i)
+        value = self.ev(e.value)
+        j = self.tile_index(e, e.j) if e.j is not None else None
+        n = max(base.shape[0], i.shape[0], value.shape[0], 1 if j is None else j.shape[0])
+        out = np.array(np.broadcast_to(base, (n, *base.shape[1:])))
+        lanes = np.arange(n)
+        if j is None:
+            out[lanes, np.broadcast_to(i, (n,))] = np.broadcast_to(value, (n,))
+        else:
+            out[lanes, np.broadcast_to(i, (n,)), np.broadcast_to(j, (n,))] = \
+                np.broadcast_to(value, (n,))
+        return out
+
+    def e_Transpose(self, e):
+        return np.swapaxes(self.ev(e.operand), -1, -2)
+
+    def e_Reduce(self, e):
+        value = self.ev(e.operand)
+        if e.axis is None:
+            axes = tuple(range(1, value.ndim))
+        else:
+            axes = e.axis + 1
+        fn = _REDUCE[e.op]
+        if e.op == "sum":
+            return fn(value, axis=axes, dtype=value.dtype)
+        return fn(value, axis=axes)
+
+    def e_Matmul(self, e):
+        a, b = self.ev(e.a), self.ev(e.b)
+        out = e.type.dtype.numpy
+        if a.dtype == np.float16:
+            a, b = a.astype(np.float32), b.astype(np.float32)
+        result = np.matmul(a, b).astype(out, copy=False)
+        if e.acc is not None:
+            result = self.ev(e.acc) + result
+        return result
+
+    def e_Outer(self, e):
+        return self.ev(e.u)[:, :, None] * self.ev(e.v)[:, None, :]
+
+    def e_RowCol(self, e):
+        base = self.ev(e.operand)
+        index = self.tile_index(e, e.index)
+        n = max(base.shape[0], index.shape[0])
+        lanes = np.arange(n) if base.shape[0] > 1 else np.zeros(n, np.int64)
+        index = np.broadcast_to(index, (n,))
+        return base[lanes, index, :] if e.which == "row" else base[lanes, :, index]
+
+    def e_Cholesky(self, e):
+        a = self.ev(e.operand)
+        eps = self.ev(e.eps)
+        dtype = a.dtype
+        n = a.shape[0]
+        lower = np.zeros((n, 16, 16), dtype)
+        for j in range(16):
+            row = lower[:, j, :j]
+            s = np.einsum("nk,nk->n", row, row).astype(dtype) if j else np.zeros(n, dtype)
+            d = np.sqrt(np.maximum(a[:, j, j] - s, eps)).astype(dtype)
+            lower[:, j, j] = d
+            if j < 15:
+                dots = np.einsum("nik,nk->ni", lower[:, j + 1:, :j], row) if j else 0
+                lower[:, j + 1:, j] = ((a[:, j + 1:, j] - dots) / d[:, None]).astype(dtype)
+        return lower
+
+    def e_SolveTriangular(self, e):
+        factor = self.ev(e.lower)
+        rhs = self.ev(e.rhs)
+        n = max(factor.shape[0], rhs.shape[0])
+        dtype = rhs.dtype
+        x = np.zeros((n, 16, 16), dtype)
+        factor = np.broadcast_to(factor, (n, 16, 16))
+        rhs = np.broadcast_to(rhs, (n, 16, 16))
+        for k in range(16):
+            dots = np.einsum("nim,nm->ni", x[:, :, :k], factor[:, k, :k]) if k else 0
+            x[:, :, k] = ((rhs[:, :, k] - dots) / factor[:, k, k][:, None]).astype(dtype)
+        return x
+
+
+# ---------------------------------------------------------------------- tracing
+
+
+def _op_name(value: ir.Expr) -> str:
+    if isinstance(value, ir.LoadWindow):
+        return "load" if isinstance(value.base, ir.TileFill) else "load_"
+    if isinstance(value, ir.Matmul):
+        return "mma" if value.acc is not None else "matmul"
+    names = {ir.Cholesky: "cholesky_", ir.SolveTriangular: "solve_triangular_",
+             ir.Outer: "outer", ir.Transpose: "transpose", ir.VecLoad: "load",
+             ir.TileGet: "get", ir.TileSet: "set", ir.ArrayLoad: "load", ir.RowCol: "row/col",
+             ir.Cast: "astype", ir.Select: "where"}
+    if isinstance(value, ir.TileFill):
+        return "eye" if value.kind == "eye" else "fill"
+    if isinstance(value, ir.Binary | ir.Unary):
+        return value.op
+    if isinstance(value, ir.Reduce):
+        return value.op
+    return names.get(type(value), "assign")
+
+
+class _Recorder:
+    """Collects per-program TraceSteps while the executor runs."""
+
+    def __init__(self, kernel, grid, parsed_units):
+        self.kernel = kernel
+        self.grid = grid
+        self.units = parsed_units
+        self.steps: dict[tuple[int, int, int], list] = {}
+        total = grid[0] * grid[1] * grid[2]
+        for flat in range(total):
+            program = (flat % grid[0], (flat // grid[0]) % grid[1], flat // (grid[0] * grid[1]))
+            self.steps[program] = []
+
+    def where(self, loc):
+        unit_name = self.kernel.units[loc.unit].qualname if loc and loc.unit < len(
+            self.kernel.units) else None
+        parsed = self.units.get(unit_name)
+        if parsed is None or loc is None:
+            return "?", 0, ""
+        lines = parsed.source.splitlines()
+        text = lines[loc.line - 1].strip() if 0 < loc.line <= len(lines) else ""
+        return parsed.filename, parsed.firstlineno + loc.line - 1, text
+
+    def lanes(self, executor):
+        mask = _lanes(executor.mask, executor.n)
+        return np.nonzero(mask)[0]
+
+    def regions(self, entries, lane):
+        from qnb.trace import Region
+
+        out = []
+        for param, batch, r0, r1, c0, c1 in entries:
+            def pick(a):
+                return int(a[lane] if a.shape[0] > 1 else a[0])
+
+            out.append(Region(param, pick(r0), pick(r1), pick(c0), pick(c1),
+                              pick(batch) if self._is3d(param) else None))
+        return out
+
+    def _is3d(self, param):
+        return any(p.name == param and p.type.ndim == 3 for p in self.kernel.params)
+
+    def record(self, executor, stmt, op, target, inputs, value, reads, writes):
+        from qnb.trace import TraceStep
+
+        filename, lineno, text = self.where(stmt.loc)
+        for lane in self.lanes(executor):
+            program = tuple(int(p[lane]) for p in executor.pid)
+            steps = self.steps[program]
+
+            def pick(a):
+                return a[lane] if a.shape[0] > 1 else a[0]
+
+            steps.append(TraceStep(
+                index=len(steps), program=program, filename=filename, lineno=lineno, line=text,
+                op=op, target=target,
+                inputs={name: _plain(pick(v)) for name, v in inputs.items()},
+                output=_plain(pick(value)),
+                reads=self.regions(reads or [], lane), writes=self.regions(writes or [], lane),
+            ))
+
+    def inputs(self, executor, expr, skip=None):
+        found = {}
+        for node in ir.walk(expr):
+            if isinstance(node, ir.Var) and node.name != skip and node.name in executor.env:
+                found[node.name] = executor.env[node.name]
+        return found
+
+    def assign(self, executor, stmt, value):
+        inputs = self.inputs(executor, stmt.value)
+        self.record(executor, stmt, _op_name(stmt.value), stmt.name, inputs, value,
+                    executor.reads, [])
+        executor.reads = None
+
+    def store(self, executor, stmt, value, writes):
+        inputs = self.inputs(executor, stmt.value)
+        reads = executor.reads or []
+        self.record(executor, stmt, "store", stmt.view.param, inputs, value, reads,
+                    [writes] if writes else [])
+        executor.reads = None
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()
+    if isinstance(value, np.generic):
+        return value.item()
+    return np.array(value)
+
+
+__all__ = ["CpuBackend", "run", "trace", "f16", "f32", "bool_"]

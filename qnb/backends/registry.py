@@ -1,0 +1,102 @@
+"""Backend registry and the backend choice (the one piece of global state besides the cache).
+
+Backends are imported lazily: ``import qnb`` imports no backend module, and
+``qnb.backends()`` probes each one the first time it is asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+
+from qnb.backends.base import Backend, BackendInfo
+from qnb.errors import BackendError
+
+# name -> "module:Class"; the order is the "auto" preference order.
+_REGISTRY = {
+    "cuda": "qnb.backends.cuda:CudaBackend",
+    "wgpu": "qnb.backends.wgpu:WgpuBackend",
+    "cpu": "qnb.backends.cpu:CpuBackend",
+}
+NAMES = tuple(_REGISTRY)
+
+_instances: dict[str, Backend] = {}
+_lock = threading.Lock()
+_state = threading.local()
+_default = ["auto"]
+
+
+def get(name: str) -> Backend:
+    """The backend object named ``name`` (not "auto"); raises BackendError if unknown."""
+    if name not in _REGISTRY:
+        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)} or 'auto'")
+    with _lock:
+        if name not in _instances:
+            module_name, class_name = _REGISTRY[name].split(":")
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:  # a backend whose module cannot import is unavailable
+                _instances[name] = _Missing(name, f"cannot import {module_name}: {exc}")
+            else:
+                _instances[name] = getattr(module, class_name)()
+        return _instances[name]
+
+
+class _Missing(Backend):
+    def __init__(self, name, reason):
+        self.name, self._reason = name, reason
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(self.name, False, "none", self._reason)
+
+
+def backends() -> list[BackendInfo]:
+    """One record per backend: name, available, device, reason (contract)."""
+    return [get(name).info() for name in NAMES]
+
+
+def _auto() -> str:
+    for name in NAMES:
+        info = get(name).info()
+        if not info.available:
+            continue
+        if name == "wgpu" and getattr(get(name), "is_software", lambda: False)():
+            continue  # a CPU Vulkan driver is slower than NumPy: auto prefers cpu then
+        return name
+    return "cpu"
+
+
+def current_name() -> str:
+    """The backend a launch uses now, with "auto" resolved."""
+    name = getattr(_state, "override", None) or _default[0]
+    return _auto() if name == "auto" else name
+
+
+def set_backend(name: str) -> None:
+    """Choose the default backend: "cpu", "wgpu", "cuda" or "auto" (contract)."""
+    if name != "auto":
+        get(name)  # unknown names raise here
+    _default[0] = name
+
+
+@contextlib.contextmanager
+def backend(name: str):
+    """``with qnb.backend("wgpu"):`` runs the block on that backend (contract)."""
+    if name != "auto":
+        get(name)
+    previous = getattr(_state, "override", None)
+    _state.override = name
+    try:
+        yield
+    finally:
+        _state.override = previous
+
+
+def require(name: str) -> Backend:
+    """The named backend, or BackendError saying why it is unavailable."""
+    chosen = get(name)
+    info = chosen.info()
+    if not info.available:
+        raise BackendError(f"backend {name!r} is not available: {info.reason}")
+    return chosen

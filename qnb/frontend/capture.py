@@ -1,0 +1,191 @@
+"""Launch time: read the names a kernel captures, and give each a canonical value.
+
+Every global or closure name a kernel (or a func it calls) reads is re-read at each
+launch. :meth:`Captures.snapshot` is the fast path: a tuple that compares equal only
+when nothing a kernel reads has changed (types included, so ``1``, ``1.0`` and
+``True`` differ). :func:`classify` is the slow path, run only when the snapshot
+changed: it turns each value into a compile-time constant with a canonical,
+JSON-able form for the cache key, or raises :class:`QnbCaptureError`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+import math
+import types
+
+import numpy as np
+
+from qnb.dtypes import DType, as_dtype, is_dtype_like
+from qnb.errors import QnbCaptureError
+from qnb.frontend.parse import KERNEL_BUILTINS, ParsedFunction
+
+
+class _Undefined:
+    def __repr__(self):
+        return "<undefined>"
+
+
+UNDEFINED = _Undefined()
+
+# Functions from ``math`` and ``numpy`` that mean the same as a language intrinsic.
+_FOREIGN_INTRINSICS = {
+    math.exp: "exp", math.log: "log", math.sqrt: "sqrt", math.fabs: "abs",
+    np.exp: "exp", np.log: "log", np.sqrt: "sqrt", np.abs: "abs", np.absolute: "abs",
+    np.maximum: "maximum", np.minimum: "minimum", np.where: "where",
+}
+
+
+def foreign_intrinsic(value) -> str | None:
+    try:
+        return _FOREIGN_INTRINSICS.get(value)
+    except TypeError:  # unhashable
+        return None
+
+
+def is_qnb_callable(value) -> bool:
+    """A @qnb.func or kernel: it enters the key by its own source and captures."""
+    return getattr(value, "_qnb_parsed", None) is not None
+
+
+def _walk_chain(root, chain: tuple[str, ...]):
+    """Follow a chain through modules (and Enum classes) to the value the kernel uses."""
+    value = root
+    for attr in chain[1:]:
+        if isinstance(value, types.ModuleType) or (
+            isinstance(value, type) and issubclass(value, enum.Enum)
+        ):
+            value = getattr(value, attr, UNDEFINED)
+        else:
+            break
+    return value
+
+
+class Captures:
+    """Reads one function's captured names (closure cells first, then globals, then builtins)."""
+
+    def __init__(self, parsed: ParsedFunction):
+        fn = parsed.fn
+        self.parsed = parsed
+        code = fn.__code__
+        cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
+        self._globals = fn.__globals__
+        self._readers = []
+        for chain in parsed.chains:
+            root = chain[0]
+            self._readers.append((chain, cells.get(root)))
+
+    def _root(self, name, cell):
+        if cell is not None:
+            try:
+                return cell.cell_contents
+            except ValueError:  # an empty cell: the name is assigned later in the outer scope
+                return UNDEFINED
+        value = self._globals.get(name, UNDEFINED)
+        if value is UNDEFINED:
+            value = getattr(builtins, name, UNDEFINED)
+        return value
+
+    def roots(self) -> dict[str, object]:
+        """Root name -> current value, for the names this function reads."""
+        return {chain[0]: self._root(chain[0], cell) for chain, cell in self._readers}
+
+    def values(self) -> list[tuple[tuple[str, ...], object]]:
+        """(chain, current value) for every captured chain."""
+        return [(chain, _walk_chain(self._root(chain[0], cell), chain))
+                for chain, cell in self._readers]
+
+    def snapshot(self, _seen=None) -> tuple:
+        """A tuple equal to an earlier one only if no captured value changed."""
+        out = []
+        for chain, cell in self._readers:
+            value = _walk_chain(self._root(chain[0], cell), chain)
+            parsed = getattr(value, "_qnb_parsed", None)
+            if parsed is not None:
+                seen = _seen or set()
+                if id(value) in seen:
+                    out.append((chain, "recursive"))
+                    continue
+                seen = seen | {id(value)}
+                out.append((chain, value, value._qnb_captures.snapshot(seen)))
+                continue
+            try:
+                hash(value)
+            except TypeError:
+                return (_Unhashable(),)  # never equal: the slow path reports the error
+            out.append((chain, type(value), value))
+        return tuple(out)
+
+
+class _Unhashable:
+    def __eq__(self, other):
+        return False
+
+    def __hash__(self):
+        return 0
+
+
+def canonical(value):
+    """The JSON-able canonical form of a compile-time constant, or None if it is not one."""
+    if value is None:
+        return ["none"]
+    if isinstance(value, bool | np.bool_):
+        return ["bool", bool(value)]
+    if isinstance(value, enum.Enum):
+        kind = type(value)
+        return ["enum", f"{kind.__module__}.{kind.__qualname__}.{value.name}", canonical(value.value)]
+    if isinstance(value, int | np.integer):
+        return ["int", int(value)]
+    if isinstance(value, float | np.floating):
+        return ["float", float(value).hex()]
+    if isinstance(value, str):
+        return ["str", value]
+    if isinstance(value, DType):
+        return ["dtype", value.name]
+    if is_dtype_like(value):
+        try:
+            return ["dtype", as_dtype(value).name]
+        except TypeError:
+            return ["numpy-dtype", str(np.dtype(value))]
+    if isinstance(value, tuple):
+        items = [canonical(v) for v in value]
+        return None if any(i is None for i in items) else ["tuple", items]
+    return None
+
+
+def describe(value) -> str:
+    kind = type(value)
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def classify(owner: ParsedFunction, chain: tuple[str, ...], value):
+    """What a captured value is to the compiler: ("const", canonical), ("namespace",),
+    ("intrinsic",), ("callable",), ("undefined",). Raises QnbCaptureError otherwise."""
+    if value is UNDEFINED:
+        return ("undefined",)
+    if isinstance(value, types.ModuleType):
+        return ("namespace",)
+    if getattr(value, "_qnb_intrinsic", None) is not None or foreign_intrinsic(value):
+        return ("intrinsic",)
+    if is_qnb_callable(value):
+        return ("callable",)
+    if any(value is b for b in _BUILTIN_VALUES) and len(chain) == 1:
+        return ("intrinsic",)
+    if getattr(value, "_qnb_annotation", False):
+        return ("intrinsic",)
+    form = canonical(value)
+    if form is not None:
+        return ("const", form)
+    name = ".".join(chain)
+    if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
+        hint = "decorate it with @qnb.func to call it from a kernel"
+    else:
+        hint = "pass it as a parameter"
+    raise QnbCaptureError(
+        f"kernel {owner.name!r} reads {name!r} ({describe(value)}) from the enclosing scope; {hint}"
+    )
+
+
+_BUILTIN_VALUES = tuple(getattr(builtins, n) for n in KERNEL_BUILTINS)

@@ -1,0 +1,274 @@
+"""Decoration time: a Python function's source becomes a checked AST.
+
+Unsupported constructs and malformed slices raise :class:`QnbSyntaxError` here, at
+the ``def``, with the user's own file, line and column. The parse also finds every
+name the function reads from its enclosing scope (the *captured* names), as
+attribute chains (``math.pi`` → ``("math", "pi")``) so module attributes can be
+captured one by one.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+
+from qnb.errors import QnbSyntaxError
+
+# Python builtins a kernel may call.
+KERNEL_BUILTINS = ("range", "min", "max", "abs", "float", "int", "bool", "len")
+
+_ALLOWED_STMTS = (
+    ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.For, ast.While,
+    ast.Break, ast.Continue, ast.Pass, ast.Return,
+)
+_ALLOWED_EXPRS = (
+    ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Constant, ast.Attribute,
+    ast.Subscript, ast.Name, ast.Tuple, ast.IfExp, ast.Slice,
+)
+_ALLOWED_OTHER = (
+    ast.keyword, ast.arguments, ast.arg, ast.Load, ast.Store, ast.operator, ast.unaryop,
+    ast.cmpop, ast.boolop, ast.expr_context,
+)
+_NAMES = {
+    ast.Lambda: "lambda", ast.ListComp: "list comprehensions", ast.DictComp: "dict comprehensions",
+    ast.SetComp: "set comprehensions", ast.GeneratorExp: "generator expressions",
+    ast.Dict: "dicts", ast.Set: "sets", ast.List: "lists", ast.JoinedStr: "f-strings",
+    ast.Try: "try/except", ast.With: "with", ast.Raise: "raise", ast.Import: "import",
+    ast.ImportFrom: "import", ast.Global: "global", ast.Nonlocal: "nonlocal", ast.Delete: "del",
+    ast.ClassDef: "class definitions", ast.FunctionDef: "nested functions",
+    ast.AsyncFunctionDef: "async functions", ast.Assert: "assert", ast.Starred: "*args",
+    ast.NamedExpr: "the walrus operator", ast.Await: "await", ast.Yield: "yield",
+    ast.Match: "match", ast.AsyncFor: "async for", ast.AsyncWith: "async with",
+}
+
+
+@dataclass
+class ParsedFunction:
+    """A kernel or func's checked source and what it reads from outside."""
+
+    fn: object
+    name: str
+    qualname: str
+    filename: str
+    firstlineno: int  # absolute line of the ``def`` (decorators excluded)
+    source: str  # dedented source from the ``def`` line on
+    tree: ast.FunctionDef
+    indent: int  # columns removed by dedenting
+    param_names: list[str]
+    local_names: set[str]
+    chains: list[tuple[str, ...]] = field(default_factory=list)  # captured attribute chains
+
+    def position(self, node) -> tuple[str, int, int]:
+        """The absolute (filename, line, col) of an AST node of this function."""
+        line = getattr(node, "lineno", 1)
+        col = getattr(node, "col_offset", 0)
+        return self.filename, self.firstlineno + line - 1, col + self.indent
+
+    def error(self, cls, message, node):
+        filename, line, col = self.position(node)
+        return cls(message, filename, line, col)
+
+    @property
+    def unit_name(self) -> str:
+        module = getattr(self.fn, "__module__", None) or "?"
+        return f"{module}:{self.qualname}"
+
+
+def parse_function(fn) -> ParsedFunction:
+    """Parse and check ``fn``; raise QnbSyntaxError on anything a kernel cannot do."""
+    name = getattr(fn, "__name__", "?")
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        raise QnbSyntaxError(
+            f"cannot read the source of {name!r}: define kernels in a file or a notebook cell",
+            getattr(code, "co_filename", None), getattr(code, "co_firstlineno", None), 0,
+        ) from None
+    raw = "".join(lines)
+    source = textwrap.dedent(raw)
+    first = lines[0] if lines else ""
+    indent = len(first) - len(first.lstrip())
+    try:
+        module = ast.parse(source)
+    except SyntaxError as exc:
+        raise QnbSyntaxError(f"cannot parse {name!r}: {exc.msg}", filename,
+                             start + (exc.lineno or 1) - 1, (exc.offset or 1) - 1 + indent) from None
+    tree = module.body[0] if module.body else None
+    if not isinstance(tree, ast.FunctionDef):
+        raise QnbSyntaxError(f"{name!r} is not a plain function definition", filename, start, indent)
+    # Line numbers relative to the ``def`` line (decorators come before it).
+    def_offset = tree.lineno - 1
+    tree.decorator_list = []
+    for node in ast.walk(tree):
+        if hasattr(node, "lineno"):
+            node.lineno -= def_offset
+            if getattr(node, "end_lineno", None) is not None:
+                node.end_lineno -= def_offset
+    source = "\n".join(source.splitlines()[def_offset:]) + "\n"
+    parsed = ParsedFunction(
+        fn=fn, name=name, qualname=getattr(fn, "__qualname__", name), filename=filename,
+        firstlineno=start + def_offset, source=source, tree=tree, indent=indent,
+        param_names=[a.arg for a in tree.args.args], local_names=set(),
+    )
+    _check_signature(parsed)
+    _Checker(parsed).check_body(tree.body)
+    parsed.local_names = _local_names(tree)
+    parsed.chains = _captured_chains(tree, parsed.local_names)
+    return parsed
+
+
+def _check_signature(parsed: ParsedFunction) -> None:
+    args = parsed.tree.args
+    for extra, what in ((args.vararg, "*args"), (args.kwarg, "**kwargs")):
+        if extra is not None:
+            raise parsed.error(QnbSyntaxError, f"kernels cannot take {what}", extra)
+    if args.kwonlyargs or args.posonlyargs:
+        node = (args.kwonlyargs or args.posonlyargs)[0]
+        raise parsed.error(QnbSyntaxError, "kernels take plain positional parameters only", node)
+    if args.defaults:
+        raise parsed.error(QnbSyntaxError, "kernel parameters cannot have default values",
+                           args.defaults[0])
+
+
+class _Checker:
+    """Walks a function body and rejects what the language does not support."""
+
+    def __init__(self, parsed: ParsedFunction):
+        self.parsed = parsed
+
+    def fail(self, message, node):
+        raise self.parsed.error(QnbSyntaxError, message, node)
+
+    def check_body(self, body):
+        for stmt in body:
+            self.check_stmt(stmt)
+
+    def check_stmt(self, stmt):
+        if not isinstance(stmt, _ALLOWED_STMTS):
+            what = _NAMES.get(type(stmt), type(stmt).__name__)
+            self.fail(f"{what} is not supported inside a kernel", stmt)
+        if isinstance(stmt, ast.For):
+            if stmt.orelse:
+                self.fail("for ... else is not supported inside a kernel", stmt.orelse[0])
+            if not isinstance(stmt.target, ast.Name):
+                self.fail("a for loop needs a single loop variable", stmt.target)
+        if isinstance(stmt, ast.While) and stmt.orelse:
+            self.fail("while ... else is not supported inside a kernel", stmt.orelse[0])
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                self.check_target(target)
+        if isinstance(stmt, ast.AugAssign | ast.AnnAssign):
+            self.check_target(stmt.target)
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.stmt):
+                self.check_stmt(child)
+            elif child is not getattr(stmt, "target", None) and child not in getattr(stmt, "targets", ()):
+                self.check_expr(child)
+
+    def check_target(self, target):
+        if isinstance(target, ast.Name):
+            return
+        if isinstance(target, ast.Tuple):
+            for element in target.elts:
+                if not isinstance(element, ast.Name):
+                    self.fail("tuple assignment targets must be plain names", element)
+            return
+        if isinstance(target, ast.Subscript):
+            is_full_tile = isinstance(target.slice, ast.Slice) and target.slice.lower is None \
+                and target.slice.upper is None and target.slice.step is None
+            if not is_full_tile:  # ``t[:] = ...`` is the one slice without bounds
+                self.check_subscript(target)
+            self.check_expr(target.value)
+            return
+        self.fail("this kind of assignment target is not supported inside a kernel", target)
+
+    def check_subscript(self, node: ast.Subscript):
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        for part in parts:
+            if isinstance(part, ast.Slice):
+                if part.lower is None or part.upper is None:
+                    self.fail("start and stop indices are required in a slice", part)
+                if part.step is not None:
+                    self.fail("slices with a step are not supported", part.step)
+                for bound in (part.lower, part.upper):
+                    if _is_negative_literal(bound):
+                        self.fail("Negative indices are not supported in a slice", bound)
+            elif _is_negative_literal(part):
+                self.fail("Negative indices are not supported", part)
+            self.check_expr(part, in_subscript=True)
+
+    def check_expr(self, node, in_subscript=False):
+        if isinstance(node, _ALLOWED_OTHER):
+            return
+        if not isinstance(node, _ALLOWED_EXPRS):
+            what = _NAMES.get(type(node), type(node).__name__)
+            self.fail(f"{what} is not supported inside a kernel", node)
+        if isinstance(node, ast.Call) and _is_static_call(node):
+            return  # any Python expression may run at compile time
+        if isinstance(node, ast.Slice) and not in_subscript:
+            self.fail("a slice is only allowed inside [...]", node)
+        if isinstance(node, ast.Subscript):
+            self.check_subscript(node)
+            self.check_expr(node.value)
+            return
+        for child in ast.iter_child_nodes(node):
+            self.check_expr(child)
+
+
+def _is_negative_literal(node) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, int | float)
+    return isinstance(node, ast.Constant) and isinstance(node.value, int | float) and node.value < 0
+
+
+def _is_static_call(node: ast.Call) -> bool:
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return name == "static"
+
+
+def _local_names(tree: ast.FunctionDef) -> set[str]:
+    names = {a.arg for a in tree.args.args}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def _captured_chains(tree: ast.FunctionDef, local_names: set[str]) -> list[tuple[str, ...]]:
+    """Every maximal attribute chain rooted at a name that is not local, in first-use order."""
+    chains: list[tuple[str, ...]] = []
+    seen = set()
+
+    def add(chain):
+        if chain not in seen:
+            seen.add(chain)
+            chains.append(chain)
+
+    def visit(node):
+        if isinstance(node, ast.Attribute):
+            parts = []
+            base = node
+            while isinstance(base, ast.Attribute):
+                parts.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name):
+                if base.id not in local_names:
+                    add((base.id, *reversed(parts)))
+                return
+            visit(base)
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id not in local_names:
+                add((node.id,))
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for stmt in tree.body:
+        visit(stmt)
+    return chains

@@ -1,0 +1,653 @@
+"""Typing rules of the tile language: what each operator, intrinsic and method accepts
+and what it returns.
+
+Promotion: bool < i32 < f16 < f32 < f64 between typed operands. A Python literal is
+*weak*: it takes the dtype of the typed operand it meets (``t * 2.0`` keeps an f16
+tile f16; ``i + 1`` stays i32), except a float literal next to an integer gives f32.
+``/`` is true division (integers become f32); ``//`` and ``%`` follow Python.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+
+from qnb import ir
+from qnb.dtypes import DType, as_dtype, bool_, f16, f32, f64, i32, is_dtype_like, promote
+from qnb.errors import QnbTypeError
+
+
+class Py:
+    """A compile-time Python value (a captured constant, a Template value, a literal…)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return f"Py({self.value!r})"
+
+
+BINOPS = {
+    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+    ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor",
+}
+CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_FOLD = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
+    "and": operator.and_, "or": operator.or_, "xor": operator.xor, "lt": operator.lt,
+    "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq, "ne": operator.ne,
+    "max": max, "min": min,
+}
+_UNARY_FOLD = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+               ast.Invert: operator.invert}
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+
+
+def is_number(value) -> bool:
+    return isinstance(value, bool | int | float) and not isinstance(value, complex)
+
+
+def fold_unary(op, value):
+    return _UNARY_FOLD[type(op)](value)
+
+
+def join_dtypes(a: DType, b: DType) -> DType:
+    return promote(a, b)
+
+
+def convert_value(value, dtype: DType):
+    if dtype is bool_:
+        return bool(value)
+    if dtype is i32:
+        return int(value)
+    return float(value)
+
+
+def const(lower, value, node, dtype: DType | None = None) -> ir.Const:
+    """A typed constant for a Python number; ``dtype`` is the weak-typing hint."""
+    if isinstance(value, bool):
+        chosen = dtype if dtype is not None else bool_
+    elif isinstance(value, int):
+        chosen = dtype if dtype is not None and dtype is not bool_ else i32
+        if chosen is i32 and not I32_MIN <= value <= I32_MAX:
+            raise lower.error(QnbTypeError, f"the integer {value} does not fit in i32", node)
+    else:
+        chosen = dtype if dtype is not None and dtype.is_float else f32
+    return ir.Const(ir.scalar(chosen), lower.loc(node), convert_value(value, chosen))
+
+
+def _kind_rank(kind):
+    return {"scalar": 0, "vec": 1, "tile": 2}[kind]
+
+
+def _result_kind(lower, a: ir.Expr, b: ir.Expr, node) -> str:
+    kinds = {a.type.kind, b.type.kind}
+    if kinds == {"tile", "vec"}:
+        raise lower.error(QnbTypeError, "cannot combine a Tile16 and a Vec16 elementwise; use "
+                          "qnb.outer(u, v) or t.row(i)/t.col(j)", node)
+    return max(kinds, key=_kind_rank)
+
+
+def _weak_dtype(py_value, other: DType) -> DType:
+    if isinstance(py_value, float) and not other.is_float:
+        return f32
+    if isinstance(py_value, bool) and other is bool_:
+        return bool_
+    if other is bool_:
+        return f32 if isinstance(py_value, float) else i32
+    return other
+
+
+def _typed_pair(lower, left, right, node):
+    """Both operands as IR with one common dtype (weak literals adopt the other's)."""
+    if isinstance(left, Py) and not is_number(left.value):
+        raise lower.error(QnbTypeError, f"cannot use {type(left.value).__name__} in arithmetic", node)
+    if isinstance(right, Py) and not is_number(right.value):
+        raise lower.error(QnbTypeError, f"cannot use {type(right.value).__name__} in arithmetic", node)
+    if isinstance(left, Py):
+        right = lower.require_value(right, node)
+        left = const(lower, left.value, node, _weak_dtype(left.value, right.type.dtype))
+    elif isinstance(right, Py):
+        left = lower.require_value(left, node)
+        right = const(lower, right.value, node, _weak_dtype(right.value, left.type.dtype))
+    left = lower.require_value(left, node)
+    right = lower.require_value(right, node)
+    dtype = promote(left.type.dtype, right.type.dtype)
+    return lower.cast_elements(left, dtype), lower.cast_elements(right, dtype), dtype
+
+
+def binary(lower, op, left, right, node):
+    if isinstance(left, Py) and isinstance(right, Py):
+        try:
+            return Py(_FOLD[op](left.value, right.value))
+        except Exception as exc:  # noqa: BLE001 - the user's compile-time arithmetic
+            raise lower.error(QnbTypeError, f"cannot evaluate this at compile time: {exc}",
+                              node) from None
+    for side in (left, right):
+        if isinstance(side, ir.ArrayView):
+            raise lower.error(QnbTypeError, "arrays cannot be used in arithmetic; load a tile "
+                              "or index an element first", node)
+        if isinstance(side, tuple):
+            raise lower.error(QnbTypeError, "tuples cannot be used in arithmetic", node)
+    if op == "pow":
+        return _power(lower, left, right, node)
+    left, right, dtype = _typed_pair(lower, left, right, node)
+    kind = _result_kind(lower, left, right, node)
+    loc = lower.loc(node)
+    if op in ("lt", "le", "gt", "ge", "eq", "ne"):
+        if dtype is bool_ and op not in ("eq", "ne"):
+            left, right = lower.cast_elements(left, i32), lower.cast_elements(right, i32)
+        return ir.Binary(ir.Type(kind, bool_), loc, op, left, right)
+    if op in ("and", "or", "xor"):
+        if dtype is not bool_:
+            raise lower.error(QnbTypeError, f"&, | and ^ are defined for bool masks, not {dtype}",
+                              node)
+        return ir.Binary(ir.Type(kind, bool_), loc, op, left, right)
+    if dtype is bool_:
+        left, right, dtype = lower.cast_elements(left, i32), lower.cast_elements(right, i32), i32
+    if op == "div" and not dtype.is_float:
+        left, right, dtype = lower.cast_elements(left, f32), lower.cast_elements(right, f32), f32
+    return ir.Binary(ir.Type(kind, dtype), loc, op, left, right)
+
+
+def _power(lower, base, exponent, node):
+    if isinstance(exponent, Py) and isinstance(exponent.value, int) and 0 <= exponent.value <= 8:
+        base = lower.require_value(base, node)
+        if exponent.value == 0:
+            return binary(lower, "add", binary(lower, "mul", base, Py(0), node), Py(1), node)
+        result = base
+        for _ in range(exponent.value - 1):
+            result = ir.Binary(base.type, lower.loc(node), "mul", result, base)
+        return result
+    left, right, dtype = _typed_pair(lower, base, exponent, node)
+    if not dtype.is_float:
+        left, right, dtype = lower.cast_elements(left, f32), lower.cast_elements(right, f32), f32
+    kind = _result_kind(lower, left, right, node)
+    return ir.Binary(ir.Type(kind, dtype), lower.loc(node), "pow", left, right)
+
+
+def where(lower, cond, a, b, node):
+    if isinstance(cond, Py):
+        return a if lower.py_truth(cond, node) else b
+    cond = lower.require_value(cond, node)
+    if cond.type.dtype is not bool_:
+        cond = lower.condition(cond, node) if cond.type.kind == "scalar" else \
+            ir.Binary(cond.type.with_dtype(bool_), cond.loc, "ne", cond,
+                      ir.Const(ir.scalar(cond.type.dtype), cond.loc, 0))
+    a, b, dtype = _typed_pair(lower, a, b, node)
+    kind = max((a.type.kind, b.type.kind, cond.type.kind), key=_kind_rank)
+    if {a.type.kind, b.type.kind, cond.type.kind} >= {"tile", "vec"}:
+        raise lower.error(QnbTypeError, "qnb.where cannot mix Tile16 and Vec16", node)
+    return ir.Select(ir.Type(kind, dtype), lower.loc(node), cond, a, b)
+
+
+def matmul(lower, a, b, acc, node):
+    a = lower.require_value(a, node)
+    b = lower.require_value(b, node)
+    if a.type.kind != "tile" or b.type.kind != "tile":
+        raise lower.error(QnbTypeError, f"@ multiplies two Tile16, got {a.type} @ {b.type}", node)
+    dtype = promote(a.type.dtype, b.type.dtype)
+    if dtype is bool_:
+        raise lower.error(QnbTypeError, "@ is not defined for bool tiles", node)
+    a, b = lower.cast_elements(a, dtype), lower.cast_elements(b, dtype)
+    out = f32 if dtype is f16 else dtype
+    if acc is not None:
+        acc = lower.require_value(acc, node)
+        if acc.type.kind != "tile":
+            raise lower.error(QnbTypeError, f"the accumulator of mma must be a Tile16, got {acc.type}",
+                              node)
+        if acc.type.dtype is not out:
+            if promote(acc.type.dtype, out) is not out:
+                raise lower.error(QnbTypeError, f"mma of {dtype} tiles accumulates in {out}; the "
+                                  f"accumulator is {acc.type.dtype}", node)
+            acc = lower.cast_elements(acc, out)
+    return ir.Matmul(ir.tile(out), lower.loc(node), a, b, acc)
+
+
+def fill(lower, kind, how, value, dtype, node) -> ir.Expr:
+    type_ = ir.Type(kind, dtype)
+    if how == "eye":
+        return ir.TileFill(type_, lower.loc(node), "eye", None)
+    scalar_value = lower.coerce(value, ir.scalar(dtype), node) if not isinstance(value, int | float) \
+        else const(lower, value, node, dtype)
+    return ir.TileFill(type_, lower.loc(node), "full", scalar_value)
+
+
+# ---------------------------------------------------------------------------- argument helpers
+
+
+def _args(lower, node, name, args, kwargs, names, defaults=None):
+    """Bind positional and keyword arguments to ``names`` (Python-like arity errors)."""
+    defaults = defaults or {}
+    if len(args) > len(names):
+        raise lower.error(QnbTypeError, f"{name}() takes at most {len(names)} arguments "
+                          f"({len(args)} given)", node)
+    bound = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names:
+            raise lower.error(QnbTypeError, f"{name}() got an unexpected keyword argument {key!r}",
+                              node)
+        if key in bound:
+            raise lower.error(QnbTypeError, f"{name}() got multiple values for {key!r}", node)
+        bound[key] = value
+    for key in names:
+        if key not in bound:
+            if key not in defaults:
+                raise lower.error(QnbTypeError, f"{name}() is missing the argument {key!r}", node)
+            bound[key] = defaults[key]
+    return [bound[n] for n in names]
+
+
+def _dtype_arg(lower, value, node) -> DType:
+    raw = value.value if isinstance(value, Py) else value
+    if isinstance(raw, DType) or is_dtype_like(raw) or isinstance(raw, str):
+        try:
+            return as_dtype(raw)
+        except TypeError as exc:
+            raise lower.error(QnbTypeError, str(exc), node) from None
+    raise lower.error(QnbTypeError, f"expected a dtype such as qnb.f32, got {raw!r}", node)
+
+
+def _int_arg(lower, value, node, what) -> int:
+    if isinstance(value, Py) and isinstance(value.value, int) and not isinstance(value.value, bool):
+        return value.value
+    raise lower.error(QnbTypeError, f"{what} must be a constant integer", node)
+
+
+def _array_arg(lower, value, node, what="the first argument") -> ir.ArrayView:
+    if not isinstance(value, ir.ArrayView):
+        raise lower.error(QnbTypeError, f"{what} must be an array parameter", node)
+    return value
+
+
+def _float_operand(lower, value, node, name):
+    expr = lower.require_value(value, node)
+    if expr.type.dtype is bool_:
+        raise lower.error(QnbTypeError, f"{name} is not defined for bool values", node)
+    if not expr.type.dtype.is_float:
+        expr = lower.cast_elements(expr, f32)
+    return expr
+
+
+def _fold_or(lower, node, args, fn):
+    if all(isinstance(a, Py) for a in args):
+        try:
+            return Py(fn(*[a.value for a in args]))
+        except Exception as exc:  # noqa: BLE001
+            raise lower.error(QnbTypeError, f"cannot evaluate this at compile time: {exc}",
+                              node) from None
+    return None
+
+
+# ---------------------------------------------------------------------------- intrinsics
+
+
+def _program(which):
+    def handler(lower, node, target, args, kwargs):
+        (axis,) = _args(lower, node, f"qnb.{'program_id' if which == 'id' else 'num_programs'}",
+                        args, kwargs, ["axis"], {"axis": Py(0)})
+        axis = _int_arg(lower, axis, node, "axis")
+        if axis not in (0, 1, 2):
+            raise lower.error(QnbTypeError, f"axis must be 0, 1 or 2, got {axis}", node)
+        return ir.ProgramId(ir.scalar(i32), lower.loc(node), which, axis)
+
+    return handler
+
+
+def _math(op):
+    def handler(lower, node, target, args, kwargs):
+        (x,) = _args(lower, node, op, args, kwargs, ["x"])
+        import math
+
+        folded = _fold_or(lower, node, [x], {"exp": math.exp, "log": math.log, "sqrt": math.sqrt,
+                                             "abs": abs}[op])
+        if folded is not None:
+            return folded
+        if op == "abs":
+            expr = lower.require_value(x, node)
+            if expr.type.dtype is bool_:
+                raise lower.error(QnbTypeError, "abs is not defined for bool values", node)
+            return ir.Unary(expr.type, lower.loc(node), "abs", expr)
+        expr = _float_operand(lower, x, node, op)
+        return ir.Unary(expr.type, lower.loc(node), op, expr)
+
+    return handler
+
+
+def _minmax(op):
+    def handler(lower, node, target, args, kwargs):
+        a, b = _args(lower, node, op, args, kwargs, ["a", "b"])
+        folded = _fold_or(lower, node, [a, b], max if op == "max" else min)
+        if folded is not None:
+            return folded
+        return binary(lower, op, a, b, node)
+
+    return handler
+
+
+def _builtin_minmax(op):
+    def handler(lower, node, target, args, kwargs):
+        if kwargs or len(args) < 2:
+            raise lower.error(QnbTypeError, f"{op}() in a kernel takes two or more values", node)
+        result = args[0]
+        for other in args[1:]:
+            result = _minmax(op)(lower, node, target, [result, other], {})
+        return result
+
+    return handler
+
+
+def _where(lower, node, target, args, kwargs):
+    cond, a, b = _args(lower, node, "qnb.where", args, kwargs, ["mask", "a", "b"])
+    return where(lower, cond, a, b, node)
+
+
+def _mma(lower, node, target, args, kwargs):
+    a, b, acc = _args(lower, node, "qnb.mma", args, kwargs, ["a", "b", "acc"])
+    return matmul(lower, a, b, acc, node)
+
+
+def _outer(lower, node, target, args, kwargs):
+    u, v = _args(lower, node, "qnb.outer", args, kwargs, ["u", "v"])
+    u, v = lower.require_value(u, node), lower.require_value(v, node)
+    if u.type.kind != "vec" or v.type.kind != "vec":
+        raise lower.error(QnbTypeError, f"qnb.outer takes two Vec16, got {u.type} and {v.type}", node)
+    dtype = promote(u.type.dtype, v.type.dtype)
+    if dtype is bool_:
+        dtype = i32
+    u, v = lower.cast_elements(u, dtype), lower.cast_elements(v, dtype)
+    return ir.Outer(ir.tile(dtype), lower.loc(node), u, v)
+
+
+def _constructor(kind, how):
+    def handler(lower, node, target, args, kwargs):
+        name = f"{'Tile16' if kind == 'tile' else 'Vec16'}.{how}"
+        if how == "full":
+            value, dtype = _args(lower, node, name, args, kwargs, ["value", "dtype"],
+                                 {"dtype": Py(f32)})
+        else:
+            (dtype,) = _args(lower, node, name, args, kwargs, ["dtype"], {"dtype": Py(f32)})
+            value = Py({"zeros": 0, "ones": 1}.get(how, 0))
+        dtype = _dtype_arg(lower, dtype, node)
+        if how == "eye":
+            return fill(lower, kind, "eye", None, dtype, node)
+        if isinstance(value, Py):
+            if not is_number(value.value):
+                raise lower.error(QnbTypeError, f"{name} needs a number, got {value.value!r}", node)
+            return fill(lower, kind, "full", value.value, dtype, node)
+        return fill(lower, kind, "full", value, dtype, node)
+
+    return handler
+
+
+def _tile_class(lower, node, target, args, kwargs):
+    return _constructor("tile", "zeros")(lower, node, target, args, kwargs)
+
+
+def _tile_load(lower, node, target, args, kwargs):
+    arr, row, col = _args(lower, node, "Tile16.load", args, kwargs, ["arr", "row", "col"])
+    view = _array_arg(lower, arr, node)
+    row = lower.to_index(row, node, "row")
+    col = lower.to_index(col, node, "col")
+    sixteen = ir.Const(ir.scalar(i32), lower.loc(node), 16)
+    r1 = ir.Binary(ir.scalar(i32), lower.loc(node), "add", row, sixteen)
+    c1 = ir.Binary(ir.scalar(i32), lower.loc(node), "add", col, sixteen)
+    zeros = fill(lower, "tile", "full", 0, view.type.dtype, node)
+    return lower.load_window(zeros, view, row, r1, col, c1, node)
+
+
+def _vec_load(lower, node, target, args, kwargs):
+    if kwargs:
+        raise lower.error(QnbTypeError, "Vec16.load takes positional arguments", node)
+    if not args:
+        raise lower.error(QnbTypeError, "Vec16.load needs an array", node)
+    view = _array_arg(lower, args[0], node)
+    loc = lower.loc(node)
+    if view.view_ndim == 1:
+        if len(args) not in (2, 3):
+            raise lower.error(QnbTypeError, "Vec16.load(arr, start) on a 1-D array", node)
+        start = lower.to_index(args[1], node, "start")
+        stop = lower.to_index(args[2], node, "stop") if len(args) == 3 else \
+            ir.Binary(ir.scalar(i32), loc, "add", start, ir.Const(ir.scalar(i32), loc, 16))
+        return ir.VecLoad(ir.vec(view.type.dtype), loc, view, start, stop, None)
+    if view.view_ndim != 2 or len(args) != 4:
+        raise lower.error(QnbTypeError, "Vec16.load(arr, r0, r1, col) on a 2-D array, or "
+                          "Vec16.load(arr, start) on a 1-D array", node)
+    r0, r1, col = (lower.to_index(a, node) for a in args[1:])
+    return ir.VecLoad(ir.vec(view.type.dtype), loc, view, r0, r1, col)
+
+
+def _builtin_cast(dtype):
+    def handler(lower, node, target, args, kwargs):
+        if kwargs or len(args) != 1:
+            raise lower.error(QnbTypeError, "a conversion takes one value", node)
+        (value,) = args
+        if isinstance(value, Py):
+            if not is_number(value.value):
+                raise lower.error(QnbTypeError, f"cannot convert {value.value!r}", node)
+            return Py({i32: int, f32: float, bool_: bool}.get(dtype, float)(value.value))
+        expr = lower.require_value(value, node)
+        return lower.cast_elements(expr, dtype)
+
+    return handler
+
+
+def _dtype_call(lower, node, target, args, kwargs):
+    return _builtin_cast(as_dtype(target))(lower, node, target, args, kwargs)
+
+
+def _builtin_len(lower, node, target, args, kwargs):
+    if len(args) != 1:
+        raise lower.error(QnbTypeError, "len() takes one array", node)
+    view = _array_arg(lower, args[0], node, "len()'s argument")
+    axis = 1 if view.batch is not None else 0
+    return ir.ArrayDim(ir.scalar(i32), lower.loc(node), view.param, axis)
+
+
+def _builtin_range(lower, node, target, args, kwargs):
+    raise lower.error(QnbTypeError, "range() is only allowed as a for loop's iterable", node)
+
+
+def _static_misplaced(lower, node, target, args, kwargs):
+    raise lower.error(QnbTypeError, "qnb.static is used as qnb.static(expr)", node)
+
+
+INTRINSICS = {
+    "program_id": _program("id"),
+    "num_programs": _program("count"),
+    "where": _where,
+    "exp": _math("exp"),
+    "log": _math("log"),
+    "sqrt": _math("sqrt"),
+    "abs": _math("abs"),
+    "maximum": _minmax("max"),
+    "minimum": _minmax("min"),
+    "mma": _mma,
+    "outer": _outer,
+    "Tile16": _tile_class,
+    "Tile16.zeros": _constructor("tile", "zeros"),
+    "Tile16.ones": _constructor("tile", "ones"),
+    "Tile16.full": _constructor("tile", "full"),
+    "Tile16.eye": _constructor("tile", "eye"),
+    "Tile16.load": _tile_load,
+    "Vec16.zeros": _constructor("vec", "zeros"),
+    "Vec16.full": _constructor("vec", "full"),
+    "Vec16.load": _vec_load,
+    "static": _static_misplaced,
+    "builtin.abs": _math("abs"),
+    "builtin.min": _builtin_minmax("min"),
+    "builtin.max": _builtin_minmax("max"),
+    "builtin.float": _builtin_cast(f32),
+    "builtin.int": _builtin_cast(i32),
+    "builtin.bool": _builtin_cast(bool_),
+    "builtin.len": _builtin_len,
+    "builtin.range": _builtin_range,
+    "builtin.cast": _dtype_call,
+}
+
+
+# ---------------------------------------------------------------------------- methods
+
+
+def _receiver_var(lower, method, node):
+    """The ast.Name of an in-place method's receiver (it must be a variable)."""
+    target = method.node.value
+    if not isinstance(target, ast.Name):
+        raise lower.error(QnbTypeError, f".{method.name}() updates in place, so it needs a "
+                          "variable (t.{method.name}(...), not an expression)", node)
+    return target
+
+
+def _assign_in_place(lower, target_name: ast.Name, value, node):
+    lower.assign_name(target_name, value, node)
+    return Py(None)
+
+
+def _m_load_(lower, node, method, args, kwargs):
+    tile = method.receiver
+    if tile.type.kind != "tile":
+        raise lower.error(QnbTypeError, "load_ is a Tile16 method", node)
+    arr, r0, r1, c0, c1 = _args(lower, node, "load_", args, kwargs, ["arr", "r0", "r1", "c0", "c1"])
+    view = _array_arg(lower, arr, node)
+    bounds = [lower.to_index(b, node, "window bound") for b in (r0, r1, c0, c1)]
+    value = lower.load_window(tile, view, *bounds, node)
+    return _assign_in_place(lower, _receiver_var(lower, method, node), value, node)
+
+
+def _m_store(lower, node, method, args, kwargs):
+    value = method.receiver
+    if kwargs:
+        raise lower.error(QnbTypeError, "store takes positional arguments", node)
+    if not args:
+        raise lower.error(QnbTypeError, "store needs an array", node)
+    view = _array_arg(lower, args[0], node)
+    rest = [lower.to_index(a, node, "store index") for a in args[1:]]
+    loc = lower.loc(node)
+    if value.type.kind == "vec":
+        if view.view_ndim != 1 or len(rest) not in (1, 2):
+            raise lower.error(QnbTypeError, "v.store(arr, start) stores into a 1-D array", node)
+        start = rest[0]
+        stop = rest[1] if len(rest) == 2 else ir.Binary(ir.scalar(i32), loc, "add", start,
+                                                       ir.Const(ir.scalar(i32), loc, 16))
+        lower.emit(ir.VecStore(loc, lower.cast_elements(value, view.type.dtype), view, start, stop))
+        return Py(None)
+    if view.view_ndim != 2:
+        raise lower.error(QnbTypeError, f"a tile is stored into a 2-D array (or a slab of a 3-D "
+                          f"one), not a {view.view_ndim}-D array", node)
+    if len(rest) == 2:
+        sixteen = ir.Const(ir.scalar(i32), loc, 16)
+        r0, c0 = rest
+        window = (r0, ir.Binary(ir.scalar(i32), loc, "add", r0, sixteen), c0,
+                  ir.Binary(ir.scalar(i32), loc, "add", c0, sixteen))
+    elif len(rest) == 4:
+        window = tuple(rest)
+    else:
+        raise lower.error(QnbTypeError, "t.store(arr, row, col) or t.store(arr, r0, r1, c0, c1)",
+                          node)
+    lower.emit(ir.StoreWindow(loc, lower.cast_elements(value, view.type.dtype), view, *window))
+    return Py(None)
+
+
+def _m_astype(lower, node, method, args, kwargs):
+    (dtype,) = _args(lower, node, "astype", args, kwargs, ["dtype"])
+    return lower.cast_elements(method.receiver, _dtype_arg(lower, dtype, node))
+
+
+def _m_reduce(op):
+    def handler(lower, node, method, args, kwargs):
+        (axis,) = _args(lower, node, op, args, kwargs, ["axis"], {"axis": Py(None)})
+        tile = method.receiver
+        if not isinstance(axis, Py) or axis.value not in (None, 0, 1, -1, -2):
+            raise lower.error(QnbTypeError, "axis must be None, 0 or 1", node)
+        axis = axis.value
+        if tile.type.kind == "vec":
+            if axis not in (None, 0, -1):
+                raise lower.error(QnbTypeError, "a Vec16 reduces over axis None or 0", node)
+            axis = "vec"
+        elif axis is not None and axis < 0:
+            axis += 2
+        if tile.type.dtype is bool_:
+            tile = lower.cast_elements(tile, i32)
+        result_type = ir.scalar(tile.type.dtype) if axis in (None, "vec") else ir.vec(tile.type.dtype)
+        if axis == "vec":
+            # Vec16 reductions: reduce a tile whose rows all hold the vector, over axis 1,
+            # then take element 0 - written as a Reduce over an outer product is wasteful,
+            # so the IR has the vec form directly: Reduce(axis=None) on a vec operand.
+            axis = None
+        return ir.Reduce(result_type, lower.loc(node), op, tile, axis)
+
+    return handler
+
+
+def _m_rowcol(which):
+    def handler(lower, node, method, args, kwargs):
+        (index,) = _args(lower, node, which, args, kwargs, ["index"])
+        tile = method.receiver
+        if tile.type.kind != "tile":
+            raise lower.error(QnbTypeError, f".{which}() is a Tile16 method", node)
+        index = lower.to_index(index, node)
+        return ir.RowCol(ir.vec(tile.type.dtype), lower.loc(node), which, tile, index)
+
+    return handler
+
+
+def _m_eye_(lower, node, method, args, kwargs):
+    _args(lower, node, "eye_", args, kwargs, [])
+    tile = method.receiver
+    if tile.type.kind != "tile":
+        raise lower.error(QnbTypeError, "eye_ is a Tile16 method", node)
+    value = fill(lower, "tile", "eye", None, tile.type.dtype, node)
+    return _assign_in_place(lower, _receiver_var(lower, method, node), value, node)
+
+
+def _m_cholesky_(lower, node, method, args, kwargs):
+    (eps,) = _args(lower, node, "cholesky_", args, kwargs, ["eps"], {"eps": Py(0.0)})
+    tile = method.receiver
+    if tile.type.kind != "tile" or not tile.type.dtype.is_float:
+        raise lower.error(QnbTypeError, f"cholesky_ needs a float Tile16, got {tile.type}", node)
+    eps = lower.coerce(eps, ir.scalar(tile.type.dtype), node)
+    value = ir.Cholesky(tile.type, lower.loc(node), tile, eps)
+    return _assign_in_place(lower, _receiver_var(lower, method, node), value, node)
+
+
+def _m_solve_triangular_(lower, node, method, args, kwargs):
+    rhs, lower_flag = _args(lower, node, "solve_triangular_", args, kwargs, ["B", "lower"],
+                            {"lower": Py(True)})
+    if not isinstance(lower_flag, Py) or lower_flag.value is not True:
+        raise lower.error(QnbTypeError, "solve_triangular_ supports only lower=True", node)
+    factor = method.receiver
+    rhs_node = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "B")
+    if not isinstance(rhs_node, ast.Name):
+        raise lower.error(QnbTypeError, "solve_triangular_ overwrites B, so B must be a variable",
+                          node)
+    rhs = lower.require_value(rhs, node)
+    if factor.type.kind != "tile" or rhs.type.kind != "tile":
+        raise lower.error(QnbTypeError, "solve_triangular_ works on Tile16 values", node)
+    dtype = promote(factor.type.dtype, rhs.type.dtype)
+    if not dtype.is_float:
+        raise lower.error(QnbTypeError, "solve_triangular_ needs float tiles", node)
+    if rhs.type.dtype is not dtype:
+        raise lower.error(QnbTypeError, f"B is {rhs.type.dtype} but L is {factor.type.dtype}", node)
+    value = ir.SolveTriangular(rhs.type, lower.loc(node), lower.cast_elements(factor, dtype), rhs)
+    lower.assign_name(rhs_node, value, node)
+    return Py(None)
+
+
+TILE_METHODS = {
+    "load_": _m_load_,
+    "store": _m_store,
+    "astype": _m_astype,
+    "sum": _m_reduce("sum"),
+    "max": _m_reduce("max"),
+    "min": _m_reduce("min"),
+    "row": _m_rowcol("row"),
+    "col": _m_rowcol("col"),
+    "eye_": _m_eye_,
+    "cholesky_": _m_cholesky_,
+    "solve_triangular_": _m_solve_triangular_,
+}
+
+__all__ = ["Py", "INTRINSICS", "TILE_METHODS", "f64"]

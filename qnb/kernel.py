@@ -1,0 +1,511 @@
+"""Kernels and funcs: specialisation, the cache key, and the launch path.
+
+``k[grid](*args)`` does, in order: read the captured names (a snapshot tuple),
+derive the argument signature, and look both up in the kernel's launch memo. A hit
+(nothing changed since an earlier launch) costs microseconds and goes straight to
+the compiled launcher. A miss builds the full :class:`~qnb.cache.CacheKey` from its
+named components and asks the kernel cache, which loads or compiles.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+from qnb.backends import registry as _backends
+from qnb import ir
+from qnb.backends.base import DeviceArray, Options
+from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
+from qnb.errors import QnbCaptureError, QnbError, QnbTypeError
+from qnb.frontend.capture import Captures, canonical, classify
+from qnb.frontend.lower import ParamSpec, lower_kernel
+from qnb.frontend.parse import ParsedFunction, parse_function
+from qnb.language import Template, _ArrayAnnotation, _TemplateAnnotation
+
+CACHE_SCHEMA = 1
+_LANGUAGES = {"cuda": "cuda", "wgsl": "wgpu"}
+
+
+def _version() -> str:
+    try:
+        from qnb._version import __version__
+    except ImportError:  # a source tree without the generated version module
+        return "0.1.0"
+    return __version__
+
+
+class Func:
+    """A ``@qnb.func`` helper: inlined into the kernels that call it."""
+
+    def __init__(self, fn):
+        self._qnb_parsed: ParsedFunction = parse_function(fn)
+        self._qnb_captures = Captures(self._qnb_parsed)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"@qnb.func {self.__name__!r} can only be called from inside a kernel")
+
+    def __repr__(self) -> str:
+        return f"<qnb.func {self._qnb_parsed.qualname}>"
+
+
+def func(fn) -> Func:
+    """Decorate a helper that kernels call; it is inlined and enters their cache key."""
+    return Func(fn)
+
+
+class _Annotation:
+    """A parameter's declared kind: array (dtype/ndim or None), scalar, template, or none."""
+
+    __slots__ = ("kind", "dtype", "ndim")
+
+    def __init__(self, kind, dtype=None, ndim=None):
+        self.kind, self.dtype, self.ndim = kind, dtype, ndim
+
+
+def _read_annotation(parsed: ParsedFunction, name: str, value) -> _Annotation:
+    if value is None:
+        return _Annotation(None)
+    if isinstance(value, str):
+        try:
+            value = eval(value, parsed.fn.__globals__)  # noqa: S307 - the user's own annotation
+        except Exception as exc:  # noqa: BLE001
+            raise QnbTypeError(f"cannot read the annotation of {name!r}: {exc}", parsed.filename,
+                               parsed.firstlineno, 0) from None
+    if isinstance(value, _ArrayAnnotation):
+        return _Annotation("array", value.dtype, value.ndim)
+    if isinstance(value, _TemplateAnnotation):
+        return _Annotation("template")
+    try:
+        dtype = as_dtype(value)
+    except TypeError:
+        raise QnbTypeError(f"parameter {name!r} has an annotation qnb does not understand: "
+                           f"{value!r} (use qnb.Array, qnb.Array[dtype, ndim], qnb.i32, qnb.f32, "
+                           "qnb.f64 or qnb.Template)", parsed.filename, parsed.firstlineno,
+                           0) from None
+    if dtype not in (i32, f32, f64):
+        raise QnbTypeError(f"scalar parameter {name!r} must be qnb.i32, qnb.f32 or qnb.f64",
+                           parsed.filename, parsed.firstlineno, 0)
+    return _Annotation("scalar", dtype)
+
+
+def _readable(value) -> str:
+    """Exact and readable: 1, 1.0 and True print differently."""
+    if isinstance(value, DType):
+        return value.name
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        try:
+            return as_dtype(value).name
+        except TypeError:
+            return str(np.dtype(value))
+    return repr(value)
+
+
+class _Prepared:
+    """What a launch needs once the memo hits: the launcher and the key."""
+
+    __slots__ = ("launcher", "key", "units", "backend")
+
+    def __init__(self, launcher, key, units, backend):
+        self.launcher, self.key, self.units, self.backend = launcher, key, units, backend
+
+
+class Kernel:
+    """A tile kernel. Launch with ``k[grid](*args)``; ``k(*args)`` is ``k[1](*args)``."""
+
+    def __init__(self, fn, backend: str | None = None, options: Options | None = None):
+        self._qnb_parsed = parsed = parse_function(fn)
+        self._qnb_captures = Captures(parsed)
+        self._fn = fn
+        self._backend = backend
+        self._options = options or Options()
+        hints = getattr(fn, "__annotations__", {}) or {}
+        self._annotations = [_read_annotation(parsed, n, hints.get(n)) for n in parsed.param_names]
+        self._memo: dict = {}
+        functools.update_wrapper(self, fn)
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def name(self) -> str:
+        return self._qnb_parsed.name
+
+    @property
+    def filename(self) -> str:
+        return self._qnb_parsed.filename
+
+    @property
+    def firstlineno(self) -> int:
+        return self._qnb_parsed.firstlineno
+
+    @property
+    def param_names(self) -> list[str]:
+        return list(self._qnb_parsed.param_names)
+
+    @property
+    def is_fully_annotated(self) -> bool:
+        """True when every parameter's type is known without example arguments."""
+        return all(a.kind == "scalar" or (a.kind == "array" and a.dtype is not None
+                                          and a.ndim is not None) for a in self._annotations)
+
+    def __repr__(self) -> str:
+        return f"<qnb.kernel {self._qnb_parsed.qualname}>"
+
+    def __getitem__(self, grid):
+        grid3 = _grid(grid)
+        return functools.partial(self._launch, grid3)
+
+    def __call__(self, *args):
+        return self._launch((1, 1, 1), *args)
+
+    @property
+    def trace(self):
+        """``kernel.trace[grid](*args)`` runs on the cpu backend and returns a ``qnb.Trace``."""
+        return _TraceLauncher(self)
+
+    def source(self, lang: str = "ir", *args) -> str:
+        """The generated text for "cuda", "wgsl" or "ir" (args only where parameters are not
+        fully annotated). Needs no device and no compiler."""
+        if lang not in ("ir", "cuda", "wgsl"):
+            raise QnbTypeError(f"source() renders 'ir', 'cuda' or 'wgsl', not {lang!r}")
+        kernel_ir, _ = self._lower_for(args)
+        if lang == "ir":
+            return ir.format_kernel(kernel_ir)
+        renderer = _backends.get(_LANGUAGES[lang])
+        try:
+            return renderer.render(kernel_ir, self._options)
+        except QnbError as err:
+            raise self._locate(err, kernel_ir.units) from None
+
+    def compile(self, *args, backend: str | None = None):
+        """Compile (or load) now for ``backend``; returns the cache event. Example args are
+        needed only where parameters are not fully annotated."""
+        from qnb import cache
+
+        name = backend or self._backend or _backends.current_name()
+        signature, _ = self._signature(self._example_args(args))
+        before = len(cache.events())
+        self._prepare(name, self._qnb_captures.snapshot(), signature)
+        events = cache.events()
+        return events[-1] if len(events) > before else None
+
+    # ------------------------------------------------------------------ launch path
+
+    def _launch(self, grid, *args):
+        backend_name = self._backend or _backends.current_name()
+        snapshot = self._qnb_captures.snapshot()
+        signature, runtime_args = self._signature(args)
+        memo_key = (backend_name, snapshot, signature)
+        started = time.perf_counter()
+        prepared = self._memo.get(memo_key)
+        if prepared is None:
+            prepared = self._prepare(backend_name, snapshot, signature)
+        else:
+            from qnb import cache
+
+            cache.record_memory_hit(self.name, backend_name, prepared.key,
+                                    time.perf_counter() - started)
+        try:
+            prepared.launcher(grid, runtime_args)
+        except QnbError as err:
+            raise self._locate(err, prepared.units) from None
+
+    def _signature(self, args) -> tuple[tuple, list]:
+        parsed = self._qnb_parsed
+        if len(args) != len(self._annotations):
+            raise QnbTypeError(f"kernel {self.name!r} takes {len(self._annotations)} arguments "
+                               f"({', '.join(parsed.param_names)}) but {len(args)} were given",
+                               parsed.filename, parsed.firstlineno, parsed.indent)
+        signature = []
+        runtime = []
+        for name, annotation, value in zip(parsed.param_names, self._annotations, args):
+            spec, runtime_value = self._arg_spec(name, annotation, value)
+            signature.append(spec)
+            if spec[0] != "template":
+                runtime.append(runtime_value)
+        return tuple(signature), runtime
+
+    def _arg_error(self, message):
+        parsed = self._qnb_parsed
+        return QnbTypeError(message, parsed.filename, parsed.firstlineno, parsed.indent)
+
+    def _arg_spec(self, name, annotation, value):
+        kind = annotation.kind
+        if kind == "template" or (kind is None and _is_template_value(value)):
+            form = canonical(value)
+            if form is None:
+                raise self._arg_error(f"Template parameter {name!r} must be a bool, int, float, str, "
+                                      f"None, dtype or tuple of these, not {type(value).__name__}")
+            return ("template", type(value), value, _readable(value)), None
+        if _is_array(value):
+            return self._array_spec(name, annotation, value), value
+        if kind == "array":
+            raise self._arg_error(f"parameter {name!r} expects an array, got {type(value).__name__}")
+        if isinstance(value, bool | np.bool_):
+            raise self._arg_error(f"parameter {name!r} is a {annotation.dtype or 'number'}; "
+                                  "got a bool (annotate it qnb.Template to branch on it)")
+        if isinstance(value, int | np.integer):
+            dtype = annotation.dtype or i32
+            if dtype is i32 and not -(2**31) <= int(value) < 2**31:
+                raise self._arg_error(f"parameter {name!r}: {value} does not fit in i32")
+            return ("scalar", dtype), (int(value) if dtype is i32 else float(value))
+        if isinstance(value, float | np.floating):
+            dtype = annotation.dtype or f32
+            if dtype is i32:
+                raise self._arg_error(f"parameter {name!r} is qnb.i32; got the float {value!r}")
+            return ("scalar", dtype), float(value)
+        raise self._arg_error(f"parameter {name!r}: qnb cannot pass a {type(value).__name__} to a "
+                              "kernel (arrays, numbers, or Template values)")
+
+    def _array_spec(self, name, annotation, value):
+        try:
+            dtype = as_dtype(value.dtype)
+        except TypeError:
+            raise self._arg_error(f"array {name!r} has dtype {value.dtype}, which qnb does not "
+                                  "support; convert it with .astype(np.float32) (or f16, f64, "
+                                  "int32, bool)") from None
+        ndim = len(value.shape)
+        if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+            raise self._arg_error(f"array {name!r} is not C-contiguous; pass "
+                                  "np.ascontiguousarray(x) (and copy results back)")
+        if ndim not in (1, 2, 3):
+            raise self._arg_error(f"array {name!r} has {ndim} dimensions; qnb kernels take 1-D, "
+                                  "2-D or 3-D arrays")
+        if annotation.dtype is not None and annotation.dtype is not dtype:
+            raise self._arg_error(f"array {name!r} must be {annotation.dtype}, got {dtype} "
+                                  f"(convert with .astype({annotation.dtype.numpy.name!r}))")
+        if annotation.ndim is not None and annotation.ndim != ndim:
+            raise self._arg_error(f"array {name!r} must be {annotation.ndim}-D, got {ndim}-D")
+        return ("array", dtype, ndim)
+
+    def _example_args(self, args):
+        if args:
+            return args
+        if not self.is_fully_annotated:
+            raise self._arg_error(f"kernel {self.name!r} has parameters without full annotations; "
+                                  "pass example arguments")
+        examples = []
+        for annotation in self._annotations:
+            if annotation.kind == "scalar":
+                examples.append(0 if annotation.dtype is i32 else 0.0)
+            else:
+                examples.append(_Example(annotation.dtype, annotation.ndim))
+        return examples
+
+    # ------------------------------------------------------------------ specialisation
+
+    def _resolve(self):
+        """Classify every captured value (kernel and funcs, transitively)."""
+        captured: dict[str, object] = {}
+        sources: dict[str, str] = {}
+        parsed_units: dict[str, ParsedFunction] = {}
+        roots: dict[str, dict] = {}
+
+        def visit(owner_parsed: ParsedFunction, owner_captures: Captures, prefix: str):
+            unit = owner_parsed.unit_name
+            if unit in parsed_units:
+                return
+            parsed_units[unit] = owner_parsed
+            sources[unit] = owner_parsed.source
+            roots[unit] = owner_captures.roots()
+            for chain, value in owner_captures.values():
+                try:
+                    kind = classify(owner_parsed, chain, value)
+                except QnbCaptureError as err:
+                    raise err.with_location(*owner_parsed.position(_first_use(owner_parsed, chain)))
+                if kind[0] == "const":
+                    captured[prefix + ".".join(chain)] = kind[1]
+                elif kind[0] == "callable":
+                    visit(value._qnb_parsed, value._qnb_captures, f"{value._qnb_parsed.name}.")
+                elif kind[0] == "undefined":
+                    captured[prefix + ".".join(chain)] = ["undefined"]
+
+        visit(self._qnb_parsed, self._qnb_captures, "")
+        return captured, sources, parsed_units, roots
+
+    def _param_specs(self, signature) -> list[ParamSpec]:
+        specs = []
+        for name, spec in zip(self._qnb_parsed.param_names, signature):
+            if spec[0] == "template":
+                specs.append(ParamSpec(name, "template", value=spec[2]))
+            elif spec[0] == "array":
+                specs.append(ParamSpec(name, "array", ir.Type("array", spec[1], spec[2])))
+            else:
+                specs.append(ParamSpec(name, "scalar", ir.scalar(spec[1])))
+        return specs
+
+    def _key_components(self, backend, signature, captured, sources) -> dict:
+        backend_component, compiler_component = _backend_components(backend)
+        described = {}
+        for name, spec in zip(self._qnb_parsed.param_names, signature):
+            if spec[0] == "template":
+                described[name] = f"Template = {spec[3]}"
+            elif spec[0] == "array":
+                described[name] = f"Array[{spec[1].name}, {spec[2]}]"
+            else:
+                described[name] = spec[1].name
+        return {
+            "qnb": {"version": _version(), "schema": CACHE_SCHEMA},
+            "source": sources,
+            "captured": captured,
+            "signature": described,
+            "backend": backend_component,
+            "compiler": compiler_component,
+            "options": self._options.as_component(),
+        }
+
+    def _lower(self, signature, parsed_units, roots) -> ir.KernelIR:
+        def roots_of(parsed):
+            return roots.get(parsed.unit_name) or Captures(parsed).roots()
+
+        try:
+            return lower_kernel(self._qnb_parsed, roots_of, self._param_specs(signature))
+        except RecursionError:
+            parsed = self._qnb_parsed
+            raise QnbTypeError(f"kernel {self.name!r} is nested too deeply to compile",
+                               parsed.filename, parsed.firstlineno, 0) from None
+
+    def _lower_for(self, args):
+        signature, _ = self._signature(self._example_args(args))
+        _, _, parsed_units, roots = self._resolve()
+        return self._lower(signature, parsed_units, roots), parsed_units
+
+    def _prepare(self, backend_name, snapshot, signature) -> _Prepared:
+        from qnb import cache
+
+        backend = _backends.require(backend_name)
+        captured, sources, parsed_units, roots = self._resolve()
+        key = cache.CacheKey(self._key_components(backend, signature, captured, sources))
+        units = list(parsed_units.values())
+        by_unit = {p.unit_name: p for p in units}
+
+        def compile_now():
+            kernel_ir = self._lower(signature, parsed_units, roots)
+            try:
+                return backend.compile(kernel_ir, self._options)
+            except QnbError as err:
+                raise self._locate(err, kernel_ir.units) from None
+
+        launcher, _event = cache.get_or_compile(self.name, backend_name, key, compile_now,
+                                                backend.load)
+        prepared = _Prepared(launcher, key, by_unit, backend_name)
+        if len(self._memo) > 256:  # a kernel relaunched with ever-new captured values
+            self._memo.clear()
+        self._memo[(backend_name, snapshot, signature)] = prepared
+        return prepared
+
+    def _locate(self, err: QnbError, units) -> QnbError:
+        """Give an error raised at an IR location the user's own file and line."""
+        loc = getattr(err, "ir_loc", None)
+        if loc is None or err.lineno is not None:
+            return err
+        unit_name = getattr(err, "ir_unit", None)
+        if unit_name is None and isinstance(units, list) and loc.unit < len(units):
+            unit_name = units[loc.unit].qualname
+        parsed = None
+        if isinstance(units, dict):
+            parsed = units.get(unit_name)
+        if parsed is None:
+            parsed = self._find_unit(unit_name)
+        if parsed is not None:
+            err.with_location(parsed.filename, parsed.firstlineno + loc.line - 1,
+                              loc.col + parsed.indent)
+        return err
+
+    def _find_unit(self, unit_name):
+        _, _, parsed_units, _ = self._resolve()
+        return parsed_units.get(unit_name)
+
+
+def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_math: bool = False):
+    """Decorate a tile kernel: ``@qnb.kernel`` or ``@qnb.kernel(backend="wgpu")``."""
+    options = Options(debug=debug, fast_math=fast_math)
+
+    def wrap(f):
+        return Kernel(f, backend=backend, options=options)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+class _Example:
+    """An example array for a fully annotated parameter (dtype and rank only)."""
+
+    def __init__(self, dtype, ndim):
+        self.dtype = dtype.numpy
+        self.shape = (16,) * ndim
+
+
+def _is_array(value) -> bool:
+    return isinstance(value, np.ndarray | DeviceArray | _Example) or \
+        hasattr(value, "__cuda_array_interface__")
+
+
+def _is_template_value(value) -> bool:
+    if isinstance(value, bool | np.bool_ | str) or value is None:
+        return True
+    if isinstance(value, DType | np.dtype) or (isinstance(value, type) and
+                                               issubclass(value, np.generic)):
+        return True
+    return isinstance(value, tuple)
+
+
+def _grid(grid) -> tuple[int, int, int]:
+    values = grid if isinstance(grid, tuple) else (grid,)
+    if not 1 <= len(values) <= 3 or not all(isinstance(v, int | np.integer) for v in values):
+        raise QnbTypeError(f"a launch grid is an int or a tuple of up to 3 ints, got {grid!r}")
+    values = tuple(int(v) for v in values) + (1,) * (3 - len(values))
+    if any(v < 1 for v in values):
+        raise QnbTypeError(f"every grid dimension must be at least 1, got {grid!r}")
+    return values
+
+
+_COMPONENTS_CACHE: dict[str, tuple[dict, dict]] = {}
+
+
+def _backend_components(backend) -> tuple[dict, dict]:
+    found = _COMPONENTS_CACHE.get(backend.name)
+    if found is None:
+        found = _COMPONENTS_CACHE[backend.name] = backend.key_components()
+    return found
+
+
+def _first_use(parsed: ParsedFunction, chain):
+    import ast
+
+    for node in ast.walk(parsed.tree):
+        if isinstance(node, ast.Name) and node.id == chain[0]:
+            return node
+    return parsed.tree
+
+
+class _TraceLauncher:
+    def __init__(self, kernel_: Kernel):
+        self._kernel = kernel_
+
+    def __getitem__(self, grid):
+        grid3 = _grid(grid)
+
+        def run(*args):
+            from qnb.backends import cpu
+
+            k = self._kernel
+            signature, runtime_args = k._signature(args)
+            _, _, parsed_units, roots = k._resolve()
+            kernel_ir = k._lower(signature, parsed_units, roots)
+            try:
+                return cpu.trace(kernel_ir, grid3, runtime_args, k._qnb_parsed, parsed_units)
+            except QnbError as err:
+                raise k._locate(err, kernel_ir.units) from None
+
+        return run
+
+    def __call__(self, *args):
+        return self[1](*args)
+
+
+__all__ = ["Kernel", "Func", "kernel", "func", "Template", "bool_"]

@@ -1,0 +1,245 @@
+"""The tile language: the names a kernel uses.
+
+These objects are what a user imports and reads the docstrings of; inside a kernel
+they are never called as Python: the front end recognises each by its ``_qnb_intrinsic``
+tag and lowers it to IR. Called outside a kernel, an intrinsic raises a clear error.
+"""
+
+from __future__ import annotations
+
+from qnb.dtypes import DType, as_dtype, f32
+
+TILE_SIZE = 16
+
+
+def intrinsic(name: str):
+    """Tag a function as the language intrinsic ``name``."""
+
+    def tag(fn):
+        fn._qnb_intrinsic = name
+        return fn
+
+    return tag
+
+
+def _kernel_only(name):
+    raise RuntimeError(
+        f"{name} can only be used inside a @qnb.kernel or @qnb.func function "
+        "(the kernel is compiled; it does not run as Python)"
+    )
+
+
+# --------------------------------------------------------------------- program coordinates
+
+
+@intrinsic("program_id")
+def program_id(axis: int = 0):
+    """This program's coordinate along ``axis`` (0, 1 or 2) of the launch grid."""
+    _kernel_only("program_id")
+
+
+@intrinsic("num_programs")
+def num_programs(axis: int = 0):
+    """The number of programs along ``axis`` of the launch grid."""
+    _kernel_only("num_programs")
+
+
+@intrinsic("static")
+def static(value):
+    """Evaluate ``value`` at compile time.
+
+    ``if qnb.static(flag):`` keeps only the branch taken; ``for i in
+    qnb.static(range(4)):`` unrolls the loop. The expression may read captured names,
+    ``Template`` parameters and static loop variables. Outside a kernel it returns
+    ``value`` unchanged.
+    """
+    return value
+
+
+# --------------------------------------------------------------------- elementwise math
+
+
+@intrinsic("where")
+def where(mask, a, b):
+    """Elementwise ``a`` where ``mask`` is true, else ``b`` (tiles, vecs or scalars)."""
+    _kernel_only("where")
+
+
+@intrinsic("exp")
+def exp(x):
+    """Elementwise eˣ."""
+    _kernel_only("exp")
+
+
+@intrinsic("log")
+def log(x):
+    """Elementwise natural logarithm."""
+    _kernel_only("log")
+
+
+@intrinsic("sqrt")
+def sqrt(x):
+    """Elementwise square root."""
+    _kernel_only("sqrt")
+
+
+@intrinsic("abs")
+def abs(x):  # noqa: A001 - the language's own abs
+    """Elementwise absolute value."""
+    _kernel_only("abs")
+
+
+@intrinsic("maximum")
+def maximum(a, b):
+    """Elementwise maximum."""
+    _kernel_only("maximum")
+
+
+@intrinsic("minimum")
+def minimum(a, b):
+    """Elementwise minimum."""
+    _kernel_only("minimum")
+
+
+# --------------------------------------------------------------------- linear algebra
+
+
+@intrinsic("mma")
+def mma(a, b, acc):
+    """``acc + a @ b`` for 16×16 tiles. f16 inputs accumulate in f32 (tensor cores on CUDA)."""
+    _kernel_only("mma")
+
+
+@intrinsic("outer")
+def outer(u, v):
+    """The tile ``[i, j] = u[i] * v[j]`` of two Vec16. ``t -= qnb.outer(u, v)`` updates in place."""
+    _kernel_only("outer")
+
+
+# --------------------------------------------------------------------- tiles
+
+
+class Tile16:
+    """A 16×16 matrix value owned by the whole program. Element ``[i, j]`` is row i, column j.
+
+    Inside a kernel: ``Tile16.zeros(dtype)``, ``Tile16(dtype)``, ``Tile16.ones(dtype)``,
+    ``Tile16.full(value, dtype)``, ``Tile16.eye(dtype)``, ``Tile16.load(arr, row, col)``;
+    methods ``load_``, ``store``, ``astype``, ``sum``/``max``/``min``, ``row``, ``col``,
+    ``eye_``, ``cholesky_``, ``solve_triangular_``; ``t.T``, ``t[i, j]``, ``a @ b`` and
+    elementwise arithmetic. ``Tile16.SIZE == 16`` everywhere.
+    """
+
+    SIZE = TILE_SIZE
+    _qnb_intrinsic = "Tile16"
+
+    def __init__(self, dtype=f32):
+        _kernel_only("Tile16(...)")
+
+    @staticmethod
+    @intrinsic("Tile16.zeros")
+    def zeros(dtype=f32):
+        """A tile of zeros."""
+        _kernel_only("Tile16.zeros")
+
+    @staticmethod
+    @intrinsic("Tile16.ones")
+    def ones(dtype=f32):
+        """A tile of ones."""
+        _kernel_only("Tile16.ones")
+
+    @staticmethod
+    @intrinsic("Tile16.full")
+    def full(value, dtype=f32):
+        """A tile with every element ``value``."""
+        _kernel_only("Tile16.full")
+
+    @staticmethod
+    @intrinsic("Tile16.eye")
+    def eye(dtype=f32):
+        """The identity tile."""
+        _kernel_only("Tile16.eye")
+
+    @staticmethod
+    @intrinsic("Tile16.load")
+    def load(arr, row, col):
+        """A new tile ``t[i, j] = arr[row + i, col + j]`` where that element exists, else 0."""
+        _kernel_only("Tile16.load")
+
+
+class Vec16:
+    """A 16-vector value owned by the whole program.
+
+    ``Vec16.zeros(dtype)``, ``Vec16.full(value, dtype)``, ``Vec16.load(arr, r0, r1, col)``
+    (a column window of a 2-D array) or ``Vec16.load(arr, start)`` (1-D); ``v[i]``,
+    ``v.store(arr, start)`` (1-D) and elementwise arithmetic.
+    """
+
+    SIZE = TILE_SIZE
+    _qnb_intrinsic = "Vec16"
+
+    @staticmethod
+    @intrinsic("Vec16.zeros")
+    def zeros(dtype=f32):
+        """A vector of zeros."""
+        _kernel_only("Vec16.zeros")
+
+    @staticmethod
+    @intrinsic("Vec16.full")
+    def full(value, dtype=f32):
+        """A vector with every element ``value``."""
+        _kernel_only("Vec16.full")
+
+    @staticmethod
+    @intrinsic("Vec16.load")
+    def load(arr, *window):
+        """``v[i] = arr[r0 + i, col]`` (2-D: ``load(arr, r0, r1, col)``) or
+        ``v[i] = arr[start + i]`` (1-D: ``load(arr, start)``), 0 outside the array."""
+        _kernel_only("Vec16.load")
+
+
+# --------------------------------------------------------------------- parameter annotations
+
+
+class _ArrayAnnotation:
+    """``qnb.Array`` (any dtype and rank, specialised per call) or ``qnb.Array[dtype, ndim]``."""
+
+    _qnb_annotation = True
+
+    def __init__(self, dtype: DType | None = None, ndim: int | None = None):
+        self.dtype = dtype
+        self.ndim = ndim
+
+    def __getitem__(self, item) -> _ArrayAnnotation:
+        if not isinstance(item, tuple):
+            item = (item,)
+        if len(item) not in (1, 2):
+            raise TypeError("use qnb.Array[dtype] or qnb.Array[dtype, ndim]")
+        dtype = None if item[0] is None else as_dtype(item[0])
+        ndim = item[1] if len(item) == 2 else None
+        if ndim is not None and ndim not in (1, 2, 3):
+            raise TypeError("qnb arrays have 1, 2 or 3 dimensions")
+        return _ArrayAnnotation(dtype, ndim)
+
+    def __repr__(self) -> str:
+        if self.dtype is None and self.ndim is None:
+            return "qnb.Array"
+        parts = [str(self.dtype) if self.dtype else "None"]
+        if self.ndim is not None:
+            parts.append(str(self.ndim))
+        return f"qnb.Array[{', '.join(parts)}]"
+
+
+Array = _ArrayAnnotation()
+
+
+class _TemplateAnnotation:
+    """``qnb.Template``: a compile-time parameter (bool, int, float, str, None, a dtype,
+    or a tuple of these). Each distinct value compiles its own kernel."""
+
+    _qnb_annotation = True
+
+    def __repr__(self) -> str:
+        return "qnb.Template"
+
+
+Template = _TemplateAnnotation()
