@@ -329,13 +329,18 @@ class _Launcher:
                 words[slot] = args[pos]
         for slot, pos, axis in self.dim_words:
             words[slot] = args[pos].shape[axis]
-        buffers, write_back = [], []
+        buffers, write_back, copied = [], [], {}
         for pos, spec in self.array_args:
             value = args[pos]
             if isinstance(value, WgpuDeviceArray):
                 buffers.append(value.buffer)
             elif isinstance(value, np.ndarray):
-                buffers.append(self._copy_in(spec, value, write_back))
+                # The same array passed twice is one buffer, as it is one memory on cpu.
+                if id(value) not in copied:
+                    copied[id(value)] = self._copy_in(spec, value, write_back)
+                elif spec["stored"] and value.size and all(v is not value for v, _, _ in write_back):
+                    write_back.append((value, copied[id(value)], _storage_bytes(value)))
+                buffers.append(copied[id(value)])
             else:
                 raise QnbTypeError(f"kernel {self.name!r}: {type(value).__name__} is not an array "
                                    "the wgpu backend can use (pass a NumPy array or qnb.to_device(x))")

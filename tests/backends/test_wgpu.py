@@ -242,3 +242,11 @@ def test_grid_limits(backend):
     launcher = backend.load(backend.compile(case.kernel, Options()))
     with pytest.raises(BackendError, match="65535"):
         launcher((70000, 1, 1), [case.inputs[p.name] for p in case.kernel.params])
+
+
+def test_an_array_passed_twice_is_one_buffer(backend):
+    case = CASES["binary_add_f32"]  # out = a + b
+    x = case.inputs["a"].copy()
+    launcher = backend.load(backend.compile(case.kernel, Options()))
+    launcher((1, 1, 1), [x, x, x, 1.0])
+    np.testing.assert_allclose(x, case.inputs["a"] * 2)
