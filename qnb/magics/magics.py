@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import inspect
 import linecache
@@ -78,7 +79,7 @@ class QnbMagics(Magics):
         filename = self._register_cell(cell)
         try:
             with self._cell_settings(args):
-                result, kernels = self._run_cell(cell, filename)
+                result, kernels = self._run_cell(cell, filename, args.backend)
                 for kernel in kernels:
                     self._compile_and_report(kernel, args)
         except qnb.QnbError as err:
@@ -101,9 +102,10 @@ class QnbMagics(Magics):
                 stack.enter_context(_environment("QNB_ALWAYS_COMPILE", "1"))
             yield
 
-    def _run_cell(self, cell: str, filename: str):
-        """Run the cell in the user namespace; make its plain functions kernels. Returns
-        the value of a final expression (shown as the cell's result) and the kernels."""
+    def _run_cell(self, cell: str, filename: str, backend: str | None):
+        """Run the cell in the user namespace; make its plain functions kernels (on
+        ``backend`` by default, if given). Returns the value of a final expression (shown
+        as the cell's result) and the kernels the cell defines."""
         tree = ast.parse(cell, filename)
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         namespace = self.shell.user_ns
@@ -112,24 +114,23 @@ class QnbMagics(Magics):
             for node in tree.body
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         ]
-        _run(compile(tree, filename, "exec"), namespace, filename)
+        _run(compile(tree, filename, "exec"), namespace, filename, self.shell)
         kernels = {}
         for name in defined:
             value = namespace.get(name)
             if inspect.isfunction(value) and value.__code__.co_filename == filename:
-                value = namespace[name] = qnb.kernel(value)
+                chosen = backend if backend != "auto" else None
+                value = namespace[name] = qnb.kernel(value, backend=chosen)
             if _is_kernel(value):
                 kernels[name] = value
         result = None
         if last is not None:
             expression = ast.Expression(last.value)
-            result = _run(compile(expression, filename, "eval"), namespace, filename)
+            result = _run(compile(expression, filename, "eval"), namespace, filename, self.shell)
         return result, list(kernels.values())
 
     def _compile_and_report(self, kernel, args) -> None:
         name = getattr(kernel, "name", "kernel")
-        if args.backend and hasattr(kernel, "default_backend"):
-            kernel.default_backend = args.backend
         if not kernel.is_fully_annotated:
             print(
                 f"{name}: defined; compiles at its first launch (not every parameter is annotated)"
@@ -140,7 +141,11 @@ class QnbMagics(Magics):
                     "with example arguments"
                 )
             return
-        event = kernel.compile(backend=args.backend) if args.backend else kernel.compile()
+        # Inside qnb.backend(-b): a kernel's own backend (from its decorator) still wins.
+        event = kernel.compile()
+        if event is None:
+            print(f"{name}: compiled")
+            return
         print(status_line(event, name))
         if args.trace:
             print("  " + event_detail(event).replace("\n", "\n  "))
@@ -234,8 +239,9 @@ class QnbMagics(Magics):
         return result if args.output else None
 
 
-def _run(code, namespace, filename):
-    """exec/eval ``code``; a failure's traceback starts at the cell's own frame."""
+def _run(code, namespace, filename, shell):
+    """exec/eval ``code``. A Python error in the cell shows a traceback that starts at
+    the cell's own frame (not in this module); qnb errors are left to the caller."""
     try:
         return eval(code, namespace)
     except qnb.QnbError:
@@ -244,7 +250,12 @@ def _run(code, namespace, filename):
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != filename:
             tb = tb.tb_next
-        raise exc.with_traceback(tb or exc.__traceback__) from None
+        if tb is not None:
+            with contextlib.suppress(AttributeError):
+                exc._render_traceback_ = functools.partial(
+                    shell.InteractiveTB.structured_traceback, type(exc), exc, tb
+                )
+        raise
 
 
 @contextlib.contextmanager

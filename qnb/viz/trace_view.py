@@ -11,7 +11,7 @@ from qnb.viz import arrays, static_render
 from qnb.viz.assets import widget_module
 from qnb.viz.widget import QnbWidget
 
-TILE_MAX_ELEMENTS = 1024  # operand values up to this size show as heatmaps; larger are arrays
+TILE_SHAPES = {(16, 16), (16,)}  # Tile16 and Vec16 values show as heatmaps; others as text
 
 
 def _region(region, kind: str) -> dict:
@@ -27,11 +27,7 @@ def _region(region, kind: str) -> dict:
 
 
 def _is_tile_value(value) -> bool:
-    return (
-        isinstance(value, np.ndarray)
-        and value.ndim in (1, 2)
-        and 0 < value.size <= TILE_MAX_ELEMENTS
-    )
+    return isinstance(value, np.ndarray) and value.shape in TILE_SHAPES
 
 
 def _scalar_text(value) -> str:

@@ -5,8 +5,8 @@ import pytest
 
 pytest.importorskip("anywidget")
 
-from qnb.viz import TileView  # noqa: E402
-from qnb.viz.arrays import decode  # noqa: E402
+from qnb.viz import TileView
+from qnb.viz.arrays import decode
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
