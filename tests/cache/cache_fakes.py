@@ -97,12 +97,16 @@ class FakeBackend:
 
 
 def run_python(
-    code: str, env: dict | None = None, timeout: float = 120
+    code: str, env: dict | None = None, timeout: float = 120, args: tuple | list = ()
 ) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter that can import qnb and cache_fakes."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE), full_env.get("PYTHONPATH", "")])
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=timeout
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
     )
