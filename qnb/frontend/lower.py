@@ -355,8 +355,9 @@ class _Lowerer:
         if isinstance(existing, Py) and not sem.is_number(existing.value):
             existing = None
         if isinstance(existing, _Var):
-            expr = self.coerce(value, existing.type, stmt.value if hasattr(stmt, "value") else target)
-            self.record_type(existing.name, expr.type, existing.type, target)
+            raw = self.to_expr(value, stmt, existing.type.dtype)
+            self.record_type(existing.name, raw.type, existing.type, target)
+            expr = self.coerce(raw, existing.type, target)
             self.emit(ir.Assign(self.loc(stmt), existing.name, expr))
             return
         expr = self.to_expr(value, stmt)
