@@ -604,12 +604,15 @@ class GpuRenderer:
         self.emit(f"{name}[{where}] = {self.to_scratch(value, dtype)};")
         return name
 
-    def shared_tile(self, node: ir.Expr, index: int = 0, dtype: DType | None = None) -> str:
-        """Put a tile (or vec: element i at [i]) into scratch and wait; returns its name."""
+    def shared_tile(self, node: ir.Expr, index: int = 0, dtype: DType | None = None,
+                    value: str | None = None) -> str:
+        """Put a tile (or vec: element i at [i]) into scratch ``index``; returns its name.
+
+        Ops with several operands evaluate them all first (``value``): an operand may
+        itself go through scratch, and must not overwrite one already written."""
         dtype = dtype or node.type.dtype
-        value = self.expr(node)
-        if dtype is not node.type.dtype:
-            value = self.cast(value, node.type.dtype, dtype)
+        if value is None:
+            value = self.operand(node, dtype)
         if node.type.kind == "vec":
             name = self.scratch(self.scratch_dtype(dtype), index)
             self.emit(self.barrier)
@@ -617,6 +620,14 @@ class GpuRenderer:
         else:
             name = self.to_shared(value, dtype, index)
         return name
+
+    def operand(self, node: ir.Expr, dtype: DType | None = None) -> str:
+        """Evaluate ``node`` (converted to ``dtype``) into a private temporary."""
+        dtype = dtype or node.type.dtype
+        value = self.expr(node)
+        if dtype is not node.type.dtype:
+            value = self.cast(value, node.type.dtype, dtype)
+        return self.let(dtype, value)
 
     def read_shared(self, name: str, index: str, dtype: DType) -> str:
         return self.from_scratch(f"{name}[{index}]", dtype)
@@ -669,8 +680,10 @@ class GpuRenderer:
     def expr_Matmul(self, node: ir.Matmul) -> str:
         dtype = node.type.dtype
         work = self.accumulate_dtype(node.a.type.dtype)
-        a = self.shared_tile(node.a, 0, dtype=work)
-        b = self.shared_tile(node.b, 1, dtype=work)
+        a_value, b_value = self.operand(node.a, work), self.operand(node.b, work)
+        acc_value = None if node.acc is None else self.operand(node.acc)
+        a = self.shared_tile(node.a, 0, dtype=work, value=a_value)
+        b = self.shared_tile(node.b, 1, dtype=work, value=b_value)
         # b's write is preceded by a barrier; one more makes both visible.
         self.emit(self.barrier)
         acc = self.var(work, self.literal(0, work))
@@ -680,21 +693,22 @@ class GpuRenderer:
                   f"{self.read_shared(b, f'{k} * 16 + q_tj', work)};")
         self.close()
         result = acc if work is dtype else self.cast(acc, work, dtype)
-        if node.acc is not None:
-            result = f"({self.expr(node.acc)} + {result})"
+        if acc_value is not None:
+            result = f"({acc_value} + {result})"
         return self.let(dtype, result)
 
     def expr_Outer(self, node: ir.Outer) -> str:
         dtype = node.type.dtype
-        u = self.expr(node.u)
+        u = self.operand(node.u)
         v = self.shared_tile(node.v)
         self.emit(self.barrier)
         return self.let(dtype, f"{u} * {self.read_shared(v, 'q_tj', dtype)}")
 
     def expr_RowCol(self, node: ir.RowCol) -> str:
         dtype = node.type.dtype
-        name = self.shared_tile(node.operand)
+        value = self.operand(node.operand)
         index = self.let(i32, self.expr(node.index))
+        name = self.shared_tile(node.operand, value=value)
         self.emit(self.barrier)
         at = f"{index} * 16 + q_ti" if node.which == "row" else f"q_ti * 16 + {index}"
         result = self.var(dtype, self.literal(0, dtype))
@@ -757,8 +771,9 @@ class GpuRenderer:
 
     def expr_SolveTriangular(self, node: ir.SolveTriangular) -> str:
         dtype = node.type.dtype
-        lower = self.shared_tile(node.lower, 0)
-        x = self.shared_tile(node.rhs, 1)
+        lower_value, rhs_value = self.operand(node.lower), self.operand(node.rhs)
+        lower = self.shared_tile(node.lower, 0, value=lower_value)
+        x = self.shared_tile(node.rhs, 1, value=rhs_value)
         self.emit(self.barrier)
         k, m = self.temp(), self.temp()
         L = lambda r, c: self.read_shared(lower, f"{r} * 16 + {c}", dtype)  # noqa: E731

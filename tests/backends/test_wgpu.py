@@ -268,3 +268,13 @@ def test_an_array_passed_twice_is_one_buffer(backend):
     launcher = backend.load(backend.compile(case.kernel, Options()))
     launcher((1, 1, 1), [x, x, x, 1.0])
     np.testing.assert_allclose(x, case.inputs["a"] * 2)
+
+
+def test_operands_that_use_scratch_do_not_clobber_each_other(backend):
+    """a @ b.T: the transpose goes through scratch after a could have been written there."""
+    kernel, inputs = tile_kernel("matmul_transposed", D.f32, lambda t, u, s: ir.Matmul(
+        t.type, L, ir.Transpose(t.type, L, t), ir.Transpose(u.type, L, u),
+        ir.Transpose(t.type, L, t)))
+    a, b = inputs["a"], inputs["b"]
+    got = launch(backend, kernel, inputs)["out"]
+    np.testing.assert_allclose(got, a.T @ b.T + a.T, rtol=1e-5, atol=1e-5)

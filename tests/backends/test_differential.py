@@ -1,0 +1,88 @@
+"""Every GPU backend against the cpu backend, on every kernel of the shared suite.
+
+One test, parametrised over the backend (the ``gpu_backend_name`` fixture), the suite's
+kernels × their dtypes, and three grids: the case's own grid, a single program, and one
+extra program along each used axis (those programs read and write outside the arrays,
+which both backends must skip). Inputs are random (never all-zero) and every output is
+poisoned (NaN / a sentinel) before the run, so an element one backend writes and the
+other does not shows up. f16 runs where the adapter has it; f64 on wgpu must raise
+``BackendError`` at compile time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import qnb
+
+try:
+    from tests import suite
+except ImportError:  # pytest run without the repository root on sys.path
+    import importlib.util
+    import pathlib
+
+    _spec = importlib.util.spec_from_file_location(
+        "tests.suite", pathlib.Path(__file__).parents[1] / "suite.py")
+    suite = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(suite)
+
+GRIDS = ("case", "one", "extra")
+PARAMS = [pytest.param(case, np.dtype(dtype), grid,
+                       id=f"{case.name}-{np.dtype(dtype).name}-{grid}")
+          for case in suite.CASES for dtype in case.dtypes for grid in GRIDS]
+
+
+def _grid(kind: str, grid) -> tuple:
+    grid = (grid,) if isinstance(grid, int) else tuple(grid)
+    if kind == "one":
+        return (1,) * len(grid)
+    if kind == "extra":
+        return tuple(g + 1 for g in grid)
+    return grid
+
+
+def _run(backend: str, kernel, grid, args):
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    with qnb.backend(backend):
+        kernel[grid](*args)
+    return args
+
+
+def _skip_unless_dtype_runs(backend: str, dtype: np.dtype):
+    if backend != "wgpu" or dtype != np.float16:
+        return
+    from qnb.backends import get
+
+    if not get("wgpu")._dev().has_f16:
+        pytest.skip("this adapter has no shader-f16")
+
+
+@pytest.mark.parametrize(("case", "dtype", "grid_kind"), PARAMS)
+def test_backend_matches_cpu(gpu_backend_name, case, dtype, grid_kind):
+    rng = np.random.default_rng(1234)
+    grid, args = case.make(rng, dtype.type)
+    grid = _grid(grid_kind, grid)
+    if gpu_backend_name == "wgpu" and dtype == np.float64:
+        with pytest.raises(qnb.BackendError, match="WGSL has no f64"):
+            _run("wgpu", case.kernel, grid, args)
+        return
+    _skip_unless_dtype_runs(gpu_backend_name, dtype)
+    try:
+        want = _run("cpu", case.kernel, grid, args)
+    except qnb.QnbIndexError:
+        # Extra programs index a scalar outside an array: cpu raises (it is the checker),
+        # GPU backends read 0 / skip the write by contract, so there is nothing to compare.
+        assert grid_kind == "extra"
+        pytest.skip("cpu rejects the extra programs' out-of-bounds scalar accesses")
+    got = _run(gpu_backend_name, case.kernel, grid, args)
+    rtol, atol = suite.tolerance(dtype, case.name)
+    for index, (g, w) in enumerate(zip(got, want)):
+        if not isinstance(w, np.ndarray):
+            continue
+        message = f"{case.name} argument {index} ({w.dtype}) on {gpu_backend_name}, grid {grid}"
+        if w.dtype.kind in "iub":
+            np.testing.assert_array_equal(g, w, err_msg=message)
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+                                       atol=atol, equal_nan=True, err_msg=message)
