@@ -76,6 +76,9 @@ class QnbMagics(Magics):
         was compiled, loaded from disk or found in memory, with its short cache key.
         """
         args = parse_argstring(self.qkernel, line)
+        # Line 1 of the cell as the user sees it is "%%qkernel ...": a blank line in its
+        # place keeps the line numbers of errors, tracebacks and traces the cell's own.
+        cell = "\n" + cell
         filename = self._register_cell(cell)
         try:
             with self._cell_settings(args):

@@ -1,5 +1,6 @@
 """The magics through a real IPython shell: ``%load_ext qnb``, then cells as a user runs them."""
 
+import linecache
 import re
 
 import numpy as np
@@ -50,6 +51,9 @@ def test_cell_defines_compiles_and_launches(ip):
     double = ip.user_ns["double"]
     assert isinstance(double, qnb.Kernel)
     assert double.filename.startswith("<qkernel-cell-")
+    # the cell's own numbering: line 1 is the "%%qkernel" line
+    assert double.firstlineno == 2
+    assert linecache.getline(double.filename, 2).startswith("def double(")
     a = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
     out = np.zeros_like(a)
     double[2](a, out)
@@ -102,7 +106,8 @@ def test_error_shows_the_cell_line_with_a_caret_and_no_traceback(ip):
     assert "QnbSyntaxError" in text and "start and stop" in text
     lines = text.splitlines()
     where = next(i for i, line in enumerate(lines) if "t[:] = a[0:, 0:16]" in line)
-    assert 'File "<qkernel-cell-' in lines[where - 1] and "line 3" in lines[where - 1]
+    # line 4 of the cell as shown: line 1 is "%%qkernel -b cpu"
+    assert 'File "<qkernel-cell-' in lines[where - 1] and "line 4" in lines[where - 1]
     assert lines[where + 1].strip() == "^"
 
 

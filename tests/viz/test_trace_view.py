@@ -103,3 +103,31 @@ def test_static_fallback():
     assert "rgba(255,200,0,0.35)" in html and "Tile16.load(a, 16 * i, 0)" in html
     pytest.importorskip("matplotlib")
     assert data["image/png"].startswith(b"\x89PNG")
+
+
+def test_real_trace_from_a_kernel():
+    import qnb
+
+    @qnb.kernel
+    def scale(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2], s: qnb.f32):
+        i = qnb.program_id(0)
+        t = qnb.Tile16.load(x, 16 * i, 0)
+        t = t * s
+        t.store(out, 16 * i, 0)
+
+    x = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+    out = np.zeros_like(x)
+    view = TraceView(scale.trace[2](x, out, 2.0))
+    assert view.programs == [[0, 0, 0], [1, 0, 0]]
+    assert view.source[0].lstrip().startswith("def scale(")
+    assert {a["name"] for a in view.arrays} == {"x", "out"}
+    np.testing.assert_array_equal(decode(next(a for a in view.arrays if a["name"] == "out")), 2 * x)
+    seen = set()
+    for program in range(2):
+        view.program = program
+        for step in range(view.num_steps):
+            view.step = step
+            line = view.source[view.current_line - view.first_line]
+            assert view.current_step.line.strip() == line.strip()
+            seen.update((r["array"], r["kind"], r["r0"]) for r in view.regions)
+    assert ("x", "read", 16) in seen and ("out", "write", 16) in seen

@@ -1,0 +1,268 @@
+"""The widgets in a real browser: JupyterLab + Chromium (headless) driven by Playwright.
+
+Starts JupyterLab on 127.0.0.1 (a free port, a token, ``expose_app_in_browser`` so the
+test can run commands), opens a temporary copy of ``widgets.ipynb``, runs every cell and
+checks that TileView, TraceView and CacheView rendered: their DOM nodes are there, no
+"Loading widget" / "Error displaying widget" placeholder or error output, and their
+canvases hold pixels of more than one colour. A click on TraceView's "next" button and on
+a CacheView row checks the round trip to the kernel. Screenshots (the page and
+each widget) go to ``test-artifacts/``. Every wait is bounded; the server is stopped by its PID.
+
+Needs Chromium (``/usr/bin/chromium`` or ``$QNB_CHROMIUM``) and the ``playwright``
+package (no ``playwright install``: the system Chromium is used). ``make test`` installs
+both; elsewhere the test is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(300)]
+
+HERE = Path(__file__).parent
+REPO = HERE.parents[1]
+NOTEBOOK = HERE / "widgets.ipynb"
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-sync",
+    "--no-first-run",
+    "--metrics-recording-only",
+    "--mute-audio",
+]
+SERVER_START_S = 90
+LAB_LOAD_MS = 90_000
+RUN_ALL_MS = 150_000
+WIDGET_MS = 60_000
+# Lab settings for this server only: no news/update toast over the notebook.
+USER_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
+
+
+def chromium_path() -> str | None:
+    candidate = os.environ.get("QNB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    return candidate if Path(candidate).exists() else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_server(proc, url: str, log: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"jupyter lab did not answer within {SERVER_START_S} s:\n{log.read_text()[-4000:]}")
+
+
+def stop(proc) -> None:
+    """SIGTERM the server (it shuts its kernels down), then SIGKILL if it hangs."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def lab_server():
+    """(base_url, token) of a JupyterLab serving a temp copy of widgets.ipynb."""
+    pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+    pytest.importorskip("anywidget", reason="anywidget is not installed")
+    with tempfile.TemporaryDirectory(prefix="qnb-lab-") as tmp:
+        tmp = Path(tmp)
+        root = tmp / "root"
+        root.mkdir()
+        shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+        settings = tmp / "settings"
+        for name, values in USER_SETTINGS.items():
+            path = settings / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(values))
+        env = dict(os.environ)
+        env.update(
+            JUPYTERLAB_SETTINGS_DIR=str(settings),
+            JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+            JUPYTER_CONFIG_DIR=str(tmp / "config"),
+            JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+            QNB_CACHE_DIR=str(tmp / "cache"),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+        )
+        port, token = free_port(), "qnb-browser-test"
+        command = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.root_dir={root}",
+            f"--IdentityProvider.token={token}",
+            "--LabApp.expose_app_in_browser=True",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            command.append("--allow-root")
+        log = tmp / "server.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+        try:
+            base = f"http://127.0.0.1:{port}"
+            wait_for_server(proc, f"{base}/api/status?token={token}", log)
+            yield base, token
+        finally:
+            stop(proc)
+
+
+# JavaScript run in the page -------------------------------------------------------------
+
+KERNEL_IDLE = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const kernel = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!kernel && kernel.status === "idle";
+}"""
+
+ALL_CELLS_RAN = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const kernel = w.sessionContext.session && w.sessionContext.session.kernel;
+  if (!kernel || kernel.status !== "idle") return false;
+  return w.content.widgets.every((cell) => cell.model.type !== "code" ||
+    (cell.model.executionCount !== null &&
+     !cell.node.querySelector(".jp-InputPrompt").textContent.includes("*")));
+}"""
+
+CANVAS_COLOURS = """(root) => {
+  // distinct colours (sampled) in each canvas under root
+  return [...root.querySelectorAll("canvas")].map((c) => {
+    const data = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    const seen = new Set();
+    const step = Math.max(4, Math.floor(data.length / 4 / 4096) * 4);
+    for (let i = 0; i < data.length; i += step) {
+      if (data[i + 3] > 0) seen.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
+    }
+    return seen.size;
+  });
+}"""
+
+
+def test_widgets_render_in_jupyterlab(lab_server):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    executable = chromium_path()
+    if executable is None:
+        pytest.skip(
+            "Chromium not found (/usr/bin/chromium or $QNB_CHROMIUM): "
+            "install it with scripts/install_system_deps.sh"
+        )
+    base, token = lab_server
+    ARTIFACTS.mkdir(exist_ok=True)
+    console_errors = []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
+            page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?token={token}", timeout=LAB_LOAD_MS)
+            page.wait_for_function(KERNEL_IDLE, timeout=LAB_LOAD_MS, polling=250)
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            page.wait_for_function(ALL_CELLS_RAN, timeout=RUN_ALL_MS, polling=250)
+            try:
+                check_widgets(page)
+            finally:
+                save_screenshots(page)
+        finally:
+            browser.close()
+    widget_errors = [e for e in console_errors if "widget" in e.lower() or "qnb" in e.lower()]
+    assert not widget_errors, widget_errors
+
+
+def save_screenshots(page) -> None:
+    """The whole page, and each widget on its own (the notebook scrolls inside Lab)."""
+    page.screenshot(path=str(ARTIFACTS / "lab-widgets.png"), full_page=True)
+    for name in ("tileview", "traceview", "cacheview"):
+        views = page.locator(f".qnb-{name}")
+        if views.count():
+            views.first.screenshot(path=str(ARTIFACTS / f"lab-{name}.png"), timeout=10_000)
+
+
+def check_widgets(page) -> None:
+    for name in ("qnb-tileview", "qnb-traceview", "qnb-cacheview"):
+        page.wait_for_selector(f".{name}", state="attached", timeout=WIDGET_MS)
+    # placeholders go away once every view has rendered
+    page.wait_for_function(
+        """() => !document.body.innerText.includes("Loading widget")""",
+        timeout=WIDGET_MS,
+        polling=250,
+    )
+    text = page.inner_text("body")
+    assert "Error displaying widget" not in text
+    assert "Traceback" not in text
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    assert errors.count() == 0, errors.all_inner_texts()
+
+    tile = page.locator(".qnb-tileview").first
+    assert tile.locator("canvas.qnb-heatmap").count() == 1
+    colours = tile.evaluate(CANVAS_COLOURS)
+    assert colours and min(colours) > 1, f"TileView canvases look blank: {colours}"
+
+    trace = page.locator(".qnb-traceview").first
+    assert trace.locator(".qnb-source-line.qnb-current").count() == 1
+    assert trace.locator(".qnb-arrays canvas").count() >= 1
+    colours = trace.evaluate(CANVAS_COLOURS)
+    assert colours and min(colours) > 1, f"TraceView canvases look blank: {colours}"
+    label = trace.locator(".qnb-step-label")
+    assert label.inner_text().startswith("step 1 /")
+    current = trace.locator(".qnb-source-line.qnb-current").inner_text()
+    trace.locator("button.qnb-next").click()  # kernel round trip: Python recomputes the step
+    page.wait_for_function(
+        """(el) => el.textContent.startsWith("step 2 /")""",
+        arg=label.element_handle(),
+        timeout=WIDGET_MS,
+    )
+    assert trace.locator(".qnb-source-line.qnb-current").count() == 1
+    assert trace.locator(".qnb-source-line.qnb-current").inner_text() != "" and current != ""
+
+    cache = page.locator(".qnb-cacheview").first
+    rows = cache.locator("tbody tr")
+    assert rows.count() >= 1, "CacheView shows no events"
+    rows.first.click()  # the detail text is computed in Python
+    cache.locator(".qnb-detail").wait_for(state="visible", timeout=WIDGET_MS)
+    assert "key" in cache.locator(".qnb-detail").inner_text()
