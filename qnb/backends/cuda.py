@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Launcher, Options
-from qnb.errors import BackendError, CompileError
+from qnb.errors import BackendError, CompileError, QnbTypeError
 from qnb.ir import KernelIR
 
 THREADS_PER_PROGRAM = 256
@@ -66,6 +66,8 @@ def nvrtc_version() -> str:
 
 
 def _candidate_include_dirs():
+    if os.environ.get("QNB_CUDA_INCLUDE"):  # an explicit choice wins
+        yield os.environ["QNB_CUDA_INCLUDE"]
     for entry in sys.path:
         for cuda_major in ("cu13", "cu12"):
             yield os.path.join(entry or ".", "nvidia", cuda_major, "include")
@@ -75,26 +77,32 @@ def _candidate_include_dirs():
     yield "/usr/local/cuda/include"
 
 
+_HEADERS = ("cuda_fp16.h", os.path.join("crt", "mma.h"))
+
+
 @functools.lru_cache(maxsize=1)
 def include_dirs() -> tuple[str, ...]:
-    """Directories holding ``cuda_fp16.h`` and ``crt/mma.h`` (possibly two different ones).
+    """The ``-I`` directories for NVRTC: the first that holds both ``cuda_fp16.h`` and
+    ``crt/mma.h`` (one CUDA release), else the first holding each. ``$QNB_CUDA_INCLUDE``
+    overrides the search.
 
-    Raises BackendError naming the wheels to install when either is missing.
+    Raises BackendError naming the wheels to install when a header is missing.
     """
-    found: dict[str, str] = {}
-    for directory in _candidate_include_dirs():
-        for header in ("cuda_fp16.h", os.path.join("crt", "mma.h")):
-            if header not in found and os.path.isfile(os.path.join(directory, header)):
-                found[header] = os.path.abspath(directory)
-        if len(found) == 2:
-            break
-    missing = [h for h in ("cuda_fp16.h", os.path.join("crt", "mma.h")) if h not in found]
+    first: dict[str, str] = {}
+    for directory in dict.fromkeys(_candidate_include_dirs()):
+        present = [h for h in _HEADERS if os.path.isfile(os.path.join(directory, h))]
+        if len(present) == len(_HEADERS):
+            return (os.path.abspath(directory),)
+        for header in present:
+            first.setdefault(header, os.path.abspath(directory))
+    missing = [h for h in _HEADERS if h not in first]
     if missing:
         raise BackendError(
             f"CUDA headers not found ({', '.join(missing)}); NVRTC needs them: "
-            "pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'"
+            "pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*' "
+            "(or set QNB_CUDA_INCLUDE to a CUDA include directory)"
         )
-    return tuple(dict.fromkeys(found.values()))
+    return tuple(dict.fromkeys(first[h] for h in _HEADERS))
 
 
 def nvrtc_options(arch: str, options: Options) -> list[str]:
@@ -220,36 +228,49 @@ class CudaDeviceArray(DeviceArray):
         return self.data.get()
 
 
-def _launch_arguments(abi: list[dict], args: list, cupy):
-    """CuPy launch arguments for ``args``, and (host, device) pairs to copy back after."""
+def _argument_plan(abi: list[dict]) -> list[tuple]:
+    """Per parameter, what a launch needs, worked out once per loaded kernel:
+    ("array", name, NumPy dtype, ndim, stored) or ("scalar", name, NumPy scalar type)."""
     from qnb.dtypes import as_dtype
 
+    plan = []
+    for entry in abi:
+        if entry["kind"] == "array":
+            plan.append(("array", entry["name"], as_dtype(entry["dtype"]).numpy, entry["ndim"],
+                         bool(entry.get("stored"))))
+        else:
+            plan.append(("scalar", entry["name"], np.dtype(entry["pass_as"]).type))
+    return plan
+
+
+def _launch_arguments(plan: list[tuple], args: list, cupy):
+    """CuPy launch arguments for ``args``, and (host, device) pairs to copy back after."""
     values, write_back = [], []
-    for entry, value in zip(abi, args):
-        if entry["kind"] != "array":
-            values.append(np.dtype(entry["pass_as"]).type(value))
+    for step, value in zip(plan, args):
+        if step[0] == "scalar":
+            values.append(step[2](value))
             continue
-        dtype = as_dtype(entry["dtype"]).numpy
-        if isinstance(value, CudaDeviceArray):
-            device = value.data
-        elif isinstance(value, cupy.ndarray):
+        _, name, dtype, ndim, stored = step
+        if isinstance(value, cupy.ndarray):
             device = value
+        elif isinstance(value, CudaDeviceArray):
+            device = value.data
         elif isinstance(value, np.ndarray):
             device = cupy.asarray(np.ascontiguousarray(value))
-            if entry.get("stored"):
+            if stored:
                 write_back.append((value, device))
         elif isinstance(value, DeviceArray):
-            raise BackendError(f"parameter {entry['name']!r} is a DeviceArray of the "
+            raise BackendError(f"parameter {name!r} is a DeviceArray of the "
                                f"{value.backend_name!r} backend; the cuda backend needs its own "
                                "(qnb.to_device under the cuda backend) or a NumPy/CuPy array")
         else:
-            raise BackendError(f"parameter {entry['name']!r}: cannot pass "
-                               f"{type(value).__name__} to the cuda backend")
-        if device.dtype != dtype or device.ndim != entry["ndim"]:
-            raise BackendError(f"parameter {entry['name']!r}: expected a {entry['ndim']}-D "
-                               f"{dtype} array, got {device.ndim}-D {device.dtype}")
+            raise QnbTypeError(f"parameter {name!r}: cannot pass {type(value).__name__} to "
+                               "the cuda backend")
+        if device.dtype != dtype or device.ndim != ndim:
+            raise QnbTypeError(f"parameter {name!r}: expected a {ndim}-D {dtype} array, got "
+                               f"{device.ndim}-D {device.dtype}")
         if not device.flags.c_contiguous:
-            raise BackendError(f"parameter {entry['name']!r} is not C-contiguous; pass "
+            raise QnbTypeError(f"parameter {name!r} is not C-contiguous; pass "
                                "cupy.ascontiguousarray(x)")
         values.append(device)
         values.extend(np.int32(n) for n in device.shape)
@@ -319,22 +340,31 @@ class CudaBackend(Backend):
         cupy = _import_cupy()
         from cupy.cuda import function
 
+        cupy.cuda.runtime.free(0)  # the driver API below needs a current context
         module = function.Module()
-        if artifact.binary is not None:
-            module.load(bytes(artifact.binary))
-        else:  # PTX only: the driver compiles it
-            module.load(artifact.text["ptx"].encode())
-        kernel = module.get_function(artifact.text["entry"])
-        abi = artifact.text["abi"]
+        try:
+            if artifact.binary is not None:
+                module.load(bytes(artifact.binary))
+            else:  # PTX only: the driver compiles it
+                module.load(artifact.text["ptx"].encode() + b"\0")
+            kernel = module.get_function(artifact.text["entry"])
+        except Exception as exc:  # CUDADriverError: wrong arch, driver too old, ...
+            raise BackendError(f"the CUDA driver cannot load this kernel (built for "
+                               f"{artifact.text.get('arch')}, NVRTC "
+                               f"{artifact.text.get('nvrtc')}): {exc}") from None
+        plan = _argument_plan(artifact.text["abi"])
         block = (int(artifact.text.get("threads", THREADS_PER_PROGRAM)), 1, 1)
 
         def launch(grid: tuple[int, int, int], args: list) -> None:
             grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
             if any(g > limit for g, limit in zip(grid, _MAX_GRID)):
                 raise BackendError(f"grid {grid} exceeds CUDA's limits {_MAX_GRID}")
-            values, write_back = _launch_arguments(abi, args, cupy)
+            values, write_back = _launch_arguments(plan, args, cupy)
             if min(grid) > 0:
-                kernel(grid, block, values)
+                try:
+                    kernel(grid, block, values)
+                except cupy.cuda.driver.CUDADriverError as exc:
+                    raise BackendError(f"CUDA launch failed: {exc}") from None
             for host, device in write_back:
                 host[...] = device.get()
 

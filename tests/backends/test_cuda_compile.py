@@ -157,45 +157,45 @@ def test_f64_is_supported_and_compiles(backend):
     assert "double" in artifact.text["source"] and artifact.binary
 
 
+def _load_suite():
+    try:
+        from tests import suite
+    except ImportError:  # pytest run without the repository root on sys.path
+        path = pathlib.Path(__file__).parents[1] / "suite.py"
+        spec = importlib.util.spec_from_file_location("tests.suite", path)
+        suite = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = suite
+        spec.loader.exec_module(suite)
+    return suite
+
+
 @needs_nvrtc
-def test_suite_kernels_compile(backend):
-    """Every kernel of the shared suite (``tests/suite.py``) through ``kernel.source`` and
-    NVRTC, for sm_80 and sm_90."""
-    suite = pathlib.Path(__file__).parents[1] / "suite.py"
-    if not suite.exists():
-        pytest.skip("tests/suite.py (the shared kernel suite) is not in this tree yet")
-    spec = importlib.util.spec_from_file_location("qnb_test_suite", suite)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_suite_kernels_compile():
+    """Every kernel of the shared suite (``tests/suite.py``) at each of its dtypes, through
+    ``kernel.source("cuda", *args)`` and NVRTC, for sm_80 and sm_90."""
+    import numpy as np
+
     from qnb.backends.cuda import nvrtc_compile
 
-    entries = _suite_entries(module)
-    assert entries, "tests/suite.py defines no kernels"
-    failures = []
-    for name, kernel, args in entries:
-        source = kernel.source("cuda", *args)
-        for arch in ARCHS:
+    suite = _load_suite()
+    assert suite.CASES, "tests/suite.py defines no kernels"
+    failures, compiled = [], 0
+    for case in suite.CASES:
+        for dtype in case.dtypes:
+            _grid, args = case.make(np.random.default_rng(0), dtype)
+            label = f"{case.name}[{np.dtype(dtype).name}]"
             try:
-                nvrtc_compile(source, arch)
-            except CompileError as exc:
-                failures.append(f"{name} [{arch}]: {exc}\n{exc.log}")
-    assert not failures, "\n\n".join(failures[:5])
-
-
-def _suite_entries(module):
-    """(name, kernel, args) for each suite case; accepts the suite's ``CASES`` records
-    (with ``kernel`` and ``args`` attributes or keys) or bare ``qnb.kernel`` objects."""
-    entries = []
-    cases = getattr(module, "CASES", None) or getattr(module, "SUITE", None)
-    if cases is None:
-        cases = [v for v in vars(module).values() if hasattr(v, "source") and callable(v)]
-    for case in cases.values() if isinstance(cases, dict) else cases:
-        kernel = getattr(case, "kernel", None) or (case.get("kernel") if isinstance(case, dict) else case)
-        args = getattr(case, "args", None)
-        if args is None and isinstance(case, dict):
-            args = case.get("args", ())
-        if callable(args):
-            args = args()
-        name = getattr(case, "name", None) or getattr(kernel, "__name__", repr(kernel))
-        entries.append((name, kernel, tuple(args or ())))
-    return entries
+                source = case.kernel.source("cuda", *args)
+            except Exception as exc:  # a render failure is a failure too
+                failures.append(f"{label}: render: {type(exc).__name__}: {exc}")
+                continue
+            for arch in ARCHS:
+                try:
+                    cubin, _ptx, _log = nvrtc_compile(source, arch)
+                except CompileError as exc:
+                    failures.append(f"{label} [{arch}]: {exc}\n{exc.log}")
+                    continue
+                assert cubin[:4] == b"\x7fELF"
+                compiled += 1
+    assert not failures, f"{len(failures)} failed:\n" + "\n\n".join(failures[:5])
+    assert compiled > 0

@@ -1,0 +1,275 @@
+"""The cuda backend, measured on a CUDA GPU (skips with a message where there is none).
+
+1. f16 tile matmul, 4096³ (one program per 16×16 tile of C, ``qnb.mma`` on the tensor
+   cores, f32 accumulate) vs ``cupy.matmul`` (cuBLAS) on the same f16 inputs: TFLOP/s and
+   the ratio.
+2. Batched Cholesky of 65,536 16×16 SPD f32 matrices (one program each) vs
+   ``cupy.linalg.cholesky`` on the batch.
+3. Launch overhead: a cached kernel launched through qnb (``k[grid](x)``: signature check,
+   memo hit, launcher) vs ``cupy.RawKernel`` of the *same* generated CUDA with the same
+   arguments.
+4. Warm start vs cold: time to the first result of each kernel above in a fresh process
+   with an empty cache directory (cold: render + NVRTC) and again with the directory the
+   cold run filled (warm: the cubin from the disk cache).
+
+Run: ``python benchmarks/bench_cuda.py`` (``main()`` prints the tables). GPU timings use
+CUDA events, after warm-up, median of repeats; inputs are random (never zeros).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+# The kernels, as a user writes them. Kept as text so the warm/cold runs can define them
+# in fresh processes too.
+KERNELS = textwrap.dedent('''
+    import qnb
+    from qnb import Tile16
+
+    @qnb.kernel
+    def tile_matmul(a: qnb.Array[qnb.f16, 2], b: qnb.Array[qnb.f16, 2],
+                    c: qnb.Array[qnb.f32, 2]):
+        i = qnb.program_id(0) * 16
+        j = qnb.program_id(1) * 16
+        acc = Tile16.zeros(qnb.f32)
+        for k in range(0, a.shape[1], 16):
+            acc = qnb.mma(Tile16.load(a, i, k), Tile16.load(b, k, j), acc)
+        acc.store(c, i, j)
+
+    @qnb.kernel
+    def batched_cholesky(a: qnb.Array[qnb.f32, 3], out: qnb.Array[qnb.f32, 3]):
+        b = qnb.program_id(0)
+        t = Tile16.load(a[b], 0, 0)
+        t.cholesky_(1e-20)
+        t.store(out[b], 0, 0)
+
+    @qnb.kernel
+    def add_one(x: qnb.Array[qnb.f32, 2]):
+        t = Tile16.load(x, 0, 0)
+        (t + 1.0).store(x, 0, 0)
+''')
+
+
+def _namespace() -> dict:
+    namespace: dict = {}
+    path = Path(tempfile.gettempdir()) / "qnb_bench_cuda_kernels.py"
+    path.write_text(KERNELS)  # inspect.getsource needs a real file
+    exec(compile(KERNELS, str(path), "exec"), namespace)
+    return namespace
+
+
+def _gpu_time(fn, repeat=20, warmup=3) -> float:
+    """Median seconds of ``fn()`` on the device (CUDA events)."""
+    import cupy
+
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeat):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return statistics.median(times)
+
+
+def _table(title, header, rows):
+    print(f"\n{title}")
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    for line in (header, ["-" * w for w in widths], *rows):
+        print("  " + "  ".join(str(x).rjust(w) for x, w in zip(line, widths)))
+
+
+# --------------------------------------------------------------------------- 1. matmul
+
+
+def matmul(ns, n=4096):
+    import cupy
+
+    rng = cupy.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=cupy.float32).astype(cupy.float16)
+    b = rng.standard_normal((n, n), dtype=cupy.float32).astype(cupy.float16)
+    c = cupy.full((n, n), cupy.nan, cupy.float32)  # poisoned: every element must be written
+    kernel = ns["tile_matmul"]
+    grid = (n // 16, n // 16)
+    kernel[grid](a, b, c)
+    cupy.cuda.Device().synchronize()
+    reference = cupy.matmul(a.astype(cupy.float32), b.astype(cupy.float32))
+    error = float(cupy.linalg.norm(c - reference) / cupy.linalg.norm(reference))
+    ours = _gpu_time(lambda: kernel[grid](a, b, c), repeat=5, warmup=1)
+    theirs = _gpu_time(lambda: cupy.matmul(a, b), repeat=10)
+    flops = 2.0 * n**3
+    rows = [["qnb tile_matmul (WMMA)", f"{ours * 1e3:.2f}", f"{flops / ours / 1e12:.1f}",
+             f"{error:.1e}"],
+            ["cupy.matmul (cuBLAS, f16)", f"{theirs * 1e3:.2f}", f"{flops / theirs / 1e12:.1f}",
+             ""]]
+    _table(f"f16 matmul {n}³ (f32 accumulate)", ["", "ms", "TFLOP/s", "rel. error"], rows)
+    print(f"  throughput ratio qnb / cuBLAS: {theirs / ours:.3f}")
+    return {"matmul_ratio": theirs / ours, "matmul_tflops": flops / ours / 1e12,
+            "matmul_error": error}
+
+
+# --------------------------------------------------------------------------- 2. Cholesky
+
+
+def cholesky(ns, batch=65536):
+    import cupy
+
+    rng = cupy.random.default_rng(1)
+    m = rng.standard_normal((batch, 16, 16), dtype=cupy.float32)
+    spd = cupy.matmul(m, m.transpose(0, 2, 1)) + 16 * cupy.eye(16, dtype=cupy.float32)
+    spd = cupy.ascontiguousarray(spd)
+    out = cupy.full_like(spd, cupy.nan)
+    kernel = ns["batched_cholesky"]
+    kernel[batch](spd, out)
+    reference = cupy.linalg.cholesky(spd)
+    error = float(cupy.abs(out - reference).max() / cupy.abs(reference).max())
+    ours = _gpu_time(lambda: kernel[batch](spd, out))
+    theirs = _gpu_time(lambda: cupy.linalg.cholesky(spd))
+    rows = [["qnb batched_cholesky", f"{ours * 1e3:.3f}", f"{batch / ours / 1e6:.1f}",
+             f"{error:.1e}"],
+            ["cupy.linalg.cholesky", f"{theirs * 1e3:.3f}", f"{batch / theirs / 1e6:.1f}", ""]]
+    _table(f"batched Cholesky, {batch} × 16×16 f32", ["", "ms", "Mmat/s", "max rel. error"],
+           rows)
+    print(f"  speedup qnb / cupy: {theirs / ours:.2f}×")
+    return {"cholesky_speedup": theirs / ours, "cholesky_error": error}
+
+
+# --------------------------------------------------------------------------- 3. launch overhead
+
+
+def launch_overhead(ns, launches=2000):
+    import cupy
+
+    from qnb.backends import cuda as cuda_backend
+
+    kernel = ns["add_one"]
+    x = cupy.zeros((16, 16), cupy.float32)
+    kernel(x)  # compile and cache
+    source = kernel.source("cuda")
+    options = ("-std=c++17", *(f"-I{d}" for d in cuda_backend.include_dirs()))
+    raw = cupy.RawKernel(source, "qnb_add_one", options=options)
+    rows16 = np.int32(16)
+    raw((1,), (256,), (x, rows16, rows16))
+
+    def per_launch(fn):
+        cupy.cuda.Device().synchronize()
+        best = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(launches):
+                fn()
+            cupy.cuda.Device().synchronize()
+            best.append((time.perf_counter() - start) / launches)
+        return min(best)
+
+    ours = per_launch(lambda: kernel(x))
+    theirs = per_launch(lambda: raw((1,), (256,), (x, rows16, rows16)))
+    expected = 2 + 2 * 5 * launches  # every launch added 1 to each element
+    assert float(x[0, 0]) == expected, (float(x[0, 0]), expected)
+    _table("launch overhead (host time per launch, 16×16 f32, CuPy array)",
+           ["", "µs / launch"],
+           [["qnb cached kernel  k(x)", f"{ours * 1e6:.1f}"],
+            ["cupy.RawKernel, same code", f"{theirs * 1e6:.1f}"]])
+    print(f"  overhead ratio qnb / raw: {ours / theirs:.2f}×")
+    return {"launch_us": ours * 1e6, "raw_launch_us": theirs * 1e6}
+
+
+# --------------------------------------------------------------------------- 4. warm vs cold
+
+_FIRST_RESULT = textwrap.dedent('''
+    import json, sys, time
+    start = time.perf_counter()
+    sys.path.insert(0, {repo!r})
+    import cupy
+    import bench_cuda_probe as probe
+    ns = probe._namespace()
+    import qnb
+    out = {{}}
+    x16 = cupy.random.default_rng(0).standard_normal((64, 64), dtype=cupy.float32)
+    args = {{
+        "tile_matmul": ((4, 4), (x16.astype(cupy.float16), x16.astype(cupy.float16),
+                                  cupy.zeros((64, 64), cupy.float32))),
+        "batched_cholesky": (8, (cupy.broadcast_to(cupy.eye(16, dtype=cupy.float32),
+                                                    (8, 16, 16)).copy(),
+                                  cupy.zeros((8, 16, 16), cupy.float32))),
+        "add_one": (1, (cupy.zeros((16, 16), cupy.float32),)),
+    }}
+    for name, (grid, kernel_args) in args.items():
+        t = time.perf_counter()
+        ns[name][grid](*kernel_args)
+        cupy.cuda.Device().synchronize()
+        out[name] = time.perf_counter() - t
+    out["outcomes"] = [e.outcome for e in qnb.cache.events()]
+    print(json.dumps(out))
+''')
+
+
+def warm_vs_cold():
+    with tempfile.TemporaryDirectory(prefix="qnb-bench-cuda-") as cache_dir:
+        probe_dir = Path(cache_dir) / "probe"
+        probe_dir.mkdir()
+        (probe_dir / "bench_cuda_probe.py").write_text(Path(__file__).read_text())
+        env = dict(os.environ, QNB_CACHE_DIR=str(Path(cache_dir) / "cache"),
+                   PYTHONPATH=os.pathsep.join([str(probe_dir), str(REPO),
+                                               os.environ.get("PYTHONPATH", "")]))
+        env.pop("QNB_ALWAYS_COMPILE", None)
+        script = _FIRST_RESULT.format(repo=str(REPO))
+        runs = []
+        for _ in ("cold", "warm"):
+            done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                                  text=True, timeout=300)
+            if done.returncode != 0:
+                raise RuntimeError(f"first-result probe failed:\n{done.stderr[-3000:]}")
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    rows = [[name, f"{cold[name] * 1e3:.0f}", f"{warm[name] * 1e3:.1f}",
+             f"{cold[name] / warm[name]:.0f}×"]
+            for name in ("tile_matmul", "batched_cholesky", "add_one")]
+    _table("time to first result in a fresh process", ["kernel", "cold ms", "warm ms", "gain"],
+           rows)
+    print(f"  cache outcomes: cold {cold['outcomes']}, warm {warm['outcomes']}")
+    names = [row[0] for row in rows]
+    return {"cold_ms": {k: cold[k] * 1e3 for k in names},
+            "warm_ms": {k: warm[k] * 1e3 for k in names}}
+
+
+def main() -> dict | None:
+    try:
+        import qnb
+    except ImportError as exc:
+        print(f"bench_cuda: skipped (qnb does not import: {exc})")
+        return None
+    info = {b.name: b for b in qnb.backends()}["cuda"]
+    if not info.available:
+        print(f"bench_cuda: skipped, the cuda backend is unavailable: {info.reason}")
+        return None
+    print(f"bench_cuda on {info.device}")
+    ns = _namespace()
+    results = {}
+    with qnb.backend("cuda"):
+        for step in (matmul, cholesky, launch_overhead):
+            results.update(step(ns))
+    results.update(warm_vs_cold())
+    return results
+
+
+if __name__ == "__main__":
+    main()

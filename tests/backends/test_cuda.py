@@ -1,0 +1,138 @@
+"""The cuda backend on a real GPU: every hand-built IR case against the cpu oracle, the
+launcher's array kinds (NumPy copied in/out, CuPy arrays and DeviceArrays without copies,
+Python scalars), and a warm start from the artifact alone.
+
+Skips with the backend's stated reason where there is no CUDA GPU (the no-GPU checks,
+real NVRTC compiles included, are in ``test_cuda_compile.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+from qnb.backends.base import Artifact, Options
+
+
+def _load_cases():
+    path = pathlib.Path(__file__).with_name("cuda_ir_cases.py")
+    spec = importlib.util.spec_from_file_location("qnb_cuda_ir_cases", path)
+    if spec.name in sys.modules:
+        return sys.modules[spec.name]
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+CASES = _load_cases()
+CASE_NAMES = [c.name for c in CASES.all_cases()]
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    from qnb.backends import get
+
+    backend = get("cuda")
+    info = backend.info()
+    if not info.available:
+        pytest.skip(f"backend 'cuda' unavailable: {info.reason}")
+    return backend
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    from qnb.backends import get
+
+    backend = get("cpu")
+    if not backend.info().available:
+        pytest.skip(f"cpu backend unavailable: {backend.info().reason}")
+    return backend
+
+
+def _run(backend, case, inputs):
+    launcher = backend.load(backend.compile(case.kernel, Options()))
+    args = [inputs[p.name] for p in case.kernel.params]
+    launcher(case.grid, args)
+    return inputs
+
+
+def _copy(inputs):
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+
+
+def _assert_close(got, want, rtol, name):
+    if want.dtype == np.bool_ or want.dtype.kind == "i":
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        return
+    scale = max(1.0, float(np.nanmax(np.abs(want.astype(np.float64)))) if want.size else 1.0)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol=rtol, atol=rtol * scale, equal_nan=True, err_msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_case_matches_cpu(cuda, cpu, name):
+    case = next(c for c in CASES.all_cases() if c.name == name)
+    want = _run(cpu, case, _copy(case.inputs))
+    got = _run(cuda, case, _copy(case.inputs))
+    for param in case.kernel.arrays:
+        _assert_close(got[param.name], want[param.name], case.rtol, f"{name}: {param.name}")
+
+
+@pytest.mark.gpu
+def test_cupy_arrays_and_device_arrays_run_without_copies(cuda):
+    import cupy
+
+    case = next(c for c in CASES.all_cases() if c.name == "binary_add_f32")
+    launcher = cuda.load(cuda.compile(case.kernel, Options()))
+    a = cupy.asarray(case.inputs["a"])
+    b = cuda.to_device(case.inputs["b"])
+    out = cupy.zeros((16, 16), cupy.float32)
+    pointer = out.data.ptr
+    launcher((1, 1, 1), [a, b, out, 1.5])
+    assert out.data.ptr == pointer  # written in place
+    np.testing.assert_allclose(out.get(), case.inputs["a"] + case.inputs["b"], rtol=1e-6)
+    assert isinstance(b.numpy(), np.ndarray)
+
+
+@pytest.mark.gpu
+def test_numpy_outputs_are_written_back(cuda):
+    case = next(c for c in CASES.all_cases() if c.name == "transpose_f64")
+    inputs = _copy(case.inputs)
+    _run(cuda, case, inputs)
+    np.testing.assert_array_equal(inputs["out"], case.inputs["a"].T)
+
+
+@pytest.mark.gpu
+def test_f16_matmul_on_tensor_cores_is_exact_enough(cuda):
+    case = next(c for c in CASES.all_cases() if c.name == "matmul_f16")
+    inputs = _copy(case.inputs)
+    _run(cuda, case, inputs)
+    want = case.inputs["a"].astype(np.float32) @ case.inputs["b"].astype(np.float32)
+    np.testing.assert_allclose(inputs["out"], want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_warm_start_from_artifact_alone(cuda):
+    import json
+
+    case = next(c for c in CASES.all_cases() if c.name == "binary_mul_f32")
+    artifact = cuda.compile(case.kernel, Options())
+    stored = Artifact(json.loads(json.dumps(artifact.text)), bytes(artifact.binary))
+    inputs = _copy(case.inputs)
+    cuda.load(stored)((1, 1, 1), [inputs[p.name] for p in case.kernel.params])
+    np.testing.assert_allclose(inputs["out"], case.inputs["a"] * case.inputs["b"], rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_many_programs_and_an_empty_grid(cuda):
+    case = next(c for c in CASES.all_cases() if c.name == "memory_control_i32")
+    inputs = _copy(case.inputs)
+    launcher = cuda.load(cuda.compile(case.kernel, Options()))
+    launcher((0, 1, 1), [inputs[p.name] for p in case.kernel.params])  # no programs: no-op
+    np.testing.assert_array_equal(inputs["out"], case.inputs["out"])
