@@ -344,12 +344,33 @@ class _Executor:
         blocks = array.reshape(array.shape[0], array.shape[1] // 16, 16, array.shape[2] // 16, 16)
         return blocks, batch, r0 // 16, c0 // 16
 
+    def grid_blocks(self, blocks, batch, rb, cb):
+        """A strided view of ``blocks`` whose k-th 16×16 block is program k's, when the
+        programs tile the array in launch order (the common ``load(x, i*16, j*16)``
+        pattern); None otherwise. Reading or writing it moves whole blocks at once."""
+        n = self.n
+        if batch.shape[0] != 1 or rb.shape[0] != n or cb.shape[0] != n or self.pid[0][0] != 0:
+            return None
+        slab = blocks[int(batch[0])]  # (RB, 16, CB, 16)
+        rows_b, cols_b = slab.shape[0], slab.shape[2]
+        if n != rows_b * cols_b:
+            return None
+        x, y = self.pid[0], self.pid[1]
+        if np.array_equal(rb, x) and np.array_equal(cb, y):  # k = cb * RB + rb
+            return slab.transpose(2, 0, 1, 3)
+        if np.array_equal(rb, y) and np.array_equal(cb, x):  # k = rb * CB + cb
+            return slab.transpose(0, 2, 1, 3)
+        return None
+
     def e_LoadWindow(self, e):
         base = self.ev(e.base)
         array, batch, rows, cols, row_ok, col_ok = self.window(e, e.view, e.r0, e.r1, e.c0, e.c1)
         aligned = self.aligned_blocks(array, batch, rows, cols, row_ok, col_ok)
         if aligned is not None:
             blocks, b, rb, cb = aligned
+            tiled = self.grid_blocks(blocks, b, rb, cb)
+            if tiled is not None:
+                return tiled.reshape(self.n, 16, 16)
             return blocks[b, rb, :, cb, :]
         valid = row_ok[:, :, None] & col_ok[:, None, :]
         r = np.clip(rows, 0, array.shape[1] - 1)
@@ -369,7 +390,11 @@ class _Executor:
             aligned = self.aligned_blocks(array, batch, rows, cols, row_ok, col_ok)
             if aligned is not None:
                 blocks, b, rb, cb = aligned
-                blocks[b, rb, :, cb, :] = value
+                tiled = self.grid_blocks(blocks, b, rb, cb)
+                if tiled is not None:
+                    tiled[...] = np.broadcast_to(value, (self.n, 16, 16)).reshape(tiled.shape)
+                else:
+                    blocks[b, rb, :, cb, :] = value
                 self.record_store(s, value, writes)
                 return
         valid = row_ok[:, :, None] & col_ok[:, None, :]

@@ -150,7 +150,7 @@ class _Checker:
     def check_stmt(self, stmt):
         if not isinstance(stmt, _ALLOWED_STMTS):
             what = _NAMES.get(type(stmt), type(stmt).__name__)
-            self.fail(f"{what} is not supported inside a kernel", stmt)
+            self.fail(f"{what} cannot be used inside a kernel", stmt)
         if isinstance(stmt, ast.For):
             if stmt.orelse:
                 self.fail("for ... else is not supported inside a kernel", stmt.orelse[0])
@@ -206,7 +206,7 @@ class _Checker:
             return
         if not isinstance(node, _ALLOWED_EXPRS):
             what = _NAMES.get(type(node), type(node).__name__)
-            self.fail(f"{what} is not supported inside a kernel", node)
+            self.fail(f"{what} cannot be used inside a kernel", node)
         if isinstance(node, ast.Call) and _is_static_call(node):
             return  # any Python expression may run at compile time
         if isinstance(node, ast.Slice) and not in_subscript:
