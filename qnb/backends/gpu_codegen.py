@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from qnb import ir
 from qnb.dtypes import DType, bool_, f16, f32, f64, i32
@@ -97,16 +98,16 @@ class GpuRenderer:
     language = "?"
     entry = "main"
     # ---- the table of spellings (subclasses fill these in)
-    type_names: dict = {}           # DType -> type spelling
-    binary_templates = {
+    type_names: ClassVar[dict] = {}           # DType -> type spelling
+    binary_templates: ClassVar[dict] = {
         "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
         "lt": "({a} < {b})", "le": "({a} <= {b})", "gt": "({a} > {b})", "ge": "({a} >= {b})",
         "eq": "({a} == {b})", "ne": "({a} != {b})",
         "and": "({a} & {b})", "or": "({a} | {b})", "xor": "({a} != {b})",
     }
-    logical_templates = {"and": "({a} && {b})", "or": "({a} || {b})"}
-    unary_templates = {"neg": "(-{a})", "not": "(!{a})"}
-    math_functions = {"abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt",
+    logical_templates: ClassVar[dict] = {"and": "({a} && {b})", "or": "({a} || {b})"}
+    unary_templates: ClassVar[dict] = {"neg": "(-{a})", "not": "(!{a})"}
+    math_functions: ClassVar[dict] = {"abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt",
                       "max": "max", "min": "min", "floor": "floor", "pow": "pow"}
     barrier = "workgroupBarrier();"
     storage_barrier = "storageBarrier();"

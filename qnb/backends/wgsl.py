@@ -14,6 +14,7 @@ Device representation (what the wgpu runtime binds):
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -27,8 +28,8 @@ WORKGROUP_SIZE = 256
 
 class WgslRenderer(GpuRenderer):
     language = "wgsl"
-    type_names = {f32: "f32", f16: "f16", i32: "i32", bool_: "bool"}
-    storage_types = {f32: "f32", f16: "f16", i32: "i32", bool_: "u32"}
+    type_names: ClassVar[dict] = {f32: "f32", f16: "f16", i32: "i32", bool_: "bool"}
+    storage_types: ClassVar[dict] = {f32: "f32", f16: "f16", i32: "i32", bool_: "u32"}
     barrier = "workgroupBarrier();"
     storage_barrier = "storageBarrier();"
 

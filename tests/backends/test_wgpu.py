@@ -189,17 +189,12 @@ def test_windows_control_flow_and_scalars(backend):
     np.testing.assert_array_equal(got["out"], out)
 
 
-class _BrokenAdd:
-    """A deliberately wrong spelling of "add" (test only)."""
-
-    binary_templates = {"add": "({a} +* {b})"}
-
-
 def test_wgsl_error_maps_to_the_ir_line(backend, monkeypatch):
     from qnb.backends.wgsl import WgslRenderer
 
     class Broken(WgslRenderer):
-        binary_templates = {**WgslRenderer.binary_templates, **_BrokenAdd.binary_templates}
+        # A deliberately wrong spelling of "add" (test only).
+        binary_templates = {**WgslRenderer.binary_templates, "add": "({a} +* {b})"}  # noqa: RUF012
 
     dtype = D.f32
     a, out = array("a", dtype), array("out", dtype)
