@@ -6,6 +6,7 @@
 #   make demo         execute the notebooks headless to HTML under build/demo/
 #   make bench        run every benchmarks/bench_*.py
 #   make lint         ruff check + ruff format --check
+#   make format       ruff format + ruff check --fix (rewrites files: format only your own)
 #   make venv         create/update .venv (quick when pyproject.toml is unchanged)
 #   make system-deps  Vulkan driver (lavapipe) and Chromium, if missing (root on Debian/Ubuntu)
 
@@ -24,7 +25,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 SANITIZE  := $(wildcard notebooks/sanitize.cfg)
 LINT_PATHS := qnb tests benchmarks
 
-.PHONY: venv system-deps test lab demo bench lint runtime-dir clean
+.PHONY: venv system-deps test lab demo bench lint format runtime-dir clean
 
 venv: $(STAMP)
 
@@ -81,6 +82,11 @@ bench: venv runtime-dir
 lint: venv
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+
+# Narrow it to your own files: make format LINT_PATHS="qnb/cli.py tests/test_cli.py"
+format: venv
+	$(VENV)/bin/ruff format $(LINT_PATHS)
+	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache
