@@ -2,8 +2,8 @@
 
 An entry is ``<kernel>-<digest>.json`` in the cache directory and holds the schema
 version, the full digest, the kernel and backend names, the key's full components,
-the artifact (its JSON text fields and its binary as base64) and a sha256 of that
-payload. A load re-derives everything it can: the file must parse, carry this
+the artifact (its text fields as one canonical JSON string, its binary as base64) and
+a sha256 of that payload. A load re-derives everything it can: the file must parse, carry this
 schema, hash (from its own stored components) to the digest in its name and to the
 digest asked for, and match its payload checksum. Anything else is discarded with a
 :class:`CacheWarning` and treated as a miss; nothing is ever unpickled or executed.
@@ -38,7 +38,7 @@ from typing import Any
 
 from qnb.cache.key import CacheKey, canonical_json
 
-SCHEMA = 1
+SCHEMA = 2
 DEFAULT_MAX_BYTES = 1 << 30
 SUFFIX = ".json"
 TEMP_SUFFIX = ".tmp"
@@ -162,10 +162,11 @@ def digest_from_filename(path: Path) -> str | None:
     return digest
 
 
-def payload_checksum(text: dict, binary: bytes | None) -> str:
-    """sha256 over the artifact's canonical text fields and its binary."""
+def payload_checksum(payload: str, binary: bytes | None) -> str:
+    """sha256 over the artifact's text fields (as stored: canonical JSON text) and
+    its binary."""
     h = hashlib.sha256()
-    h.update(canonical_json(text).encode("utf-8"))
+    h.update(payload.encode("utf-8"))
     h.update(b"\0binary:")
     h.update(b"none" if binary is None else b"bytes:" + binary)
     return h.hexdigest()
@@ -201,17 +202,20 @@ def save(kernel_name: str, backend_name: str, key: CacheKey, artifact: Any) -> P
     if root is None:
         return None
     binary = artifact.binary
+    # The text fields are stored as one canonical JSON string, so a load checks them
+    # by hashing bytes rather than re-canonicalising a tree.
+    payload = canonical_json(artifact.text)
     entry = {
         "schema": SCHEMA,
         "digest": key.digest,
         "kernel": kernel_name,
         "backend": backend_name,
         "components": key.components,
-        "payload": artifact.text,
+        "payload": payload,
         "binary": None if binary is None else base64.b64encode(binary).decode("ascii"),
-        "payload_sha256": payload_checksum(artifact.text, binary),
+        "payload_sha256": payload_checksum(payload, binary),
         "created": time.time(),
-        "size": len(canonical_json(artifact.text)) + (len(binary) if binary is not None else 0),
+        "size": len(payload) + (len(binary) if binary is not None else 0),
     }
     data = json.dumps(entry, sort_keys=True, indent=1, ensure_ascii=True).encode("utf-8")
     final = entry_path(root, kernel_name, key.digest)
@@ -290,19 +294,21 @@ def verify(data: bytes, path: Path, digest: str):
     if stored_digest != digest:
         raise CorruptEntry("stored key components do not hash to the entry's key")
     payload, encoded = entry.get("payload"), entry.get("binary")
-    if not isinstance(payload, dict) or not (encoded is None or isinstance(encoded, str)):
+    if not isinstance(payload, str) or not (encoded is None or isinstance(encoded, str)):
         raise CorruptEntry("malformed payload")
     try:
         binary = None if encoded is None else base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise CorruptEntry("binary is not valid base64") from None
-    try:
-        checksum = payload_checksum(payload, binary)
-    except TypeError:
-        raise CorruptEntry("malformed payload") from None
-    if checksum != entry.get("payload_sha256"):
+    if payload_checksum(payload, binary) != entry.get("payload_sha256"):
         raise CorruptEntry("payload checksum mismatch")
-    return Artifact(text=payload, binary=binary)
+    try:
+        text = json.loads(payload)
+    except ValueError:
+        raise CorruptEntry("payload is not valid JSON") from None
+    if not isinstance(text, dict):
+        raise CorruptEntry("malformed payload")
+    return Artifact(text=text, binary=binary)
 
 
 def discard(path: Path, why: str, inode: int | None = None) -> None:

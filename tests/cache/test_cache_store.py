@@ -49,6 +49,7 @@ def test_entry_holds_everything_the_contract_names(cache_dir):
     assert entry["kernel"] == "my.kernel<locals>" and entry["backend"] == "fake"
     assert entry["components"] == key.components
     assert base64.b64decode(entry["binary"]) == expected_binary(key.digest, 8)
+    assert json.loads(entry["payload"])["digest"] == key.digest
     assert entry["payload_sha256"] == store.payload_checksum(
         entry["payload"], expected_binary(key.digest, 8)
     )
@@ -80,7 +81,7 @@ def _edit_components(data: bytes) -> bytes:
 
 def _edit_payload_and_fix_nothing(data: bytes) -> bytes:
     entry = json.loads(data)
-    entry["payload"]["marker"] = "tampered"
+    entry["payload"] = entry["payload"].replace("compiled", "tampered")
     return json.dumps(entry).encode()
 
 
