@@ -1,29 +1,14 @@
 """Every error path of the front end: the right qnb error type, the user's own line and
 column, a message that says what to do, and never an internal exception."""
 
-import linecache
 import textwrap
 
 import numpy as np
 import pytest
 
 import qnb
-from qnb import Tile16, Vec16
-
-_counter = [0]
-
-
-def define(source: str, namespace=None, decorator="kernel"):
-    """Define a kernel from source text registered in linecache (like a notebook cell)."""
-    _counter[0] += 1
-    filename = f"<test-cell-{_counter[0]}>"
-    text = textwrap.dedent(source)
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    scope = {"qnb": qnb, "Tile16": Tile16, "Vec16": Vec16, "np": np}
-    scope.update(namespace or {})
-    exec(compile(text, filename, "exec"), scope)  # noqa: S102 - the test's own source
-    return scope, filename
-
+from qnb import Tile16, Vec16  # noqa: F401
+from tests.helpers import define
 
 def decorate(source, namespace=None):
     scope, filename = define(source, namespace)
