@@ -100,7 +100,20 @@ def stop(proc) -> None:
 
 
 @pytest.fixture
-def lab_server():
+def browser_tools():
+    """(playwright.sync_api, chromium path), or skip saying what is missing."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    executable = chromium_path()
+    if executable is None:
+        pytest.skip(
+            "Chromium not found (/usr/bin/chromium or $QNB_CHROMIUM): "
+            "install it with scripts/install_system_deps.sh"
+        )
+    return sync_api, executable
+
+
+@pytest.fixture
+def lab_server(browser_tools):
     """(base_url, token) of a JupyterLab serving a temp copy of widgets.ipynb."""
     pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
     pytest.importorskip("anywidget", reason="anywidget is not installed")
@@ -182,14 +195,8 @@ CANVAS_COLOURS = """(root) => {
 }"""
 
 
-def test_widgets_render_in_jupyterlab(lab_server):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    executable = chromium_path()
-    if executable is None:
-        pytest.skip(
-            "Chromium not found (/usr/bin/chromium or $QNB_CHROMIUM): "
-            "install it with scripts/install_system_deps.sh"
-        )
+def test_widgets_render_in_jupyterlab(browser_tools, lab_server):
+    sync_api, executable = browser_tools
     base, token = lab_server
     ARTIFACTS.mkdir(exist_ok=True)
     console_errors = []
@@ -242,6 +249,8 @@ def check_widgets(page) -> None:
     assert tile.locator("canvas.qnb-heatmap").count() == 1
     colours = tile.evaluate(CANVAS_COLOURS)
     assert colours and min(colours) > 1, f"TileView canvases look blank: {colours}"
+    tile.locator("canvas.qnb-heatmap").hover(position={"x": 3, "y": 3})
+    assert tile.locator(".qnb-readout").inner_text().endswith("[0, 0] = 0")
 
     trace = page.locator(".qnb-traceview").first
     assert trace.locator(".qnb-source-line.qnb-current").count() == 1
@@ -263,6 +272,7 @@ def check_widgets(page) -> None:
     cache = page.locator(".qnb-cacheview").first
     rows = cache.locator("tbody tr")
     assert rows.count() >= 1, "CacheView shows no events"
+    assert cache.locator("td.qnb-outcome-miss").count() >= 1, "the compile's miss is not listed"
     rows.first.click()  # the detail text is computed in Python
     cache.locator(".qnb-detail").wait_for(state="visible", timeout=WIDGET_MS)
     assert "key" in cache.locator(".qnb-detail").inner_text()
