@@ -1,0 +1,164 @@
+"""The kernel API on the cpu backend: captured names re-read at each launch, Template
+parameters, inferred parameter kinds, source(), trace, to_device and backends()."""
+
+import numpy as np
+import pytest
+
+import qnb
+from qnb import Tile16
+from tests.helpers import define
+
+
+@pytest.fixture(autouse=True)
+def cpu_backend():
+    with qnb.backend("cpu"):
+        yield
+
+
+def test_rebinding_a_captured_flag_gives_the_right_kernel_each_time():
+    scope, _ = define("""
+        FLAG = True
+
+        @qnb.kernel
+        def k(out):
+            t = Tile16.zeros(qnb.f32)
+            if qnb.static(FLAG):
+                t.eye_()
+            out[0:16, 0:16] = t
+        """)
+    out = np.full((16, 16), np.nan, np.float32)
+    scope["k"](out)
+    np.testing.assert_array_equal(out, np.eye(16))
+    scope["FLAG"] = False  # a later notebook cell rebinds it
+    scope["k"](out)
+    np.testing.assert_array_equal(out, np.zeros((16, 16)))
+    last = qnb.cache.events()[-1]
+    assert last.outcome == "miss" and "captured.FLAG: True → False" in last.reason
+    scope["FLAG"] = True
+    scope["k"](out)
+    np.testing.assert_array_equal(out, np.eye(16))
+    assert qnb.cache.events()[-1].outcome in ("memory-hit", "disk-hit")
+
+
+def test_closure_values_and_module_attributes_are_captured():
+    import math
+
+    def make(scale):
+        @qnb.kernel
+        def k(out):
+            out[0] = scale * math.pi
+
+        return k
+
+    out = np.zeros(1, np.float32)
+    make(2.0)(out)
+    assert out[0] == pytest.approx(2 * np.pi, rel=1e-6)
+    make(3.0)(out)
+    assert out[0] == pytest.approx(3 * np.pi, rel=1e-6)
+
+
+def test_template_parameters_and_inferred_kinds():
+    scope, _ = define("""
+        @qnb.kernel
+        def k(out, flag: qnb.Template, n, scale, dtype):
+            t = Tile16.full(scale, dtype)
+            if qnb.static(flag):
+                t = t * n
+            out[0:16, 0:16] = t.astype(qnb.f32)
+        """)
+    out = np.zeros((16, 16), np.float32)
+    scope["k"](out, True, 3, 0.5, qnb.f64)
+    assert (out == 1.5).all()
+    scope["k"](out, False, 3, 0.5, np.float16)
+    assert (out == 0.5).all()
+    sig = qnb.cache.events()[-1].components["signature"]
+    assert sig == {"out": "Array[f32, 2]", "flag": "Template = False", "n": "i32",
+                   "scale": "f32", "dtype": "Template = f16"}
+
+
+def test_a_changed_func_changes_the_kernel():
+    scope, _ = define("""
+        @qnb.func
+        def helper(t):
+            return t + 1
+
+        @qnb.kernel
+        def k(out):
+            out[0:16, 0:16] = helper(Tile16.zeros())
+        """)
+    out = np.zeros((16, 16), np.float32)
+    scope["k"](out)
+    assert (out == 1).all()
+    redefined, _ = define("""
+        @qnb.func
+        def helper(t):
+            return t + 2
+        """)
+    scope["helper"] = redefined["helper"]
+    scope["k"](out)
+    assert (out == 2).all()
+    assert "source" in qnb.cache.events()[-1].reason
+
+
+def test_source_renders_ir_without_a_device():
+    scope, _ = define("""
+        @qnb.kernel
+        def k(x: qnb.Array[qnb.f32, 2], s: qnb.f32):
+            t = Tile16.load(x, 0, 0)
+            (t * s).store(x, 0, 0)
+        """)
+    text = scope["k"].source("ir")
+    assert "LoadWindow" in text and "StoreWindow" in text and "s: f32" in text
+    with pytest.raises(qnb.QnbTypeError):
+        scope["k"].source("ptx")
+
+
+def test_source_needs_example_args_when_not_annotated():
+    scope, _ = define("@qnb.kernel\ndef k(x):\n    x[0] = 1\n")
+    with pytest.raises(qnb.QnbTypeError, match="example arguments"):
+        scope["k"].source("ir")
+    assert "Array[f64, 1]" in scope["k"].source("ir", np.zeros(3))
+
+
+def test_trace_records_each_op_with_values_and_regions():
+    scope, filename = define("""
+        @qnb.kernel
+        def k(x, out):
+            i = qnb.program_id(0)
+            t = Tile16.load(x, i * 16, 0)
+            u = t * 2
+            u.store(out, i * 16, 0)
+        """)
+    x = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+    out = np.zeros_like(x)
+    trace = scope["k"].trace[2](x, out)
+    assert isinstance(trace, qnb.Trace)
+    assert trace.programs == [(0, 0, 0), (1, 0, 0)]
+    steps = trace.steps(1)
+    assert [s.op for s in steps] == ["assign", "load", "mul", "store"]
+    load = steps[1]
+    assert load.filename == filename and load.lineno == 5 and "Tile16.load" in load.line
+    assert load.reads[0].array == "x" and (load.reads[0].r0, load.reads[0].r1) == (16, 32)
+    np.testing.assert_array_equal(load.output, x[16:32])
+    np.testing.assert_array_equal(steps[2].inputs["t"], x[16:32])
+    assert steps[3].writes[0].array == "out"
+    np.testing.assert_array_equal(trace.arrays["out"], x * 2)
+
+
+def test_to_device_and_backends():
+    records = {b.name: b for b in qnb.backends()}
+    assert set(records) == {"cpu", "wgpu", "cuda"}
+    assert records["cpu"].available and records["cpu"].reason is None
+    for record in records.values():
+        assert record.available or record.reason
+    x = qnb.to_device(np.ones((16, 16), np.float32), backend="cpu")
+    assert x.shape == (16, 16) and x.dtype == np.float32
+    np.testing.assert_array_equal(x.numpy(), np.ones((16, 16)))
+
+
+def test_tile_size_in_host_code_and_kernels():
+    assert Tile16.SIZE == 16
+    scope, _ = define("@qnb.kernel\ndef k(out):\n    out[0] = Tile16.SIZE * 2\n")
+    out = np.zeros(1, np.int32)
+    scope["k"](out)
+    assert out[0] == 32
