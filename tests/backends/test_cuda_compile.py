@@ -199,3 +199,77 @@ def test_suite_kernels_compile():
                 compiled += 1
     assert not failures, f"{len(failures)} failed:\n" + "\n\n".join(failures[:5])
     assert compiled > 0
+
+
+# --------------------------------------------------------------------------- prelude semantics
+
+
+_HOST_SHIM = r"""
+#define __device__
+#define __forceinline__ inline
+#include <math.h>
+#include <cmath>
+using std::copysign; using std::floor; using std::fmod;
+"""
+
+_HOST_DRIVER = r"""
+template <class T> void run(const T* a, const T* b, T* out, int n) {
+  for (int k = 0; k < n; ++k) {
+    out[5 * k + 0] = qnb::floordiv_(a[k], b[k]);
+    out[5 * k + 1] = qnb::mod_(a[k], b[k]);
+    out[5 * k + 2] = qnb::max_(a[k], b[k]);
+    out[5 * k + 3] = qnb::min_(a[k], b[k]);
+    out[5 * k + 4] = qnb::pow_(a[k], b[k]);
+  }
+}
+extern "C" void run_f32(const float* a, const float* b, float* o, int n) { run(a, b, o, n); }
+extern "C" void run_f64(const double* a, const double* b, double* o, int n) { run(a, b, o, n); }
+extern "C" void run_i32(const int* a, const int* b, int* o, int n) { run(a, b, o, n); }
+"""
+
+
+def test_prelude_python_semantics_on_host(tmp_path):
+    """The prelude's floor division, modulo, maximum/minimum and power, compiled for the
+    host with g++, agree with NumPy (the cpu backend's definition) on edge values."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    import numpy as np
+
+    from qnb.backends.cuda_render import _PRELUDE_COMMON
+
+    compiler = shutil.which("g++") or shutil.which("clang++")
+    if compiler is None:
+        pytest.skip("no host C++ compiler (g++/clang++) to check the prelude with")
+    source = tmp_path / "prelude.cpp"
+    source.write_text(_HOST_SHIM + _PRELUDE_COMMON + _HOST_DRIVER)
+    library = tmp_path / "prelude.so"
+    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-std=c++17", "-o", str(library),
+                    str(source)], check=True, capture_output=True)
+    lib = ctypes.CDLL(str(library))
+    for fn in (lib.run_f32, lib.run_f64, lib.run_i32):
+        fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int]
+    values = [-7.5, -3.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0, 7.25, 1e-3, 0.1]
+    a, b = (np.array(v) for v in zip(*[(x, y) for x in values for y in values]))
+    with np.errstate(all="ignore"):
+        for dtype, fn in ((np.float32, lib.run_f32), (np.float64, lib.run_f64),
+                          (np.int32, lib.run_i32)):
+            x, y = a.astype(dtype), b.astype(dtype)
+            if dtype is np.int32:
+                x, y = (a * 2).astype(dtype), (b * 2).astype(dtype)
+            out = np.zeros(5 * len(x), dtype)
+            fn(x.ctypes.data, y.ctypes.data, out.ctypes.data, len(x))
+            got = out.reshape(-1, 5)
+            ok = y != 0
+            want = [np.floor_divide(x, y), np.mod(x, y), np.maximum(x, y), np.minimum(x, y)]
+            for k, name in enumerate(("floordiv", "mod", "max", "min")):
+                mask = ok if dtype is np.int32 and k < 2 else np.ones_like(ok)
+                np.testing.assert_array_equal(got[mask, k], want[k][mask],
+                                              err_msg=f"{name} {np.dtype(dtype).name}")
+            if dtype is not np.int32:
+                np.testing.assert_allclose(got[:, 4], np.power(x, y), rtol=1e-6,
+                                           equal_nan=True, err_msg="pow")
+            else:
+                nonneg = y >= 0
+                np.testing.assert_array_equal(got[nonneg, 4], np.power(x[nonneg], y[nonneg]))
