@@ -45,7 +45,7 @@ def run(argv: list[str], out=None) -> int:
         if not infos:
             print(f"no entries in {root}", file=out)
             return 0
-        width = max(len(info.kernel) for info in infos)
+        width = max(len("kernel"), *(len(info.kernel) for info in infos))
         print(f"{'kernel':<{width}}  backend  key           size       last used", file=out)
         for info in infos:
             used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.last_used))
