@@ -296,24 +296,40 @@ def _split_options(magic, line: str) -> tuple[str, str]:
 
 
 def _event_table(events) -> str:
+    """One row per event; consecutive memory hits of one kernel share a row (×count)."""
     if not events:
         return "no kernel cache events yet"
-    rows = [("kernel", "backend", "outcome", "ms", "key", "reason")]
+    header = ("kernel", "backend", "outcome", "ms", "key", "reason")
+    rows, previous = [], None
     for e in events:
+        name = str(getattr(e.kernel, "name", e.kernel))
+        same = (name, e.backend, e.outcome, e.short_key)
+        if e.outcome == "memory-hit" and same == previous:
+            rows[-1][1] += 1
+            continue
+        previous = same
         rows.append(
-            (
-                str(getattr(e.kernel, "name", e.kernel)),
-                e.backend,
-                e.outcome,
-                f"{(e.seconds or 0) * 1e3:.2f}",
-                e.short_key,
-                e.reason or "",
-            )
+            [
+                [
+                    name,
+                    e.backend,
+                    e.outcome,
+                    f"{(e.seconds or 0) * 1e3:.2f}",
+                    e.short_key,
+                    e.reason or "",
+                ],
+                1,
+            ]
         )
-    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]) - 1)]
+    table = [header]
+    for cells, count in rows:
+        if count > 1:
+            cells[2] += f" ×{count}"
+        table.append(tuple(cells))
+    widths = [max(len(r[k]) for r in table) for k in range(len(header) - 1)]
     return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows
-    ).rstrip()
+        ("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1]).rstrip() for r in table
+    )
 
 
 def _backend_table() -> str:

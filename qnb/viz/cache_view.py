@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import threading
+import time
 import weakref
 
 import traitlets
@@ -11,6 +12,8 @@ import traitlets
 from qnb.viz.assets import widget_module
 from qnb.viz.events import event_detail, event_record
 from qnb.viz.widget import QnbWidget
+
+SYNC_SECONDS = 0.25
 
 
 def _weak_listener(view: CacheView):
@@ -48,24 +51,66 @@ class CacheView(QnbWidget):
         super().__init__(**kwargs)
         self._lock = threading.Lock()
         self._max_events = max_events
-        self._raw: dict[int, object] = {}
+        self._rows: list[dict] = []  # what ``events`` shows once synced
+        self._raw: dict[int, object] = {}  # row number -> its (latest) CacheEvent
         self._count = 0
+        self._last_sync = 0.0
+        self._timer: threading.Timer | None = None
         for event in qnb.cache.events()[-max_events:]:
-            self._add_event(event)
+            self._add_event(event, sync=False)
+        self._flush()
         self._listener = _weak_listener(self)
         qnb.cache.add_listener(self._listener)
 
-    def _add_event(self, event) -> None:
+    def _add_event(self, event, sync: bool = True) -> None:
+        """A new row, or, for another memory hit of the kernel in the last row, that
+        row's ``count`` + 1: a launch loop gives one row, not thousands. Count updates
+        are synced at most every SYNC_SECONDS, so a hot loop does not flood the front end."""
         with self._lock:
-            number = self._count
+            last = self._rows[-1] if self._rows else None
+            record = event_record(self._count, event)
+            if (
+                last is not None
+                and record["outcome"] == "memory-hit"
+                and all(last[k] == record[k] for k in ("outcome", "kernel", "backend", "short_key"))
+            ):
+                self._rows[-1] = {
+                    **last,
+                    "count": last["count"] + 1,
+                    "time": record["time"],
+                    "ms": record["ms"],
+                }
+                self._raw[last["n"]] = event
+                if sync:
+                    self._sync_soon()
+                return
             self._count += 1
-            self._raw[number] = event
-            rows = [*self.events, event_record(number, event)]
-            if len(rows) > self._max_events:
-                for old in rows[: len(rows) - self._max_events]:
-                    self._raw.pop(old["n"], None)
-                rows = rows[-self._max_events :]
-            self.events = rows
+            self._raw[record["n"]] = event
+            self._rows.append(record)
+            for old in self._rows[: max(0, len(self._rows) - self._max_events)]:
+                self._raw.pop(old["n"], None)
+            del self._rows[: max(0, len(self._rows) - self._max_events)]
+        if sync:
+            self._flush()
+
+    def _sync_soon(self) -> None:
+        wait = self._last_sync + SYNC_SECONDS - time.monotonic()
+        if wait <= 0:
+            self._flush_locked()
+        elif self._timer is None:
+            self._timer = threading.Timer(wait, self._flush)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _flush_locked(self) -> None:
+        self._timer = None
+        self._last_sync = time.monotonic()
+        self.events = list(self._rows)
+
+    def _flush(self) -> None:
+        """Sync ``events`` with every row and count recorded so far."""
+        with self._lock:
+            self._flush_locked()
 
     @traitlets.observe("selected")
     def _on_select(self, change) -> None:
@@ -78,6 +123,9 @@ class CacheView(QnbWidget):
         return self.detail
 
     def close(self) -> None:
+        timer = getattr(self, "_timer", None)
+        if timer is not None:
+            timer.cancel()
         listener = getattr(self, "_listener", None)
         if listener is not None:
             import qnb.cache
@@ -100,12 +148,13 @@ class CacheView(QnbWidget):
         )
         rows = []
         for row in reversed(self.events):
+            outcome = row["outcome"] + (f" ×{row['count']}" if row.get("count", 1) > 1 else "")
             cells = (
                 row["n"],
                 row["time"],
                 row["kernel"],
                 row["backend"],
-                row["outcome"],
+                outcome,
                 row["ms"],
                 row["short_key"],
                 row["reason"],

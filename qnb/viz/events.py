@@ -54,6 +54,7 @@ def event_record(number: int, event) -> dict:
         "ms": round((event.seconds or 0.0) * 1e3, 3),
         "short_key": str(getattr(event, "short_key", "") or ""),
         "reason": str(event.reason) if event.reason else "",
+        "count": 1,  # consecutive memory hits of one kernel share a row
     }
 
 

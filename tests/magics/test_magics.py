@@ -144,6 +144,11 @@ def test_qcache_list_stats_explain_clear(ip):
         ip.run_line_magic("qcache", "stats")
         ip.run_line_magic("qcache", "explain double")
     assert re.search(r"^double\s+cpu\s+(miss|memory-hit|disk-hit)", captured.stdout, re.M)
+    ip.run_cell("a = np.ones((32, 16), np.float32)\nout = np.zeros_like(a)")
+    ip.run_cell("for _ in range(3): double[2](a, out)")
+    with capture_output() as listed:
+        ip.run_line_magic("qcache", "list")
+    assert re.search(r"^double\s+cpu\s+memory-hit ×[3-9]", listed.stdout, re.M), listed.stdout
     assert "misses" in captured.stdout
     assert "double" in captured.stdout.split("misses", 1)[1]
     with capture_output() as captured:

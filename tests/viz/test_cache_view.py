@@ -62,6 +62,19 @@ def test_rows_arrive_from_real_launches(view):
     assert "key components:" in detail
 
 
+def test_repeated_memory_hits_share_a_row(view):
+    launch()
+    rows_before = len(view.events)
+    for _ in range(5):
+        launch()
+    view._flush()  # count updates are throttled; flush what is pending
+    assert len(view.events) <= rows_before + 1  # one row for the hits (maybe the first's)
+    last = view.events[-1]
+    assert last["outcome"] == "memory-hit" and last["count"] >= 5
+    data, _ = view._repr_mimebundle_()
+    assert f"memory-hit ×{last['count']}" in data["text/html"]
+
+
 def test_selecting_a_hit_says_it_matched(view):
     launch()
     launch()

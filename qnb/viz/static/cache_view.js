@@ -21,7 +21,8 @@ function render({ model, el }) {
       for (const ev of [...events].reverse()) {
         const tr = qnbElement("tr", ev.n === selected ? "qnb-selected" : "");
         tr.dataset.n = ev.n;
-        const cells = [ev.n, ev.time, ev.kernel, ev.backend, ev.outcome, ev.ms.toFixed(2), ev.short_key, ev.reason];
+        const outcome = ev.count > 1 ? `${ev.outcome} \u00d7${ev.count}` : ev.outcome;
+        const cells = [ev.n, ev.time, ev.kernel, ev.backend, outcome, ev.ms.toFixed(2), ev.short_key, ev.reason];
         cells.forEach((c, k) => {
           const td = qnbElement("td", k === 4 ? `qnb-outcome-${ev.outcome}` : "", String(c));
           tr.append(td);
