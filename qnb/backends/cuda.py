@@ -24,6 +24,7 @@ import functools
 import os
 import re
 import sys
+
 import numpy as np
 
 from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Launcher, Options
@@ -389,4 +390,4 @@ def _safe(fn) -> str:
 
 
 __all__ = ["CudaBackend", "CudaDeviceArray", "compile_error", "include_dirs", "nvrtc_compile",
-           "nvrtc_version", "replace"]
+           "nvrtc_version"]
