@@ -109,7 +109,13 @@ class QnbMagics(Magics):
         """Run the cell in the user namespace; make its plain functions kernels (on
         ``backend`` by default, if given). Returns the value of a final expression (shown
         as the cell's result) and the kernels the cell defines."""
-        tree = ast.parse(cell, filename)
+        try:
+            tree = ast.parse(cell, filename)
+        except SyntaxError as err:
+            # IPython would print a SyntaxError with this module's frames: as a qnb error
+            # it shows as the cell's line and a caret, like every other error in a kernel.
+            col = err.offset - 1 if err.offset else None
+            raise qnb.QnbSyntaxError(err.msg, filename, err.lineno, col) from None
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         namespace = self.shell.user_ns
         defined = [

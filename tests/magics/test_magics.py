@@ -119,6 +119,15 @@ def test_python_errors_keep_a_traceback_that_starts_in_the_cell(ip):
     assert "magics.py" not in captured.stdout
 
 
+def test_python_syntax_errors_show_the_cell_line_only(ip):
+    with capture_output() as captured:
+        result = ip.run_cell("%%qkernel\ndef f(a):\n    x = = 1\n")
+    assert isinstance(result.error_in_exec, qnb.QnbSyntaxError)
+    assert "Traceback" not in captured.stdout and "magics.py" not in captured.stdout
+    assert 'File "<qkernel-cell-' in captured.stdout and "line 3" in captured.stdout
+    assert "x = = 1" in captured.stdout
+
+
 @pytest.mark.parametrize(
     ("language", "expected"),
     [("cuda", "__global__"), ("wgsl", "@compute"), ("ir", "double")],
