@@ -124,6 +124,8 @@ class Kernel:
         hints = getattr(fn, "__annotations__", {}) or {}
         self._annotations = [_read_annotation(parsed, n, hints.get(n)) for n in parsed.param_names]
         self._memo: dict = {}
+        self._memo_generation = 0
+        self._grids: dict = {}
         functools.update_wrapper(self, fn)
 
     # ------------------------------------------------------------------ public
@@ -145,6 +147,17 @@ class Kernel:
         return list(self._qnb_parsed.param_names)
 
     @property
+    def backend(self) -> str | None:
+        """The backend this kernel always launches on, or None to follow ``qnb.set_backend``."""
+        return self._backend
+
+    @backend.setter
+    def backend(self, name: str | None) -> None:
+        if name is not None and name != "auto":
+            _backends.get(name)  # unknown names raise BackendError
+        self._backend = None if name == "auto" else name
+
+    @property
     def is_fully_annotated(self) -> bool:
         """True when every parameter's type is known without example arguments."""
         return all(a.kind == "scalar" or (a.kind == "array" and a.dtype is not None
@@ -154,8 +167,12 @@ class Kernel:
         return f"<qnb.kernel {self._qnb_parsed.qualname}>"
 
     def __getitem__(self, grid):
-        grid3 = _grid(grid)
-        return functools.partial(self._launch, grid3)
+        launch = self._grids.get(grid) if isinstance(grid, int | tuple) else None
+        if launch is None:
+            launch = functools.partial(self._launch, _grid(grid))
+            if len(self._grids) < 64:
+                self._grids[grid] = launch
+        return launch
 
     def __call__(self, *args):
         return self._launch((1, 1, 1), *args)
@@ -194,17 +211,18 @@ class Kernel:
     # ------------------------------------------------------------------ launch path
 
     def _launch(self, grid, *args):
+        started = time.perf_counter()
         backend_name = self._backend or _backends.current_name()
         snapshot = self._qnb_captures.snapshot()
         signature, runtime_args = self._signature(args)
-        memo_key = (backend_name, snapshot, signature)
-        started = time.perf_counter()
-        prepared = self._memo.get(memo_key)
+        cache = _cache()
+        if self._memo_generation != cache.lookup.generation[0]:
+            self._memo.clear()  # qnb.cache.clear() ran: the next launch must look again
+            self._memo_generation = cache.lookup.generation[0]
+        prepared = self._memo.get((backend_name, snapshot, signature))
         if prepared is None:
             prepared = self._prepare(backend_name, snapshot, signature)
         else:
-            from qnb import cache
-
             cache.record_memory_hit(self.name, backend_name, prepared.key,
                                     time.perf_counter() - started)
         try:
@@ -233,6 +251,13 @@ class Kernel:
 
     def _arg_spec(self, name, annotation, value):
         kind = annotation.kind
+        if type(value) is np.ndarray and kind != "template":  # the common case, kept cheap
+            dtype = _QNB_DTYPES.get(value.dtype)
+            ndim = value.ndim
+            if dtype is not None and value.flags.c_contiguous and 1 <= ndim <= 3 and \
+                    (annotation.dtype is None or annotation.dtype is dtype) and \
+                    (annotation.ndim is None or annotation.ndim == ndim):
+                return ("array", dtype, ndim), value
         if kind == "template" or (kind is None and _is_template_value(value)):
             form = canonical(value)
             if form is None:
@@ -432,6 +457,9 @@ def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_mat
 # ---------------------------------------------------------------------- helpers
 
 
+_QNB_DTYPES = {d.numpy: d for d in (bool_, i32, f32, f64, as_dtype("f16"))}
+
+
 class _Example:
     """An example array for a fully annotated parameter (dtype and rank only)."""
 
@@ -465,6 +493,16 @@ def _grid(grid) -> tuple[int, int, int]:
 
 
 _COMPONENTS_CACHE: dict[str, tuple[dict, dict]] = {}
+_CACHE_MODULE = []
+
+
+def _cache():
+    """qnb.cache, imported on first use (``import qnb`` stays light)."""
+    if not _CACHE_MODULE:
+        from qnb import cache
+
+        _CACHE_MODULE.append(cache)
+    return _CACHE_MODULE[0]
 
 
 def _backend_components(backend) -> tuple[dict, dict]:

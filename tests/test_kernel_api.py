@@ -162,3 +162,27 @@ def test_tile_size_in_host_code_and_kernels():
     out = np.zeros(1, np.int32)
     scope["k"](out)
     assert out[0] == 32
+
+
+def test_cache_clear_makes_the_next_launch_look_again():
+    scope, _ = define("@qnb.kernel\ndef k(out):\n    out[0] = 7\n")
+    out = np.zeros(1, np.int32)
+    scope["k"](out)
+    scope["k"](out)
+    assert qnb.cache.events()[-1].outcome == "memory-hit"
+    qnb.cache.clear()
+    scope["k"](out)
+    assert qnb.cache.events()[-1].outcome == "miss"
+    assert out[0] == 7
+
+
+def test_kernel_backend_property():
+    scope, _ = define("@qnb.kernel\ndef k(out):\n    out[0] = 1\n")
+    k = scope["k"]
+    assert k.backend is None
+    k.backend = "cpu"
+    assert k.backend == "cpu"
+    with pytest.raises(qnb.BackendError):
+        k.backend = "nope"
+    k.backend = "auto"
+    assert k.backend is None

@@ -56,7 +56,17 @@ def backends() -> list[BackendInfo]:
     return [get(name).info() for name in NAMES]
 
 
+_auto_choice: list[str] = []
+
+
 def _auto() -> str:
+    # Backends do not appear or vanish within a process: probe once, then remember.
+    if not _auto_choice:
+        _auto_choice.append(_probe_auto())
+    return _auto_choice[0]
+
+
+def _probe_auto() -> str:
     for name in NAMES:
         info = get(name).info()
         if not info.available:

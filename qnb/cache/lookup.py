@@ -139,9 +139,14 @@ def stats() -> dict:
     }
 
 
+# Bumped by clear(): a kernel's own launch memo is stale once it differs.
+generation = [0]
+
+
 def clear() -> None:
     """Empty both levels and forget the events, counts and miss history."""
     with _lock:
+        generation[0] += 1
         _memory.clear()
         _history.clear()
         _events.clear()

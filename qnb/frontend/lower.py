@@ -620,8 +620,6 @@ class _Lowerer:
         if isinstance(base, ir.ArrayView):
             if any(isinstance(p, ast.Slice) for p in parts):
                 view, *window = self.window_indices(base, node, want="any")
-                if len(window) == 4 and window[3] is not None and window[3].type.kind == "tile":
-                    pass
                 return self.slice_load(view, window, node)
             view, rest = self.apply_batch(base, parts, node)
             if not rest:
@@ -844,9 +842,8 @@ class _Lowerer:
         """``arr[b, ...]`` on a 3-D array: the slab view, and the remaining index parts."""
         if view.batch is None and view.type.ndim == 3 and len(parts) in (1, 3) and \
                 not isinstance(parts[0], ast.Slice):
-            if len(parts) == 1 or any(isinstance(p, ast.Slice) for p in parts[1:]) or True:
-                batch = self.to_index(self.lower_expr(parts[0]), parts[0], "batch index")
-                return ir.ArrayView(view.param, view.type, batch), parts[1:]
+            batch = self.to_index(self.lower_expr(parts[0]), parts[0], "batch index")
+            return ir.ArrayView(view.param, view.type, batch), parts[1:]
         return view, parts
 
     def array_indices(self, view: ir.ArrayView, parts, node) -> list[ir.Expr]:

@@ -573,10 +573,7 @@ def _m_reduce(op):
             tile = lower.cast_elements(tile, i32)
         result_type = ir.scalar(tile.type.dtype) if axis in (None, "vec") else ir.vec(tile.type.dtype)
         if axis == "vec":
-            # Vec16 reductions: reduce a tile whose rows all hold the vector, over axis 1,
-            # then take element 0 - written as a Reduce over an outer product is wasteful,
-            # so the IR has the vec form directly: Reduce(axis=None) on a vec operand.
-            axis = None
+            axis = None  # a Vec16 reduces to a scalar: Reduce(axis=None) on a vec operand
         return ir.Reduce(result_type, lower.loc(node), op, tile, axis)
 
     return handler

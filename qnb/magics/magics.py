@@ -131,6 +131,8 @@ class QnbMagics(Magics):
                 chosen = backend if backend != "auto" else None
                 value = namespace[name] = qnb.kernel(value, backend=chosen)
             if _is_kernel(value):
+                if backend and value.backend is None:
+                    value.backend = backend  # -b is the default of decorated kernels too
                 kernels[name] = value
         result = None
         if last is not None:
