@@ -74,15 +74,24 @@ def cases():
     def numpy_copy():
         dst_numpy[:] = src
 
-    yield ("batched Cholesky, 16,384 × 16×16 f64",
-           lambda: batched_cholesky[count](spd, chol_out), lambda: np.linalg.cholesky(spd),
-           lambda: np.allclose(chol_out, np.linalg.cholesky(spd)))
-    yield ("tiled matmul 512×512 f32",
-           lambda: tiled_matmul[(32, 32)](a, b, c), lambda: a @ b,
-           lambda: np.allclose(c, a @ b, rtol=1e-4, atol=1e-4))
-    yield ("tile copy 4096×4096 f32",
-           lambda: tile_copy[(256, 256)](src, dst), numpy_copy,
-           lambda: np.array_equal(dst, src))
+    yield (
+        "batched Cholesky, 16,384 × 16×16 f64",
+        lambda: batched_cholesky[count](spd, chol_out),
+        lambda: np.linalg.cholesky(spd),
+        lambda: np.allclose(chol_out, np.linalg.cholesky(spd)),
+    )
+    yield (
+        "tiled matmul 512×512 f32",
+        lambda: tiled_matmul[(32, 32)](a, b, c),
+        lambda: a @ b,
+        lambda: np.allclose(c, a @ b, rtol=1e-4, atol=1e-4),
+    )
+    yield (
+        "tile copy 4096×4096 f32",
+        lambda: tile_copy[(256, 256)](src, dst),
+        numpy_copy,
+        lambda: np.array_equal(dst, src),
+    )
 
 
 def main():
@@ -91,8 +100,11 @@ def main():
         for name, run_qnb, run_numpy, check in cases():
             qnb_s, numpy_s = side_by_side(run_qnb, run_numpy)
             ok = "ok" if check() else "WRONG"
-            print(f"{name:<40} {qnb_s * 1e3:>8.1f}ms {numpy_s * 1e3:>8.1f}ms "
-                  f"{qnb_s / numpy_s:>6.2f}×  {ok}", flush=True)
+            print(
+                f"{name:<40} {qnb_s * 1e3:>8.1f}ms {numpy_s * 1e3:>8.1f}ms "
+                f"{qnb_s / numpy_s:>6.2f}×  {ok}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

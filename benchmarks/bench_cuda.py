@@ -36,7 +36,7 @@ if str(REPO) not in sys.path:
 
 # The kernels, as a user writes them. Kept as text so the warm/cold runs can define them
 # in fresh processes too.
-KERNELS = textwrap.dedent('''
+KERNELS = textwrap.dedent("""
     import qnb
     from qnb import Tile16
 
@@ -61,7 +61,7 @@ KERNELS = textwrap.dedent('''
     def add_one(x: qnb.Array[qnb.f32, 2]):
         t = Tile16.load(x, 0, 0)
         (t + 1.0).store(x, 0, 0)
-''')
+""")
 
 
 def _namespace() -> dict:
@@ -116,14 +116,22 @@ def matmul(ns, n=4096):
     ours = _gpu_time(lambda: kernel[grid](a, b, c), repeat=5, warmup=1)
     theirs = _gpu_time(lambda: cupy.matmul(a, b), repeat=10)
     flops = 2.0 * n**3
-    rows = [["qnb tile_matmul (WMMA)", f"{ours * 1e3:.2f}", f"{flops / ours / 1e12:.1f}",
-             f"{error:.1e}"],
-            ["cupy.matmul (cuBLAS, f16)", f"{theirs * 1e3:.2f}", f"{flops / theirs / 1e12:.1f}",
-             ""]]
+    rows = [
+        [
+            "qnb tile_matmul (WMMA)",
+            f"{ours * 1e3:.2f}",
+            f"{flops / ours / 1e12:.1f}",
+            f"{error:.1e}",
+        ],
+        ["cupy.matmul (cuBLAS, f16)", f"{theirs * 1e3:.2f}", f"{flops / theirs / 1e12:.1f}", ""],
+    ]
     _table(f"f16 matmul {n}³ (f32 accumulate)", ["", "ms", "TFLOP/s", "rel. error"], rows)
     print(f"  throughput ratio qnb / cuBLAS: {theirs / ours:.3f}")
-    return {"matmul_ratio": theirs / ours, "matmul_tflops": flops / ours / 1e12,
-            "matmul_error": error}
+    return {
+        "matmul_ratio": theirs / ours,
+        "matmul_tflops": flops / ours / 1e12,
+        "matmul_error": error,
+    }
 
 
 # --------------------------------------------------------------------------- 2. Cholesky
@@ -143,11 +151,11 @@ def cholesky(ns, batch=65536):
     error = float(cupy.abs(out - reference).max() / cupy.abs(reference).max())
     ours = _gpu_time(lambda: kernel[batch](spd, out))
     theirs = _gpu_time(lambda: cupy.linalg.cholesky(spd))
-    rows = [["qnb batched_cholesky", f"{ours * 1e3:.3f}", f"{batch / ours / 1e6:.1f}",
-             f"{error:.1e}"],
-            ["cupy.linalg.cholesky", f"{theirs * 1e3:.3f}", f"{batch / theirs / 1e6:.1f}", ""]]
-    _table(f"batched Cholesky, {batch} × 16×16 f32", ["", "ms", "Mmat/s", "max rel. error"],
-           rows)
+    rows = [
+        ["qnb batched_cholesky", f"{ours * 1e3:.3f}", f"{batch / ours / 1e6:.1f}", f"{error:.1e}"],
+        ["cupy.linalg.cholesky", f"{theirs * 1e3:.3f}", f"{batch / theirs / 1e6:.1f}", ""],
+    ]
+    _table(f"batched Cholesky, {batch} × 16×16 f32", ["", "ms", "Mmat/s", "max rel. error"], rows)
     print(f"  speedup qnb / cupy: {theirs / ours:.2f}×")
     return {"cholesky_speedup": theirs / ours, "cholesky_error": error}
 
@@ -184,17 +192,21 @@ def launch_overhead(ns, launches=2000):
     theirs = per_launch(lambda: raw((1,), (256,), (x, rows16, rows16)))
     expected = 2 + 2 * 5 * launches  # every launch added 1 to each element
     assert float(x[0, 0]) == expected, (float(x[0, 0]), expected)
-    _table("launch overhead (host time per launch, 16×16 f32, CuPy array)",
-           ["", "µs / launch"],
-           [["qnb cached kernel  k(x)", f"{ours * 1e6:.1f}"],
-            ["cupy.RawKernel, same code", f"{theirs * 1e6:.1f}"]])
+    _table(
+        "launch overhead (host time per launch, 16×16 f32, CuPy array)",
+        ["", "µs / launch"],
+        [
+            ["qnb cached kernel  k(x)", f"{ours * 1e6:.1f}"],
+            ["cupy.RawKernel, same code", f"{theirs * 1e6:.1f}"],
+        ],
+    )
     print(f"  overhead ratio qnb / raw: {ours / theirs:.2f}×")
     return {"launch_us": ours * 1e6, "raw_launch_us": theirs * 1e6}
 
 
 # --------------------------------------------------------------------------- 4. warm vs cold
 
-_FIRST_RESULT = textwrap.dedent('''
+_FIRST_RESULT = textwrap.dedent("""
     import json, sys, time
     start = time.perf_counter()
     sys.path.insert(0, {repo!r})
@@ -219,7 +231,7 @@ _FIRST_RESULT = textwrap.dedent('''
         out[name] = time.perf_counter() - t
     out["outcomes"] = [e.outcome for e in qnb.cache.events()]
     print(json.dumps(out))
-''')
+""")
 
 
 def warm_vs_cold():
@@ -227,28 +239,42 @@ def warm_vs_cold():
         probe_dir = Path(cache_dir) / "probe"
         probe_dir.mkdir()
         (probe_dir / "bench_cuda_probe.py").write_text(Path(__file__).read_text())
-        env = dict(os.environ, QNB_CACHE_DIR=str(Path(cache_dir) / "cache"),
-                   PYTHONPATH=os.pathsep.join([str(probe_dir), str(REPO),
-                                               os.environ.get("PYTHONPATH", "")]))
+        env = dict(
+            os.environ,
+            QNB_CACHE_DIR=str(Path(cache_dir) / "cache"),
+            PYTHONPATH=os.pathsep.join(
+                [str(probe_dir), str(REPO), os.environ.get("PYTHONPATH", "")]
+            ),
+        )
         env.pop("QNB_ALWAYS_COMPILE", None)
         script = _FIRST_RESULT.format(repo=str(REPO))
         runs = []
         for _ in ("cold", "warm"):
-            done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                                  text=True, timeout=300)
+            done = subprocess.run(
+                [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+            )
             if done.returncode != 0:
                 raise RuntimeError(f"first-result probe failed:\n{done.stderr[-3000:]}")
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     cold, warm = runs
-    rows = [[name, f"{cold[name] * 1e3:.0f}", f"{warm[name] * 1e3:.1f}",
-             f"{cold[name] / warm[name]:.0f}×"]
-            for name in ("tile_matmul", "batched_cholesky", "add_one")]
-    _table("time to first result in a fresh process", ["kernel", "cold ms", "warm ms", "gain"],
-           rows)
+    rows = [
+        [
+            name,
+            f"{cold[name] * 1e3:.0f}",
+            f"{warm[name] * 1e3:.1f}",
+            f"{cold[name] / warm[name]:.0f}×",
+        ]
+        for name in ("tile_matmul", "batched_cholesky", "add_one")
+    ]
+    _table(
+        "time to first result in a fresh process", ["kernel", "cold ms", "warm ms", "gain"], rows
+    )
     print(f"  cache outcomes: cold {cold['outcomes']}, warm {warm['outcomes']}")
     names = [row[0] for row in rows]
-    return {"cold_ms": {k: cold[k] * 1e3 for k in names},
-            "warm_ms": {k: warm[k] * 1e3 for k in names}}
+    return {
+        "cold_ms": {k: cold[k] * 1e3 for k in names},
+        "warm_ms": {k: warm[k] * 1e3 for k in names},
+    }
 
 
 def main() -> dict | None:

@@ -53,21 +53,25 @@ def _view(param, batch=None):
 def _load(param, row, col, batch=None):
     t = ir.tile(param.type.dtype)
     zero = ir.TileFill(t, L, "full", _c(0, param.type.dtype))
-    return ir.LoadWindow(t, L, zero, _view(param, batch), row, _add(row, _c(16)), col,
-                         _add(col, _c(16)))
+    return ir.LoadWindow(
+        t, L, zero, _view(param, batch), row, _add(row, _c(16)), col, _add(col, _c(16))
+    )
 
 
 def _store(value, param, row, col, batch=None):
-    return ir.StoreWindow(L, value, _view(param, batch), row, _add(row, _c(16)), col,
-                          _add(col, _c(16)))
+    return ir.StoreWindow(
+        L, value, _view(param, batch), row, _add(row, _c(16)), col, _add(col, _c(16))
+    )
 
 
 def trivial_kernel() -> ir.KernelIR:
     """x[0:16, 0:16] += 1 (one program)."""
     x = ir.Param("x", ir.Type("array", D.f32, 2))
     t = ir.Var(ir.tile(D.f32), L, "t")
-    body = [ir.Assign(L, "t", _load(x, _c(0), _c(0))),
-            _store(_add(t, _c(1.0, D.f32)), x, _c(0), _c(0))]
+    body = [
+        ir.Assign(L, "t", _load(x, _c(0), _c(0))),
+        _store(_add(t, _c(1.0, D.f32)), x, _c(0), _c(0)),
+    ]
     return ir.KernelIR("trivial", [x], body, {"t": t.type}, [ir.Unit("trivial")])
 
 
@@ -80,13 +84,21 @@ def matmul_kernel() -> ir.KernelIR:
     acc = ir.Var(ir.tile(D.f32), L, "acc")
     body = [
         ir.Assign(L, "acc", ir.TileFill(acc.type, L, "full", _c(0.0, D.f32))),
-        ir.For(L, "k", _c(0), ir.ArrayDim(I32, L, "a", 1), _c(16), [
-            ir.Assign(L, "acc", ir.Matmul(acc.type, L, _load(a, row, k), _load(b, k, col), acc)),
-        ]),
+        ir.For(
+            L,
+            "k",
+            _c(0),
+            ir.ArrayDim(I32, L, "a", 1),
+            _c(16),
+            [
+                ir.Assign(
+                    L, "acc", ir.Matmul(acc.type, L, _load(a, row, k), _load(b, k, col), acc)
+                ),
+            ],
+        ),
         _store(acc, c, row, col),
     ]
-    return ir.KernelIR("matmul", [a, b, c], body, {"acc": acc.type, "k": I32},
-                       [ir.Unit("matmul")])
+    return ir.KernelIR("matmul", [a, b, c], body, {"acc": acc.type, "k": I32}, [ir.Unit("matmul")])
 
 
 def cholesky_kernel() -> ir.KernelIR:
@@ -136,22 +148,36 @@ def launch_overhead():
     # The raw path: its own module, layout and pipeline from the same WGSL; the same
     # storage buffer and a uniform buffer with the same words, bound once.
     module = device.create_shader_module(code=artifact.text["wgsl"])
-    entries = [{"binding": 0, "visibility": wgpu.ShaderStage.COMPUTE,
-                "buffer": {"type": wgpu.BufferBindingType.storage}},
-               {"binding": 1, "visibility": wgpu.ShaderStage.COMPUTE,
-                "buffer": {"type": wgpu.BufferBindingType.uniform}}]
+    entries = [
+        {
+            "binding": 0,
+            "visibility": wgpu.ShaderStage.COMPUTE,
+            "buffer": {"type": wgpu.BufferBindingType.storage},
+        },
+        {
+            "binding": 1,
+            "visibility": wgpu.ShaderStage.COMPUTE,
+            "buffer": {"type": wgpu.BufferBindingType.uniform},
+        },
+    ]
     group_layout = device.create_bind_group_layout(entries=entries)
     pipeline = device.create_compute_pipeline(
         layout=device.create_pipeline_layout(bind_group_layouts=[group_layout]),
-        compute={"module": module, "entry_point": "main"})
+        compute={"module": module, "entry_point": "main"},
+    )
     words = np.array([16, 16, 0, 0], np.int32)
     uniform = device.create_buffer_with_data(
-        data=words, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        data=words, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+    )
 
     def raw_bind(buffer):
-        return device.create_bind_group(layout=group_layout, entries=[
-            {"binding": 0, "resource": {"buffer": buffer, "offset": 0, "size": buffer.size}},
-            {"binding": 1, "resource": {"buffer": uniform, "offset": 0, "size": 16}}])
+        return device.create_bind_group(
+            layout=group_layout,
+            entries=[
+                {"binding": 0, "resource": {"buffer": buffer, "offset": 0, "size": buffer.size}},
+                {"binding": 1, "resource": {"buffer": uniform, "offset": 0, "size": 16}},
+            ],
+        )
 
     raw_group = raw_bind(x.buffer)
 
@@ -198,10 +224,15 @@ def launch_overhead():
 
     rows = []
     for label, ours, raw, per in (
-            ("device array, 50 launches + 1 sync", qnb_batch, raw_batch, batch),
-            ("device array, launch + sync", lambda: (launcher((1, 1, 1), [x]), sync()),
-             lambda: (raw_dispatch(raw_group), sync()), 1),
-            ("NumPy array, copy in + launch + copy back", qnb_numpy, raw_numpy, 1)):
+        ("device array, 50 launches + 1 sync", qnb_batch, raw_batch, batch),
+        (
+            "device array, launch + sync",
+            lambda: (launcher((1, 1, 1), [x]), sync()),
+            lambda: (raw_dispatch(raw_group), sync()),
+            1,
+        ),
+        ("NumPy array, copy in + launch + copy back", qnb_numpy, raw_numpy, 1),
+    ):
         # Interleave the two so drift (lavapipe's threads, the CPU clock) hits both.
         t_ours, t_raw = [], []
         for _ in range(5):
@@ -209,8 +240,11 @@ def launch_overhead():
             t_raw.append(_timeit(raw, repeat=20 if per > 1 else 100) / per)
         ours_us, raw_us = statistics.median(t_ours) * 1e6, statistics.median(t_raw) * 1e6
         rows.append((label, f"{ours_us:.1f}", f"{raw_us:.1f}", f"{ours_us / raw_us:.2f}x"))
-    _table(f"Launch overhead, trivial kernel on {backend.info().device} (µs per launch)",
-           ("case", "qnb", "raw wgpu-py", "ratio"), rows)
+    _table(
+        f"Launch overhead, trivial kernel on {backend.info().device} (µs per launch)",
+        ("case", "qnb", "raw wgpu-py", "ratio"),
+        rows,
+    )
     return rows
 
 
@@ -248,20 +282,30 @@ def warm_vs_cold():
         env = dict(os.environ, QNB_CACHE_DIR=tempfile.mkdtemp(prefix="qnb-bench-wgpu-"))
         env.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp())
         for label in runs:
-            out = subprocess.run([sys.executable, "-c", _SUITE_CHILD.format(repo=str(REPO))],
-                                 env=env, capture_output=True, text=True, timeout=600)
+            out = subprocess.run(
+                [sys.executable, "-c", _SUITE_CHILD.format(repo=str(REPO))],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             if out.returncode:
                 print(f"\nWarm vs cold: the child failed:\n{out.stderr[-2000:]}")
                 return None
             result = json.loads(out.stdout.strip().splitlines()[-1])
             runs[label].append(result["seconds"])
             outcomes[label] = ", ".join(f"{k}: {v}" for k, v in sorted(result["outcomes"].items()))
-    rows = [(label, f"{statistics.median(t):.2f}", f"{min(t):.2f}", outcomes[label])
-            for label, t in runs.items()]
-    _table("Suite (23 kernels, first dtype) on wgpu in a fresh process: time to all first "
-           "results, s, incl. imports and device start; the artifact holds WGSL, so a warm "
-           "start skips lowering and rendering but still builds modules and pipelines",
-           ("run", "median", "min", "cache events"), rows)
+    rows = [
+        (label, f"{statistics.median(t):.2f}", f"{min(t):.2f}", outcomes[label])
+        for label, t in runs.items()
+    ]
+    _table(
+        "Suite (23 kernels, first dtype) on wgpu in a fresh process: time to all first "
+        "results, s, incl. imports and device start; the artifact holds WGSL, so a warm "
+        "start skips lowering and rendering but still builds modules and pipelines",
+        ("run", "median", "min", "cache events"),
+        rows,
+    )
     return rows
 
 
@@ -295,21 +339,41 @@ def device_work():
         err = float(np.abs(c - a @ b).max())
         t_cpu = run_on(cpu_backend, matmul_kernel(), grid, [a, b, c.copy()]) if cpu_ok else None
         t_np = _timeit(lambda a=a, b=b: a @ b, repeat=20)
-        rows.append((f"matmul {n}x{n} f32", f"{t_wgpu * 1e3:.1f}",
-                     f"{t_cpu * 1e3:.1f}" if t_cpu else "n/a", f"{t_np * 1e3:.3f}", f"{err:.1e}"))
+        rows.append(
+            (
+                f"matmul {n}x{n} f32",
+                f"{t_wgpu * 1e3:.1f}",
+                f"{t_cpu * 1e3:.1f}" if t_cpu else "n/a",
+                f"{t_np * 1e3:.3f}",
+                f"{err:.1e}",
+            )
+        )
     for batch in (64, 512):
         x = rng.standard_normal((batch, 16, 16), dtype=np.float32)
         spd = (x @ x.transpose(0, 2, 1) + 16 * np.eye(16, dtype=np.float32)).astype(np.float32)
         out = np.zeros_like(spd)
         t_wgpu = run_on(wgpu_backend, cholesky_kernel(), (batch, 1, 1), [spd, out])
         err = float(np.abs(out - np.linalg.cholesky(spd)).max())
-        t_cpu = (run_on(cpu_backend, cholesky_kernel(), (batch, 1, 1), [spd, out.copy()])
-                 if cpu_ok else None)
+        t_cpu = (
+            run_on(cpu_backend, cholesky_kernel(), (batch, 1, 1), [spd, out.copy()])
+            if cpu_ok
+            else None
+        )
         t_np = _timeit(lambda spd=spd: np.linalg.cholesky(spd), repeat=20)
-        rows.append((f"cholesky {batch}x16x16 f32", f"{t_wgpu * 1e3:.1f}",
-                     f"{t_cpu * 1e3:.1f}" if t_cpu else "n/a", f"{t_np * 1e3:.3f}", f"{err:.1e}"))
-    _table(f"Device work (ms, median; NumPy arrays in and out) on {wgpu_backend.info().device}",
-           ("kernel", "wgpu", "cpu backend", "NumPy", "max err (wgpu)"), rows)
+        rows.append(
+            (
+                f"cholesky {batch}x16x16 f32",
+                f"{t_wgpu * 1e3:.1f}",
+                f"{t_cpu * 1e3:.1f}" if t_cpu else "n/a",
+                f"{t_np * 1e3:.3f}",
+                f"{err:.1e}",
+            )
+        )
+    _table(
+        f"Device work (ms, median; NumPy arrays in and out) on {wgpu_backend.info().device}",
+        ("kernel", "wgpu", "cpu backend", "NumPy", "max err (wgpu)"),
+        rows,
+    )
     return rows
 
 

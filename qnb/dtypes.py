@@ -39,8 +39,17 @@ bool_ = DType("bool", np.bool_, False)
 ALL = (f16, f32, f64, i32, bool_)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NUMPY = {d.numpy: d for d in ALL}
-_ALIASES = {"float16": f16, "float32": f32, "float64": f64, "int32": i32, "bool_": bool_,
-            "half": f16, "float": f32, "double": f64, "int": i32}
+_ALIASES = {
+    "float16": f16,
+    "float32": f32,
+    "float64": f64,
+    "int32": i32,
+    "bool_": bool_,
+    "half": f16,
+    "float": f32,
+    "double": f64,
+    "int": i32,
+}
 
 
 def as_dtype(value) -> DType:
@@ -78,6 +87,6 @@ def promote(a: DType, b: DType) -> DType:
     if a is b:
         return a
     order = (bool_, i32, f16, f32, f64)
-    if a is f16 and b is i32 or a is i32 and b is f16:
+    if (a is f16 and b is i32) or (a is i32 and b is f16):
         return f16
     return max(a, b, key=order.index)

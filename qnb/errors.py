@@ -91,8 +91,16 @@ class CompileError(QnbError):
     ``log`` the compiler's own message.
     """
 
-    def __init__(self, message, filename=None, lineno=None, col=None, source_line=None,
-                 generated_line: str | None = None, log: str | None = None):
+    def __init__(
+        self,
+        message,
+        filename=None,
+        lineno=None,
+        col=None,
+        source_line=None,
+        generated_line: str | None = None,
+        log: str | None = None,
+    ):
         super().__init__(message, filename, lineno, col, source_line)
         self.generated_line = generated_line
         self.log = log

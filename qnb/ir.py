@@ -454,12 +454,43 @@ def walk_body(body: list[Stmt]):
 
 # --------------------------------------------------------------------------- serialisation
 
-_NODE_CLASSES = {cls.__name__: cls for cls in (
-    Const, Var, ProgramId, Unary, Binary, Logical, Select, Cast, ArrayView, ArrayLoad, ArrayDim,
-    TileFill, LoadWindow, VecLoad, TileGet, TileSet, Transpose, Reduce, Matmul, Outer, RowCol,
-    Cholesky, SolveTriangular, Assign, StoreWindow, VecStore, ArrayStore, If, For, While, Break,
-    Continue,
-)}
+_NODE_CLASSES = {
+    cls.__name__: cls
+    for cls in (
+        Const,
+        Var,
+        ProgramId,
+        Unary,
+        Binary,
+        Logical,
+        Select,
+        Cast,
+        ArrayView,
+        ArrayLoad,
+        ArrayDim,
+        TileFill,
+        LoadWindow,
+        VecLoad,
+        TileGet,
+        TileSet,
+        Transpose,
+        Reduce,
+        Matmul,
+        Outer,
+        RowCol,
+        Cholesky,
+        SolveTriangular,
+        Assign,
+        StoreWindow,
+        VecStore,
+        ArrayStore,
+        If,
+        For,
+        While,
+        Break,
+        Continue,
+    )
+}
 
 
 def _encode(value):
@@ -564,8 +595,10 @@ def _format_body(body, indent, out):
                 out.append(f"{pad}else:")
                 _format_body(s.else_body, indent + 1, out)
         elif isinstance(s, For):
-            out.append(f"{pad}for {s.var} in range({format_expr(s.start)}, {format_expr(s.stop)}, "
-                       f"{format_expr(s.step)}):{line}")
+            out.append(
+                f"{pad}for {s.var} in range({format_expr(s.start)}, {format_expr(s.stop)}, "
+                f"{format_expr(s.step)}):{line}"
+            )
             _format_body(s.body, indent + 1, out)
         elif isinstance(s, While):
             out.append(f"{pad}while {format_expr(s.cond)}:{line}")

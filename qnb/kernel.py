@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from qnb.backends import registry as _backends
 from qnb import ir
+from qnb.backends import registry as _backends
 from qnb.backends.base import DeviceArray, Options
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
 from qnb.errors import QnbCaptureError, QnbError, QnbTypeError
@@ -72,8 +72,12 @@ def _read_annotation(parsed: ParsedFunction, name: str, value) -> _Annotation:
         try:
             value = eval(value, parsed.fn.__globals__)  # noqa: S307 - the user's own annotation
         except Exception as exc:  # noqa: BLE001
-            raise QnbTypeError(f"cannot read the annotation of {name!r}: {exc}", parsed.filename,
-                               parsed.firstlineno, 0) from None
+            raise QnbTypeError(
+                f"cannot read the annotation of {name!r}: {exc}",
+                parsed.filename,
+                parsed.firstlineno,
+                0,
+            ) from None
     if isinstance(value, _ArrayAnnotation):
         return _Annotation("array", value.dtype, value.ndim)
     if isinstance(value, _TemplateAnnotation):
@@ -81,13 +85,21 @@ def _read_annotation(parsed: ParsedFunction, name: str, value) -> _Annotation:
     try:
         dtype = as_dtype(value)
     except TypeError:
-        raise QnbTypeError(f"parameter {name!r} has an annotation qnb does not understand: "
-                           f"{value!r} (use qnb.Array, qnb.Array[dtype, ndim], qnb.i32, qnb.f32, "
-                           "qnb.f64 or qnb.Template)", parsed.filename, parsed.firstlineno,
-                           0) from None
+        raise QnbTypeError(
+            f"parameter {name!r} has an annotation qnb does not understand: "
+            f"{value!r} (use qnb.Array, qnb.Array[dtype, ndim], qnb.i32, qnb.f32, "
+            "qnb.f64 or qnb.Template)",
+            parsed.filename,
+            parsed.firstlineno,
+            0,
+        ) from None
     if dtype not in (i32, f32, f64):
-        raise QnbTypeError(f"scalar parameter {name!r} must be qnb.i32, qnb.f32 or qnb.f64",
-                           parsed.filename, parsed.firstlineno, 0)
+        raise QnbTypeError(
+            f"scalar parameter {name!r} must be qnb.i32, qnb.f32 or qnb.f64",
+            parsed.filename,
+            parsed.firstlineno,
+            0,
+        )
     return _Annotation("scalar", dtype)
 
 
@@ -160,8 +172,10 @@ class Kernel:
     @property
     def is_fully_annotated(self) -> bool:
         """True when every parameter's type is known without example arguments."""
-        return all(a.kind == "scalar" or (a.kind == "array" and a.dtype is not None
-                                          and a.ndim is not None) for a in self._annotations)
+        return all(
+            a.kind == "scalar" or (a.kind == "array" and a.dtype is not None and a.ndim is not None)
+            for a in self._annotations
+        )
 
     def __repr__(self) -> str:
         return f"<qnb.kernel {self._qnb_parsed.qualname}>"
@@ -223,8 +237,9 @@ class Kernel:
         if prepared is None:
             prepared = self._prepare(backend_name, snapshot, signature)
         else:
-            cache.record_memory_hit(self.name, backend_name, prepared.key,
-                                    time.perf_counter() - started)
+            cache.record_memory_hit(
+                self.name, backend_name, prepared.key, time.perf_counter() - started
+            )
         try:
             prepared.launcher(grid, runtime_args)
         except QnbError as err:
@@ -233,9 +248,13 @@ class Kernel:
     def _signature(self, args) -> tuple[tuple, list]:
         parsed = self._qnb_parsed
         if len(args) != len(self._annotations):
-            raise QnbTypeError(f"kernel {self.name!r} takes {len(self._annotations)} arguments "
-                               f"({', '.join(parsed.param_names)}) but {len(args)} were given",
-                               parsed.filename, parsed.firstlineno, parsed.indent)
+            raise QnbTypeError(
+                f"kernel {self.name!r} takes {len(self._annotations)} arguments "
+                f"({', '.join(parsed.param_names)}) but {len(args)} were given",
+                parsed.filename,
+                parsed.firstlineno,
+                parsed.indent,
+            )
         signature = []
         runtime = []
         for name, annotation, value in zip(parsed.param_names, self._annotations, args):
@@ -254,23 +273,33 @@ class Kernel:
         if type(value) is np.ndarray and kind != "template":  # the common case, kept cheap
             dtype = _QNB_DTYPES.get(value.dtype)
             ndim = value.ndim
-            if dtype is not None and value.flags.c_contiguous and 1 <= ndim <= 3 and \
-                    (annotation.dtype is None or annotation.dtype is dtype) and \
-                    (annotation.ndim is None or annotation.ndim == ndim):
+            if (
+                dtype is not None
+                and value.flags.c_contiguous
+                and 1 <= ndim <= 3
+                and (annotation.dtype is None or annotation.dtype is dtype)
+                and (annotation.ndim is None or annotation.ndim == ndim)
+            ):
                 return ("array", dtype, ndim), value
         if kind == "template" or (kind is None and _is_template_value(value)):
             form = canonical(value)
             if form is None:
-                raise self._arg_error(f"Template parameter {name!r} must be a bool, int, float, str, "
-                                      f"None, dtype or tuple of these, not {type(value).__name__}")
+                raise self._arg_error(
+                    f"Template parameter {name!r} must be a bool, int, float, str, "
+                    f"None, dtype or tuple of these, not {type(value).__name__}"
+                )
             return ("template", type(value), value, _readable(value)), None
         if _is_array(value):
             return self._array_spec(name, annotation, value), value
         if kind == "array":
-            raise self._arg_error(f"parameter {name!r} expects an array, got {type(value).__name__}")
+            raise self._arg_error(
+                f"parameter {name!r} expects an array, got {type(value).__name__}"
+            )
         if isinstance(value, bool | np.bool_):
-            raise self._arg_error(f"parameter {name!r} is a {annotation.dtype or 'number'}; "
-                                  "got a bool (annotate it qnb.Template to branch on it)")
+            raise self._arg_error(
+                f"parameter {name!r} is a {annotation.dtype or 'number'}; "
+                "got a bool (annotate it qnb.Template to branch on it)"
+            )
         if isinstance(value, int | np.integer):
             dtype = annotation.dtype or i32
             if dtype is i32 and not -(2**31) <= int(value) < 2**31:
@@ -281,26 +310,35 @@ class Kernel:
             if dtype is i32:
                 raise self._arg_error(f"parameter {name!r} is qnb.i32; got the float {value!r}")
             return ("scalar", dtype), float(value)
-        raise self._arg_error(f"parameter {name!r}: qnb cannot pass a {type(value).__name__} to a "
-                              "kernel (arrays, numbers, or Template values)")
+        raise self._arg_error(
+            f"parameter {name!r}: qnb cannot pass a {type(value).__name__} to a "
+            "kernel (arrays, numbers, or Template values)"
+        )
 
     def _array_spec(self, name, annotation, value):
         try:
             dtype = as_dtype(value.dtype)
         except TypeError:
-            raise self._arg_error(f"array {name!r} has dtype {value.dtype}, which qnb does not "
-                                  "support; convert it with .astype(np.float32) (or f16, f64, "
-                                  "int32, bool)") from None
+            raise self._arg_error(
+                f"array {name!r} has dtype {value.dtype}, which qnb does not "
+                "support; convert it with .astype(np.float32) (or f16, f64, "
+                "int32, bool)"
+            ) from None
         ndim = len(value.shape)
         if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
-            raise self._arg_error(f"array {name!r} is not C-contiguous; pass "
-                                  "np.ascontiguousarray(x) (and copy results back)")
+            raise self._arg_error(
+                f"array {name!r} is not C-contiguous; pass "
+                "np.ascontiguousarray(x) (and copy results back)"
+            )
         if ndim not in (1, 2, 3):
-            raise self._arg_error(f"array {name!r} has {ndim} dimensions; qnb kernels take 1-D, "
-                                  "2-D or 3-D arrays")
+            raise self._arg_error(
+                f"array {name!r} has {ndim} dimensions; qnb kernels take 1-D, 2-D or 3-D arrays"
+            )
         if annotation.dtype is not None and annotation.dtype is not dtype:
-            raise self._arg_error(f"array {name!r} must be {annotation.dtype}, got {dtype} "
-                                  f"(convert with .astype({annotation.dtype.numpy.name!r}))")
+            raise self._arg_error(
+                f"array {name!r} must be {annotation.dtype}, got {dtype} "
+                f"(convert with .astype({annotation.dtype.numpy.name!r}))"
+            )
         if annotation.ndim is not None and annotation.ndim != ndim:
             raise self._arg_error(f"array {name!r} must be {annotation.ndim}-D, got {ndim}-D")
         return ("array", dtype, ndim)
@@ -309,8 +347,10 @@ class Kernel:
         if args:
             return args
         if not self.is_fully_annotated:
-            raise self._arg_error(f"kernel {self.name!r} has parameters without full annotations; "
-                                  "pass example arguments")
+            raise self._arg_error(
+                f"kernel {self.name!r} has parameters without full annotations; "
+                "pass example arguments"
+            )
         examples = []
         for annotation in self._annotations:
             if annotation.kind == "scalar":
@@ -339,7 +379,8 @@ class Kernel:
                 try:
                     kind = classify(owner_parsed, chain, value)
                 except QnbCaptureError as err:
-                    raise err.with_location(*owner_parsed.position(_first_use(owner_parsed, chain)))
+                    where = owner_parsed.position(_first_use(owner_parsed, chain))
+                    raise err.with_location(*where) from None
                 if kind[0] == "const":
                     captured[prefix + ".".join(chain)] = kind[1]
                 elif kind[0] == "callable":
@@ -389,8 +430,12 @@ class Kernel:
             return lower_kernel(self._qnb_parsed, roots_of, self._param_specs(signature))
         except RecursionError:
             parsed = self._qnb_parsed
-            raise QnbTypeError(f"kernel {self.name!r} is nested too deeply to compile",
-                               parsed.filename, parsed.firstlineno, 0) from None
+            raise QnbTypeError(
+                f"kernel {self.name!r} is nested too deeply to compile",
+                parsed.filename,
+                parsed.firstlineno,
+                0,
+            ) from None
 
     def _lower_for(self, args):
         signature, _ = self._signature(self._example_args(args))
@@ -413,8 +458,9 @@ class Kernel:
             except QnbError as err:
                 raise self._locate(err, kernel_ir.units) from None
 
-        launcher, _event = cache.get_or_compile(self.name, backend_name, key, compile_now,
-                                                backend.load)
+        launcher, _event = cache.get_or_compile(
+            self.name, backend_name, key, compile_now, backend.load
+        )
         prepared = _Prepared(launcher, key, by_unit, backend_name)
         if len(self._memo) > 256:  # a kernel relaunched with ever-new captured values
             self._memo.clear()
@@ -435,8 +481,9 @@ class Kernel:
         if parsed is None:
             parsed = self._find_unit(unit_name)
         if parsed is not None:
-            err.with_location(parsed.filename, parsed.firstlineno + loc.line - 1,
-                              loc.col + parsed.indent)
+            err.with_location(
+                parsed.filename, parsed.firstlineno + loc.line - 1, loc.col + parsed.indent
+            )
         return err
 
     def _find_unit(self, unit_name):
@@ -469,15 +516,17 @@ class _Example:
 
 
 def _is_array(value) -> bool:
-    return isinstance(value, np.ndarray | DeviceArray | _Example) or \
-        hasattr(value, "__cuda_array_interface__")
+    return isinstance(value, np.ndarray | DeviceArray | _Example) or hasattr(
+        value, "__cuda_array_interface__"
+    )
 
 
 def _is_template_value(value) -> bool:
     if isinstance(value, bool | np.bool_ | str) or value is None:
         return True
-    if isinstance(value, DType | np.dtype) or (isinstance(value, type) and
-                                               issubclass(value, np.generic)):
+    if isinstance(value, DType | np.dtype) or (
+        isinstance(value, type) and issubclass(value, np.generic)
+    ):
         return True
     return isinstance(value, tuple)
 

@@ -74,5 +74,6 @@ class Trace:
         return sum(len(s) for s in self._steps.values())
 
     def __repr__(self) -> str:
-        return (f"<qnb.Trace of {self.kernel_name!r}: {len(self._steps)} programs, "
-                f"{len(self)} steps>")
+        return (
+            f"<qnb.Trace of {self.kernel_name!r}: {len(self._steps)} programs, {len(self)} steps>"
+        )

@@ -10,8 +10,8 @@ contents of each output argument.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -170,8 +170,8 @@ def slab_3d_offsets(x, out):
     p = qnb.program_id(1)
     r0 = p * 16 + 5
     t = Tile16.zeros(x.dtype)
-    t[:] = x[b, r0:r0 + 16, 0:16]
-    out[b, r0:r0 + 16, 0:16] = t * 2
+    t[:] = x[b, r0 : r0 + 16, 0:16]
+    out[b, r0 : r0 + 16, 0:16] = t * 2
     u = Tile16.load(x[b], r0, 16)
     u2 = u * 2
     u2.store(out[b], r0, r0 + 16, 16, 24)
@@ -282,8 +282,17 @@ def _tile_make(rng, dtype):
 def _reduce_expect(a):
     t = a[0]
     wide = t.astype(np.float64) if t.dtype.kind == "f" else t
-    rows = np.stack([wide.sum(0), wide.sum(1), wide.max(0), wide.min(1),
-                     np.full(16, wide.sum()), np.full(16, wide.max()), np.full(16, wide.min())])
+    rows = np.stack(
+        [
+            wide.sum(0),
+            wide.sum(1),
+            wide.max(0),
+            wide.min(1),
+            np.full(16, wide.sum()),
+            np.full(16, wide.max()),
+            np.full(16, wide.min()),
+        ]
+    )
     return {1: t.T.copy(), 2: rows.astype(t.dtype)}
 
 
@@ -417,13 +426,23 @@ def tiled_matmul(a, b, c):
 
 
 def _mat_make(rng, dtype):
-    return (1,), [rand(rng, (16, 16), dtype), rand(rng, (16, 16), dtype),
-                  poison((16, 16), np.float32 if dtype == F16 else dtype)]
+    return (1,), [
+        rand(rng, (16, 16), dtype),
+        rand(rng, (16, 16), dtype),
+        poison((16, 16), np.float32 if dtype == F16 else dtype),
+    ]
 
 
-@case("matmul_operator", _mat_make, lambda a: {2: (a[0].astype(np.float64) @ a[1].astype(np.float64)
-                                                   + a[0].astype(np.float64)).astype(a[2].dtype)},
-      dtypes=(F32, F64, F16))
+@case(
+    "matmul_operator",
+    _mat_make,
+    lambda a: {
+        2: (a[0].astype(np.float64) @ a[1].astype(np.float64) + a[0].astype(np.float64)).astype(
+            a[2].dtype
+        )
+    },
+    dtypes=(F32, F64, F16),
+)
 @qnb.kernel
 def matmul_operator(x, y, out):
     a = Tile16.load(x, 0, 0)
@@ -434,8 +453,12 @@ def matmul_operator(x, y, out):
 
 
 def _outer_make(rng, dtype):
-    return (1,), [rand(rng, (16, 16), dtype), rand(rng, (16,), dtype), rand(rng, (16,), dtype),
-                  poison((16, 16), dtype)]
+    return (1,), [
+        rand(rng, (16, 16), dtype),
+        rand(rng, (16,), dtype),
+        rand(rng, (16,), dtype),
+        poison((16, 16), dtype),
+    ]
 
 
 def _outer_expect(a):
@@ -461,7 +484,7 @@ def _chol_make(rng, dtype):
     mats = spd(rng, count, dtype)
     offsets = [(0, 0), (3, 20), (24, 37), (20, 54)]
     for (r, c), m in zip(offsets, mats):
-        big[r:r + 16, c:c + 16] = m
+        big[r : r + 16, c : c + 16] = m
     rows = np.array([o[0] for o in offsets], np.int32)
     cols = np.array([o[1] for o in offsets], np.int32)
     return (count,), [big, rows, cols, poison((count, 16, 16), dtype)]
@@ -469,8 +492,12 @@ def _chol_make(rng, dtype):
 
 def _chol_expect(a):
     big, rows, cols, out = a
-    expected = np.stack([np.linalg.cholesky(big[r:r + 16, c:c + 16].astype(np.float64))
-                         for r, c in zip(rows, cols)])
+    expected = np.stack(
+        [
+            np.linalg.cholesky(big[r : r + 16, c : c + 16].astype(np.float64))
+            for r, c in zip(rows, cols)
+        ]
+    )
     return {3: expected.astype(out.dtype)}
 
 
@@ -512,8 +539,11 @@ def solve_triangular(lower, rhs, out):
 
 def _spd_solve_make(rng, dtype):
     count = 5
-    return (count,), [spd(rng, count, dtype), rand(rng, (count, 16, 16), dtype),
-                      poison((count, 16, 16), dtype)]
+    return (count,), [
+        spd(rng, count, dtype),
+        rand(rng, (count, 16, 16), dtype),
+        poison((count, 16, 16), dtype),
+    ]
 
 
 def _spd_solve_expect(a):
@@ -545,9 +575,16 @@ def _static_make(rng, dtype):
     return (1,), [poison((16, 16), dtype)]
 
 
-@case("static_flag", _static_make,
-      lambda a: {0: (np.eye(16) * 3 + 1).astype(a[0].dtype) if USE_IDENTITY
-                 else np.ones((16, 16), a[0].dtype)}, dtypes=(F32, F64, I32))
+@case(
+    "static_flag",
+    _static_make,
+    lambda a: {
+        0: (np.eye(16) * 3 + 1).astype(a[0].dtype)
+        if USE_IDENTITY
+        else np.ones((16, 16), a[0].dtype)
+    },
+    dtypes=(F32, F64, I32),
+)
 @qnb.kernel
 def static_flag(out):
     t = Tile16.zeros(out.dtype)
@@ -631,9 +668,10 @@ def _func_expect(a):
     out = np.empty_like(x)
     for pi in range(2):
         for pj in range(3):
-            blk = x[pi * 16:pi * 16 + 16, pj * 16:pj * 16 + 16]
-            out[pi * 16:pi * 16 + 16, pj * 16:pj * 16 + 16] = (blk + blk.T) * (pi + pj + 1) + 1 \
-                + pi * 3 + pj
+            blk = x[pi * 16 : pi * 16 + 16, pj * 16 : pj * 16 + 16]
+            out[pi * 16 : pi * 16 + 16, pj * 16 : pj * 16 + 16] = (
+                (blk + blk.T) * (pi + pj + 1) + 1 + pi * 3 + pj
+            )
     return {1: out.astype(a[0].dtype)}
 
 
@@ -660,7 +698,7 @@ def _runtime_loop_expect(a):
     for p in range(4):
         acc = np.zeros(16)
         for k in range(p, 4):
-            acc += x[:, k * 16:(k + 1) * 16].sum(1)
+            acc += x[:, k * 16 : (k + 1) * 16].sum(1)
         out[p] = acc
     return {1: out.reshape(-1).astype(a[0].dtype)}
 
@@ -680,7 +718,7 @@ def _scalar_make(rng, dtype):
 
 
 def _scalar_expect(a):
-    x, out, s, n = a
+    x, _out, s, n = a
     res = np.empty((5, 3))
     for p in range(5):
         v = float(x[p])
@@ -710,8 +748,14 @@ CASE_BY_NAME = {c.name: c for c in CASES}
 def tolerance(dtype, case_name=""):
     """(rtol, atol) that fit the dtype (and how much arithmetic a case does)."""
     dtype = np.dtype(dtype)
-    heavy = case_name in ("cholesky_offsets", "solve_triangular", "cholesky_then_solve",
-                          "tiled_matmul", "matmul_operator", "divergent_control_flow")
+    heavy = case_name in (
+        "cholesky_offsets",
+        "solve_triangular",
+        "cholesky_then_solve",
+        "tiled_matmul",
+        "matmul_operator",
+        "divergent_control_flow",
+    )
     if dtype == np.float16:
         return (2e-2, 5e-2) if heavy else (5e-3, 5e-3)
     if dtype == np.float32:

@@ -72,8 +72,13 @@ def test_template_parameters_and_inferred_kinds():
     scope["k"](out, False, 3, 0.5, np.float16)
     assert (out == 0.5).all()
     sig = qnb.cache.events()[-1].components["signature"]
-    assert sig == {"out": "Array[f32, 2]", "flag": "Template = False", "n": "i32",
-                   "scale": "f32", "dtype": "Template = f16"}
+    assert sig == {
+        "out": "Array[f32, 2]",
+        "flag": "Template = False",
+        "n": "i32",
+        "scale": "f32",
+        "dtype": "Template = f16",
+    }
 
 
 def test_a_changed_func_changes_the_kernel():

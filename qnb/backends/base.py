@@ -7,8 +7,9 @@ an artifact into a launcher. It also describes itself for the cache key.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from qnb.ir import KernelIR
 

@@ -81,14 +81,19 @@ def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units):
     arrays, scalars = _bind(kernel, args)
     total = grid[0] * grid[1] * grid[2]
     if total > 4096:
-        raise QnbTypeError(f"tracing records every op of every program; {total} programs is too "
-                           "many (use a grid of at most 4096 programs)")
+        raise QnbTypeError(
+            f"tracing records every op of every program; {total} programs is too "
+            "many (use a grid of at most 4096 programs)"
+        )
     recorder = _Recorder(kernel, grid, parsed_units)
     _Executor(kernel, grid, arrays, scalars, 0, total, recorder).run()
     parsed = kernel_parsed
     result = Trace(
-        kernel_name=kernel.name, grid=tuple(grid), filename=parsed.filename,
-        firstlineno=parsed.firstlineno, source_lines=parsed.source.splitlines(),
+        kernel_name=kernel.name,
+        grid=tuple(grid),
+        filename=parsed.filename,
+        firstlineno=parsed.firstlineno,
+        source_lines=parsed.source.splitlines(),
         arrays={name: np.array(a.reshape(shape)) for name, (a, shape) in arrays.items()},
     )
     result._steps = recorder.steps
@@ -101,8 +106,10 @@ def _bind(kernel, args):
         if param.type.kind == "array":
             host = value.host if isinstance(value, CpuArray) else value
             if not isinstance(host, np.ndarray):
-                raise QnbTypeError(f"the cpu backend takes NumPy arrays; {param.name!r} is a "
-                                   f"{type(value).__name__} (use .numpy() or qnb.to_device on cpu)")
+                raise QnbTypeError(
+                    f"the cpu backend takes NumPy arrays; {param.name!r} is a "
+                    f"{type(value).__name__} (use .numpy() or qnb.to_device on cpu)"
+                )
             arrays[param.name] = (_as_3d(host), host.shape)
         else:
             scalars[param.name] = np.array([value], dtype=param.type.dtype.numpy)
@@ -137,14 +144,33 @@ class _Loop:
 
 
 _BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "floordiv": np.floor_divide, "mod": np.mod, "max": np.maximum, "min": np.minimum,
-    "pow": np.power, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-    "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal, "and": np.logical_and,
-    "or": np.logical_or, "xor": np.logical_xor,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.true_divide,
+    "floordiv": np.floor_divide,
+    "mod": np.mod,
+    "max": np.maximum,
+    "min": np.minimum,
+    "pow": np.power,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "and": np.logical_and,
+    "or": np.logical_or,
+    "xor": np.logical_xor,
 }
-_UNARY = {"neg": np.negative, "not": np.logical_not, "abs": np.abs, "exp": np.exp,
-          "log": np.log, "sqrt": np.sqrt}
+_UNARY = {
+    "neg": np.negative,
+    "not": np.logical_not,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+}
 _REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 
 
@@ -159,8 +185,11 @@ class _Executor:
         self.reads = None
         flat = np.arange(start, start + count, dtype=np.int64)
         gx, gy, _ = grid
-        self.pid = [(flat % gx).astype(np.int32), ((flat // gx) % gy).astype(np.int32),
-                    (flat // (gx * gy)).astype(np.int32)]
+        self.pid = [
+            (flat % gx).astype(np.int32),
+            ((flat // gx) % gy).astype(np.int32),
+            (flat // (gx * gy)).astype(np.int32),
+        ]
         self.grid = [np.array([g], np.int32) for g in grid]
         self.env = dict(scalars)
         for name, t in kernel.locals.items():
@@ -299,23 +328,27 @@ class _Executor:
 
     def check(self, bad, message, node):
         """Raise if any *active* lane is out of bounds."""
-        bad = np.broadcast_to(bad, (self.n,) + bad.shape[1:]) if bad.shape[:1] == (1,) else bad
+        bad = np.broadcast_to(bad, (self.n, *bad.shape[1:])) if bad.shape[:1] == (1,) else bad
         if bad.ndim > 1:
             bad = bad.reshape(bad.shape[0], -1).any(axis=1)
         if self.mask is not None:
             bad = bad & self.mask
         if bad.any():
             lane = int(np.argmax(bad))
-            raise self.index_error(f"{message} (in program "
-                                   f"{tuple(int(p[lane]) for p in self.pid)})", node)
+            raise self.index_error(
+                f"{message} (in program {tuple(int(p[lane]) for p in self.pid)})", node
+            )
 
     def view(self, v: ir.ArrayView, node):
         array, _shape = self.arrays[v.param]
         if v.batch is None:
             return array, np.zeros(1, np.int64)
         batch = self.ev(v.batch).astype(np.int64)
-        self.check((batch < 0) | (batch >= array.shape[0]),
-                   f"batch index out of range for {v.param!r} with {array.shape[0]} slabs", node)
+        self.check(
+            (batch < 0) | (batch >= array.shape[0]),
+            f"batch index out of range for {v.param!r} with {array.shape[0]} slabs",
+            node,
+        )
         return array, np.clip(batch, 0, array.shape[0] - 1)
 
     def window(self, node, v, r0, r1, c0, c1):
@@ -323,15 +356,24 @@ class _Executor:
         array, batch = self.view(v, node)
         rows_n, cols_n = array.shape[1], array.shape[2]
         r0, r1, c0, c1 = (self.ev(x).astype(np.int64) for x in (r0, r1, c0, c1))
-        self.check((r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0),
-                   f"negative window bound on {v.param!r}", node)
+        self.check(
+            (r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0), f"negative window bound on {v.param!r}", node
+        )
         rows = r0[:, None] + _ARANGE
         cols = c0[:, None] + _ARANGE
         row_ok = rows < np.minimum(r1, rows_n)[:, None]
         col_ok = cols < np.minimum(c1, cols_n)[:, None]
         if self.reads is not None:
-            self.reads.append((v.param, batch, r0, np.minimum(np.minimum(r1, rows_n), r0 + 16),
-                               c0, np.minimum(np.minimum(c1, cols_n), c0 + 16)))
+            self.reads.append(
+                (
+                    v.param,
+                    batch,
+                    r0,
+                    np.minimum(np.minimum(r1, rows_n), r0 + 16),
+                    c0,
+                    np.minimum(np.minimum(c1, cols_n), c0 + 16),
+                )
+            )
         return array, batch, rows, cols, row_ok, col_ok
 
     def aligned_blocks(self, array, batch, rows, cols, row_ok, col_ok):
@@ -376,7 +418,9 @@ class _Executor:
         r = np.clip(rows, 0, array.shape[1] - 1)
         c = np.clip(cols, 0, array.shape[2] - 1)
         flat = array.reshape(-1)
-        index = (batch[:, None, None] * array.shape[1] + r[:, :, None]) * array.shape[2] + c[:, None, :]
+        index = (batch[:, None, None] * array.shape[1] + r[:, :, None]) * array.shape[2] + c[
+            :, None, :
+        ]
         return np.where(valid, flat[index], base)
 
     def s_StoreWindow(self, s):
@@ -419,14 +463,18 @@ class _Executor:
         else:
             limit = array.shape[1]
             colv = self.ev(col).astype(np.int64)
-            self.check((colv < 0) | (colv >= array.shape[2]),
-                       f"column index out of range for {v.param!r}", node)
+            self.check(
+                (colv < 0) | (colv >= array.shape[2]),
+                f"column index out of range for {v.param!r}",
+                node,
+            )
         ok = index < np.minimum(stop, limit)[:, None]
         if self.reads is not None:
             end = np.minimum(np.minimum(stop, limit), start + 16)
             if col is None:
-                self.reads.append((v.param, batch, np.zeros_like(start), np.ones_like(start),
-                                   start, end))
+                self.reads.append(
+                    (v.param, batch, np.zeros_like(start), np.ones_like(start), start, end)
+                )
             else:
                 self.reads.append((v.param, batch, start, end, colv, colv + 1))
         return array, batch, index, ok, colv
@@ -457,13 +505,14 @@ class _Executor:
 
     def element(self, node, v, indices):
         array, batch = self.view(v, node)
-        dims = array.shape[3 - len(indices):]
+        dims = array.shape[3 - len(indices) :]
         idx = [self.ev(i).astype(np.int64) for i in indices]
         bad = np.zeros(1, bool)
         for i, d in zip(idx, dims):
             bad = bad | (i < 0) | (i >= d)
-        self.check(bad, f"index out of range for {v.param!r} of shape "
-                        f"{self.arrays[v.param][1]}", node)
+        self.check(
+            bad, f"index out of range for {v.param!r} of shape {self.arrays[v.param][1]}", node
+        )
         idx = [np.clip(i, 0, d - 1) for i, d in zip(idx, dims)]
         if len(idx) == 1:
             idx = [np.zeros(1, np.int64), *idx]
@@ -593,8 +642,9 @@ class _Executor:
         if j is None:
             out[lanes, np.broadcast_to(i, (n,))] = np.broadcast_to(value, (n,))
         else:
-            out[lanes, np.broadcast_to(i, (n,)), np.broadcast_to(j, (n,))] = \
-                np.broadcast_to(value, (n,))
+            out[lanes, np.broadcast_to(i, (n,)), np.broadcast_to(j, (n,))] = np.broadcast_to(
+                value, (n,)
+            )
         return out
 
     def e_Transpose(self, e):
@@ -644,8 +694,8 @@ class _Executor:
             d = np.sqrt(np.maximum(a[:, j, j] - s, eps)).astype(dtype)
             lower[:, j, j] = d
             if j < 15:
-                dots = np.einsum("nik,nk->ni", lower[:, j + 1:, :j], row) if j else 0
-                lower[:, j + 1:, j] = ((a[:, j + 1:, j] - dots) / d[:, None]).astype(dtype)
+                dots = np.einsum("nik,nk->ni", lower[:, j + 1 :, :j], row) if j else 0
+                lower[:, j + 1 :, j] = ((a[:, j + 1 :, j] - dots) / d[:, None]).astype(dtype)
         return lower
 
     def e_SolveTriangular(self, e):
@@ -670,10 +720,19 @@ def _op_name(value: ir.Expr) -> str:
         return "load" if isinstance(value.base, ir.TileFill) else "load_"
     if isinstance(value, ir.Matmul):
         return "mma" if value.acc is not None else "matmul"
-    names = {ir.Cholesky: "cholesky_", ir.SolveTriangular: "solve_triangular_",
-             ir.Outer: "outer", ir.Transpose: "transpose", ir.VecLoad: "load",
-             ir.TileGet: "get", ir.TileSet: "set", ir.ArrayLoad: "load", ir.RowCol: "row/col",
-             ir.Cast: "astype", ir.Select: "where"}
+    names = {
+        ir.Cholesky: "cholesky_",
+        ir.SolveTriangular: "solve_triangular_",
+        ir.Outer: "outer",
+        ir.Transpose: "transpose",
+        ir.VecLoad: "load",
+        ir.TileGet: "get",
+        ir.TileSet: "set",
+        ir.ArrayLoad: "load",
+        ir.RowCol: "row/col",
+        ir.Cast: "astype",
+        ir.Select: "where",
+    }
     if isinstance(value, ir.TileFill):
         return "eye" if value.kind == "eye" else "fill"
     if isinstance(value, ir.Binary | ir.Unary):
@@ -697,8 +756,11 @@ class _Recorder:
             self.steps[program] = []
 
     def where(self, loc):
-        unit_name = self.kernel.units[loc.unit].qualname if loc and loc.unit < len(
-            self.kernel.units) else None
+        unit_name = (
+            self.kernel.units[loc.unit].qualname
+            if loc and loc.unit < len(self.kernel.units)
+            else None
+        )
         parsed = self.units.get(unit_name)
         if parsed is None or loc is None:
             return "?", 0, ""
@@ -715,11 +777,10 @@ class _Recorder:
 
         out = []
         for param, batch, r0, r1, c0, c1 in entries:
-            def pick(a):
-                return int(a[lane] if a.shape[0] > 1 else a[0])
-
-            out.append(Region(param, pick(r0), pick(r1), pick(c0), pick(c1),
-                              pick(batch) if self._is3d(param) else None))
+            bounds = (int(_lane(b, lane)) for b in (r0, r1, c0, c1))
+            out.append(
+                Region(param, *bounds, int(_lane(batch, lane)) if self._is3d(param) else None)
+            )
         return out
 
     def _is3d(self, param):
@@ -732,17 +793,21 @@ class _Recorder:
         for lane in self.lanes(executor):
             program = tuple(int(p[lane]) for p in executor.pid)
             steps = self.steps[program]
-
-            def pick(a):
-                return a[lane] if a.shape[0] > 1 else a[0]
-
-            steps.append(TraceStep(
-                index=len(steps), program=program, filename=filename, lineno=lineno, line=text,
-                op=op, target=target,
-                inputs={name: _plain(pick(v)) for name, v in inputs.items()},
-                output=_plain(pick(value)),
-                reads=self.regions(reads or [], lane), writes=self.regions(writes or [], lane),
-            ))
+            steps.append(
+                TraceStep(
+                    index=len(steps),
+                    program=program,
+                    filename=filename,
+                    lineno=lineno,
+                    line=text,
+                    op=op,
+                    target=target,
+                    inputs={name: _plain(_lane(v, lane)) for name, v in inputs.items()},
+                    output=_plain(_lane(value, lane)),
+                    reads=self.regions(reads or [], lane),
+                    writes=self.regions(writes or [], lane),
+                )
+            )
 
     def inputs(self, executor, expr, skip=None):
         found = {}
@@ -753,16 +818,30 @@ class _Recorder:
 
     def assign(self, executor, stmt, value):
         inputs = self.inputs(executor, stmt.value)
-        self.record(executor, stmt, _op_name(stmt.value), stmt.name, inputs, value,
-                    executor.reads, [])
+        self.record(
+            executor, stmt, _op_name(stmt.value), stmt.name, inputs, value, executor.reads, []
+        )
         executor.reads = None
 
     def store(self, executor, stmt, value, writes):
         inputs = self.inputs(executor, stmt.value)
         reads = executor.reads or []
-        self.record(executor, stmt, "store", stmt.view.param, inputs, value, reads,
-                    [writes] if writes else [])
+        self.record(
+            executor,
+            stmt,
+            "store",
+            stmt.view.param,
+            inputs,
+            value,
+            reads,
+            [writes] if writes else [],
+        )
         executor.reads = None
+
+
+def _lane(values, lane):
+    """One program's value of a per-program array (or the shared value)."""
+    return values[lane] if values.shape[0] > 1 else values[0]
 
 
 def _plain(value):

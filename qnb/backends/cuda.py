@@ -32,8 +32,10 @@ from qnb.errors import BackendError, CompileError, QnbTypeError
 from qnb.ir import KernelIR
 
 THREADS_PER_PROGRAM = 256
-CUDA_EXTRA_HINT = "pip install 'qnb[cuda]' (cupy-cuda13x, nvidia-cuda-nvrtc==13.0.*, " \
+CUDA_EXTRA_HINT = (
+    "pip install 'qnb[cuda]' (cupy-cuda13x, nvidia-cuda-nvrtc==13.0.*, "
     "nvidia-cuda-runtime==13.0.*, nvidia-cuda-crt==13.0.*)"
+)
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 
 
@@ -117,8 +119,9 @@ def nvrtc_options(arch: str, options: Options) -> list[str]:
     return args
 
 
-def nvrtc_compile(source: str, arch: str, options: Options = Options(),
-                  name: str = "qnb_kernel.cu") -> tuple[bytes | None, str, str]:
+def nvrtc_compile(
+    source: str, arch: str, options: Options = Options(), name: str = "qnb_kernel.cu"
+) -> tuple[bytes | None, str, str]:
     """Compile CUDA C++ with NVRTC: (cubin or None for a ``compute_`` arch, PTX, log).
 
     Needs no GPU and no driver. A compiler error raises CompileError with the log;
@@ -151,8 +154,7 @@ def compile_error(log: str, source: str) -> CompileError:
     log = log.rstrip("\x00").strip()
     match = _LOG_LOCATION.search(log)
     first = next((line for line in log.splitlines() if "error" in line), log[:200])
-    error = CompileError(f"NVRTC rejected the generated CUDA code: {first.strip()}",
-                         log=log)
+    error = CompileError(f"NVRTC rejected the generated CUDA code: {first.strip()}", log=log)
     if match:
         unit = int(match.group(2) or 0)
         loc = Loc(unit, int(match.group(3)))
@@ -237,8 +239,15 @@ def _argument_plan(abi: list[dict]) -> list[tuple]:
     plan = []
     for entry in abi:
         if entry["kind"] == "array":
-            plan.append(("array", entry["name"], as_dtype(entry["dtype"]).numpy, entry["ndim"],
-                         bool(entry.get("stored"))))
+            plan.append(
+                (
+                    "array",
+                    entry["name"],
+                    as_dtype(entry["dtype"]).numpy,
+                    entry["ndim"],
+                    bool(entry.get("stored")),
+                )
+            )
         else:
             plan.append(("scalar", entry["name"], np.dtype(entry["pass_as"]).type))
     return plan
@@ -261,18 +270,24 @@ def _launch_arguments(plan: list[tuple], args: list, cupy):
             if stored:
                 write_back.append((value, device))
         elif isinstance(value, DeviceArray):
-            raise BackendError(f"parameter {name!r} is a DeviceArray of the "
-                               f"{value.backend_name!r} backend; the cuda backend needs its own "
-                               "(qnb.to_device under the cuda backend) or a NumPy/CuPy array")
+            raise BackendError(
+                f"parameter {name!r} is a DeviceArray of the "
+                f"{value.backend_name!r} backend; the cuda backend needs its own "
+                "(qnb.to_device under the cuda backend) or a NumPy/CuPy array"
+            )
         else:
-            raise QnbTypeError(f"parameter {name!r}: cannot pass {type(value).__name__} to "
-                               "the cuda backend")
+            raise QnbTypeError(
+                f"parameter {name!r}: cannot pass {type(value).__name__} to the cuda backend"
+            )
         if device.dtype != dtype or device.ndim != ndim:
-            raise QnbTypeError(f"parameter {name!r}: expected a {ndim}-D {dtype} array, got "
-                               f"{device.ndim}-D {device.dtype}")
+            raise QnbTypeError(
+                f"parameter {name!r}: expected a {ndim}-D {dtype} array, got "
+                f"{device.ndim}-D {device.dtype}"
+            )
         if not device.flags.c_contiguous:
-            raise QnbTypeError(f"parameter {name!r} is not C-contiguous; pass "
-                               "cupy.ascontiguousarray(x)")
+            raise QnbTypeError(
+                f"parameter {name!r} is not C-contiguous; pass cupy.ascontiguousarray(x)"
+            )
         values.append(device)
         values.extend(np.int32(n) for n in device.shape)
     return values, write_back
@@ -302,8 +317,7 @@ class CudaBackend(Backend):
     def key_components(self) -> tuple[dict, dict]:
         arch, device, _ = _device_probe()
         backend = {"name": self.name, "arch": arch or "none", "device": device or "none"}
-        compiler = {"nvrtc": _safe(nvrtc_version), "cupy": _safe(_cupy_version),
-                    "std": "c++17"}
+        compiler = {"nvrtc": _safe(nvrtc_version), "cupy": _safe(_cupy_version), "std": "c++17"}
         return backend, compiler
 
     # rendering needs no device and no compiler
@@ -315,14 +329,14 @@ class CudaBackend(Backend):
     def compile(self, ir: KernelIR, options: Options = Options()) -> Artifact:
         return self.compile_for_arch(ir, options, _compile_arch(self.device_arch()))
 
-    def compile_for_arch(self, ir: KernelIR, options: Options = Options(),
-                         arch: str = "sm_90") -> Artifact:
+    def compile_for_arch(
+        self, ir: KernelIR, options: Options = Options(), arch: str = "sm_90"
+    ) -> Artifact:
         """Render and compile for an explicit arch; works on a machine with no GPU."""
         from qnb.backends.cuda_render import render_cuda
 
         rendered = render_cuda(ir, options)
-        cubin, ptx, log = nvrtc_compile(rendered.text, arch, options,
-                                        name=f"{rendered.entry}.cu")
+        cubin, ptx, log = nvrtc_compile(rendered.text, arch, options, name=f"{rendered.entry}.cu")
         text = {
             "language": "cuda",
             "source": rendered.text,
@@ -350,9 +364,11 @@ class CudaBackend(Backend):
                 module.load(artifact.text["ptx"].encode() + b"\0")
             kernel = module.get_function(artifact.text["entry"])
         except Exception as exc:  # CUDADriverError: wrong arch, driver too old, ...
-            raise BackendError(f"the CUDA driver cannot load this kernel (built for "
-                               f"{artifact.text.get('arch')}, NVRTC "
-                               f"{artifact.text.get('nvrtc')}): {exc}") from None
+            raise BackendError(
+                f"the CUDA driver cannot load this kernel (built for "
+                f"{artifact.text.get('arch')}, NVRTC "
+                f"{artifact.text.get('nvrtc')}): {exc}"
+            ) from None
         plan = _argument_plan(artifact.text["abi"])
         block = (int(artifact.text.get("threads", THREADS_PER_PROGRAM)), 1, 1)
 
@@ -389,5 +405,11 @@ def _safe(fn) -> str:
         return "missing"
 
 
-__all__ = ["CudaBackend", "CudaDeviceArray", "compile_error", "include_dirs", "nvrtc_compile",
-           "nvrtc_version"]
+__all__ = [
+    "CudaBackend",
+    "CudaDeviceArray",
+    "compile_error",
+    "include_dirs",
+    "nvrtc_compile",
+    "nvrtc_version",
+]

@@ -32,8 +32,13 @@ from qnb.dtypes import DType, bool_, f16, f32, f64, i32
 THREADS = ir.TILE * ir.TILE
 
 # How each scalar parameter crosses the launch boundary: (C type, NumPy dtype name).
-SCALAR_ABI = {"f16": ("float", "float32"), "f32": ("float", "float32"),
-              "f64": ("double", "float64"), "i32": ("int", "int32"), "bool": ("int", "int32")}
+SCALAR_ABI = {
+    "f16": ("float", "float32"),
+    "f32": ("float", "float32"),
+    "f64": ("double", "float64"),
+    "i32": ("int", "int32"),
+    "bool": ("int", "int32"),
+}
 
 
 def line_file(unit: int) -> str:
@@ -179,12 +184,24 @@ class CudaRenderer(GpuRenderer):
 
     language = "cuda"
     type_names = {f16: "__half", f32: "float", f64: "double", i32: "int", bool_: "bool"}
-    math_functions = {"abs": "qnb::abs_", "exp": "qnb::exp_", "log": "qnb::log_",
-                      "sqrt": "qnb::sqrt_", "max": "qnb::max_", "min": "qnb::min_",
-                      "floor": "qnb::floor_", "pow": "qnb::pow_"}
+    math_functions = {
+        "abs": "qnb::abs_",
+        "exp": "qnb::exp_",
+        "log": "qnb::log_",
+        "sqrt": "qnb::sqrt_",
+        "max": "qnb::max_",
+        "min": "qnb::min_",
+        "floor": "qnb::floor_",
+        "pow": "qnb::pow_",
+    }
     # Python-semantics binary ops that the prelude overloads for every dtype.
-    prelude_binary = {"floordiv": "qnb::floordiv_", "mod": "qnb::mod_", "pow": "qnb::pow_",
-                      "max": "qnb::max_", "min": "qnb::min_"}
+    prelude_binary = {
+        "floordiv": "qnb::floordiv_",
+        "mod": "qnb::mod_",
+        "pow": "qnb::pow_",
+        "max": "qnb::max_",
+        "min": "qnb::min_",
+    }
     barrier = "__syncthreads();"
     storage_barrier = "__syncthreads();"  # also orders global memory within the block
 
@@ -293,9 +310,11 @@ class CudaRenderer(GpuRenderer):
     # ---- the file around the body
 
     def prelude(self, kernel: ir.KernelIR, layout: Layout, uses_f16: bool) -> list[str]:
-        lines = [f"// qnb kernel {kernel.name!r}: CUDA C++ generated from the qnb IR.",
-                 "// One program = one block of 256 threads; thread (q_ti, q_tj) holds",
-                 "// element [q_ti, q_tj] of every tile and [q_ti] of every vec."]
+        lines = [
+            f"// qnb kernel {kernel.name!r}: CUDA C++ generated from the qnb IR.",
+            "// One program = one block of 256 threads; thread (q_ti, q_tj) holds",
+            "// element [q_ti, q_tj] of every tile and [q_ti] of every vec.",
+        ]
         if uses_f16:
             lines.append("#include <cuda_fp16.h>")
         if self.uses_wmma:
@@ -314,8 +333,9 @@ class CudaRenderer(GpuRenderer):
             if param.type.kind == "array":
                 const = "" if param.name in self.stored else "const "
                 params.append(f"{const}{self.type_name(dtype)}* {self.binding(param.name)}")
-                params += [f"int {self.dim_field(param.name, axis)}"
-                           for axis in range(param.type.ndim)]
+                params += [
+                    f"int {self.dim_field(param.name, axis)}" for axis in range(param.type.ndim)
+                ]
                 continue
             name = self.param_field(param.name)
             ctype = SCALAR_ABI[dtype.name][0]
@@ -323,13 +343,17 @@ class CudaRenderer(GpuRenderer):
                 params.append(f"{ctype} {name}")
             else:  # f16 and bool scalars travel as float / int
                 params.append(f"{ctype} {name}_arg")
-                unpack.append(f"  const {self.type_name(dtype)} {name} = "
-                              f"{self.cast(name + '_arg', f32 if ctype == 'float' else i32, dtype)};")
+                unpack.append(
+                    f"  const {self.type_name(dtype)} {name} = "
+                    f"{self.cast(name + '_arg', f32 if ctype == 'float' else i32, dtype)};"
+                )
         signature = ", ".join(params)
-        return [f'extern "C" __global__ void __launch_bounds__({THREADS}) {self.entry}({signature}) {{',
-                "  const unsigned int q_lid = threadIdx.x;",
-                "  const int q_ti = (int)(q_lid >> 4), q_tj = (int)(q_lid & 15u);",
-                *unpack]
+        return [
+            f'extern "C" __global__ void __launch_bounds__({THREADS}) {self.entry}({signature}) {{',
+            "  const unsigned int q_lid = threadIdx.x;",
+            "  const int q_ti = (int)(q_lid >> 4), q_tj = (int)(q_lid & 15u);",
+            *unpack,
+        ]
 
     # ---- driver
 

@@ -57,9 +57,14 @@ class Layout:
     kinds: list[str] = field(default_factory=list)  # "array" / "scalar" per parameter, in order
 
     def as_json(self) -> dict:
-        return {"arrays": self.arrays, "scalars": self.scalars, "dims": self.dims,
-                "uniform_binding": self.uniform_binding, "words": self.words,
-                "kinds": self.kinds}
+        return {
+            "arrays": self.arrays,
+            "scalars": self.scalars,
+            "dims": self.dims,
+            "uniform_binding": self.uniform_binding,
+            "words": self.words,
+            "kinds": self.kinds,
+        }
 
 
 @dataclass
@@ -98,17 +103,34 @@ class GpuRenderer:
     language = "?"
     entry = "main"
     # ---- the table of spellings (subclasses fill these in)
-    type_names: ClassVar[dict] = {}           # DType -> type spelling
+    type_names: ClassVar[dict] = {}  # DType -> type spelling
     binary_templates: ClassVar[dict] = {
-        "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
-        "lt": "({a} < {b})", "le": "({a} <= {b})", "gt": "({a} > {b})", "ge": "({a} >= {b})",
-        "eq": "({a} == {b})", "ne": "({a} != {b})",
-        "and": "({a} & {b})", "or": "({a} | {b})", "xor": "({a} != {b})",
+        "add": "({a} + {b})",
+        "sub": "({a} - {b})",
+        "mul": "({a} * {b})",
+        "div": "({a} / {b})",
+        "lt": "({a} < {b})",
+        "le": "({a} <= {b})",
+        "gt": "({a} > {b})",
+        "ge": "({a} >= {b})",
+        "eq": "({a} == {b})",
+        "ne": "({a} != {b})",
+        "and": "({a} & {b})",
+        "or": "({a} | {b})",
+        "xor": "({a} != {b})",
     }
     logical_templates: ClassVar[dict] = {"and": "({a} && {b})", "or": "({a} || {b})"}
     unary_templates: ClassVar[dict] = {"neg": "(-{a})", "not": "(!{a})"}
-    math_functions: ClassVar[dict] = {"abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt",
-                      "max": "max", "min": "min", "floor": "floor", "pow": "pow"}
+    math_functions: ClassVar[dict] = {
+        "abs": "abs",
+        "exp": "exp",
+        "log": "log",
+        "sqrt": "sqrt",
+        "max": "max",
+        "min": "min",
+        "floor": "floor",
+        "pow": "pow",
+    }
     barrier = "workgroupBarrier();"
     storage_barrier = "storageBarrier();"
     indent_unit = "  "
@@ -205,8 +227,11 @@ class GpuRenderer:
         self._check_dtypes(kernel)
         self.loaded, self.stored = _uses(kernel)
         self.layout = self._layout(kernel)
-        self.uses_f16 = any(d is f16 for node in ir.walk_body(kernel.body) for d in _node_dtypes(node)) or any(
-            p.type.dtype is f16 for p in kernel.params) or any(t.dtype is f16 for t in kernel.locals.values())
+        self.uses_f16 = (
+            any(d is f16 for node in ir.walk_body(kernel.body) for d in _node_dtypes(node))
+            or any(p.type.dtype is f16 for p in kernel.params)
+            or any(t.dtype is f16 for t in kernel.locals.values())
+        )
 
         # The body first (it decides which scratch arrays and helpers exist).
         self._depth = 1
@@ -262,15 +287,22 @@ class GpuRenderer:
     def _layout(self, kernel: ir.KernelIR) -> Layout:
         layout = Layout(kinds=[p.type.kind for p in kernel.params])
         for param in kernel.arrays:
-            layout.arrays.append({
-                "name": param.name, "dtype": param.type.dtype.name, "ndim": param.type.ndim,
-                "binding": len(layout.arrays), "stored": param.name in self.stored,
-                "loaded": param.name in self.loaded,
-            })
+            layout.arrays.append(
+                {
+                    "name": param.name,
+                    "dtype": param.type.dtype.name,
+                    "ndim": param.type.ndim,
+                    "binding": len(layout.arrays),
+                    "stored": param.name in self.stored,
+                    "loaded": param.name in self.loaded,
+                }
+            )
         layout.uniform_binding = len(layout.arrays)
         slot = 0
         for param in kernel.scalars:
-            layout.scalars.append({"name": param.name, "dtype": param.type.dtype.name, "slot": slot})
+            layout.scalars.append(
+                {"name": param.name, "dtype": param.type.dtype.name, "slot": slot}
+            )
             slot += 1
         for param in kernel.arrays:
             for axis in range(param.type.ndim):
@@ -382,12 +414,16 @@ class GpuRenderer:
         self.close_loop(None)
 
     def stmt_For(self, stmt: ir.For) -> None:
-        start, stop, step = (self.let(i32, self.expr(e)) for e in (stmt.start, stmt.stop, stmt.step))
+        start, stop, step = (
+            self.let(i32, self.expr(e)) for e in (stmt.start, stmt.stop, stmt.step)
+        )
         counter = self.var(i32, start)
         increment = f"{counter} = {counter} + {step};"
         self.open_loop(increment)
-        self.emit(f"if ({step} == 0 || ({step} > 0 && {counter} >= {stop}) || "
-                  f"({step} < 0 && {counter} <= {stop})) {{ break; }}")
+        self.emit(
+            f"if ({step} == 0 || ({step} > 0 && {counter} >= {stop}) || "
+            f"({step} < 0 && {counter} <= {stop})) {{ break; }}"
+        )
         self.emit(f"{self.local(stmt.var)} = {counter};")
         self.block(stmt.body)
         self.close_loop(increment)
@@ -402,7 +438,9 @@ class GpuRenderer:
         value = self.expr(stmt.value)
         index, ok = self.window(stmt.view, stmt.r0, stmt.r1, stmt.c0, stmt.c1)
         dtype = stmt.view.type.dtype
-        self.emit(f"if ({ok}) {{ {self.array_write(self.binding(stmt.view.param), index, value, dtype)} }}")
+        self.emit(
+            f"if ({ok}) {{ {self.array_write(self.binding(stmt.view.param), index, value, dtype)} }}"
+        )
         self.after_store(stmt.view)
 
     def stmt_VecStore(self, stmt: ir.VecStore) -> None:
@@ -413,15 +451,19 @@ class GpuRenderer:
         ok = f"q_tj == 0 && {base[1]} && {pos} >= 0 && {pos} < min({stop}, {dims[-1]})"
         index = f"{base[0]} + {pos}"
         dtype = stmt.view.type.dtype
-        self.emit(f"if ({ok}) {{ {self.array_write(self.binding(stmt.view.param), index, value, dtype)} }}")
+        self.emit(
+            f"if ({ok}) {{ {self.array_write(self.binding(stmt.view.param), index, value, dtype)} }}"
+        )
         self.after_store(stmt.view)
 
     def stmt_ArrayStore(self, stmt: ir.ArrayStore) -> None:
         value = self.expr(stmt.value)
         index, ok = self.element(stmt.view, stmt.indices)
         dtype = stmt.view.type.dtype
-        self.emit(f"if (q_lid == 0u && {ok}) {{ "
-                  f"{self.array_write(self.binding(stmt.view.param), index, value, dtype)} }}")
+        self.emit(
+            f"if (q_lid == 0u && {ok}) {{ "
+            f"{self.array_write(self.binding(stmt.view.param), index, value, dtype)} }}"
+        )
         self.after_store(stmt.view)
 
     def after_store(self, view: ir.ArrayView) -> None:
@@ -444,8 +486,11 @@ class GpuRenderer:
         (offset, batch_ok), (rows, cols) = self.view_base(view)
         r0, r1, c0, c1 = (self.let(i32, self.expr(e)) for e in (r0, r1, c0, c1))
         row, col = self.let(i32, f"{r0} + q_ti"), self.let(i32, f"{c0} + q_tj")
-        ok = self.let(bool_, f"{batch_ok} && {row} >= 0 && {col} >= 0 && {row} < min({r1}, {rows}) "
-                             f"&& {col} < min({c1}, {cols})")
+        ok = self.let(
+            bool_,
+            f"{batch_ok} && {row} >= 0 && {col} >= 0 && {row} < min({r1}, {rows}) "
+            f"&& {col} < min({c1}, {cols})",
+        )
         return f"{offset} + {row} * {cols} + {col}", ok
 
     def element(self, view, indices):
@@ -605,8 +650,9 @@ class GpuRenderer:
         self.emit(f"{name}[{where}] = {self.to_scratch(value, dtype)};")
         return name
 
-    def shared_tile(self, node: ir.Expr, index: int = 0, dtype: DType | None = None,
-                    value: str | None = None) -> str:
+    def shared_tile(
+        self, node: ir.Expr, index: int = 0, dtype: DType | None = None, value: str | None = None
+    ) -> str:
         """Put a tile (or vec: element i at [i]) into scratch ``index``; returns its name.
 
         Ops with several operands evaluate them all first (``value``): an operand may
@@ -664,7 +710,9 @@ class GpuRenderer:
             self.emit(f"{slot} = {self.to_scratch(acc, dtype)};")
             self.close()
             return self.broadcast(slot, dtype)
-        first, at = ("q_ti * 16", f"q_ti * 16 + {k}") if node.axis == 1 else ("q_ti", f"{k} * 16 + q_ti")
+        first, at = (
+            ("q_ti * 16", f"q_ti * 16 + {k}") if node.axis == 1 else ("q_ti", f"{k} * 16 + q_ti")
+        )
         acc = self.reduce_init(node.op, name, first, dtype)
         self.open(self.counted_loop(k, 1, 16))
         self.emit(f"{acc} = {self.combine(node.op, acc, self.read_shared(name, at, dtype))};")
@@ -690,8 +738,10 @@ class GpuRenderer:
         acc = self.var(work, self.literal(0, work))
         k = self.temp()
         self.open(self.counted_loop(k, 0, 16))
-        self.emit(f"{acc} = {acc} + {self.read_shared(a, f'q_ti * 16 + {k}', work)} * "
-                  f"{self.read_shared(b, f'{k} * 16 + q_tj', work)};")
+        self.emit(
+            f"{acc} = {acc} + {self.read_shared(a, f'q_ti * 16 + {k}', work)} * "
+            f"{self.read_shared(b, f'{k} * 16 + q_tj', work)};"
+        )
         self.close()
         result = acc if work is dtype else self.cast(acc, work, dtype)
         if acc_value is not None:
@@ -713,7 +763,9 @@ class GpuRenderer:
         self.emit(self.barrier)
         at = f"{index} * 16 + q_ti" if node.which == "row" else f"q_ti * 16 + {index}"
         result = self.var(dtype, self.literal(0, dtype))
-        self.emit(f"if ({index} >= 0 && {index} < 16) {{ {result} = {self.read_shared(name, at, dtype)}; }}")
+        self.emit(
+            f"if ({index} >= 0 && {index} < 16) {{ {result} = {self.read_shared(name, at, dtype)}; }}"
+        )
         return result
 
     def expr_TileGet(self, node: ir.TileGet) -> str:
@@ -730,8 +782,10 @@ class GpuRenderer:
         slot = self.broadcast_slot(self.scratch_dtype(dtype))
         self.emit(self.barrier)
         # An index outside the tile reads 0 (thread 0 writes it; no owner exists).
-        self.emit(f"if (q_lid == 0u && !({inside})) {{ {slot} = "
-                  f"{self.to_scratch(self.literal(0, dtype), dtype)}; }}")
+        self.emit(
+            f"if (q_lid == 0u && !({inside})) {{ {slot} = "
+            f"{self.to_scratch(self.literal(0, dtype), dtype)}; }}"
+        )
         self.emit(f"if ({owner}) {{ {slot} = {self.to_scratch(value, dtype)}; }}")
         return self.broadcast(slot, dtype)
 
@@ -768,7 +822,9 @@ class GpuRenderer:
         self.emit(f"if (q_tj == 0 && q_ti > {j}) {{ {a}[q_ti * 16 + {j}] = {below}; }}")
         self.emit(self.barrier)
         self.close()
-        return self.let(dtype, self.select("q_ti >= q_tj", at("q_ti", "q_tj"), self.literal(0, dtype)))
+        return self.let(
+            dtype, self.select("q_ti >= q_tj", at("q_ti", "q_tj"), self.literal(0, dtype))
+        )
 
     def expr_SolveTriangular(self, node: ir.SolveTriangular) -> str:
         dtype = node.type.dtype
@@ -802,8 +858,10 @@ class GpuRenderer:
             zero = self.literal(0, dtype)
             self.emit(f"if (b == {zero}) {{ return {zero}; }}")
             self.emit(self.declare_var("q", dtype, "a / b"))
-            self.emit(f"if ((a - q * b) != {zero} && ((a < {zero}) != (b < {zero}))) "
-                      f"{{ q = q - {self.literal(1, dtype)}; }}")
+            self.emit(
+                f"if ((a - q * b) != {zero} && ((a < {zero}) != (b < {zero}))) "
+                f"{{ q = q - {self.literal(1, dtype)}; }}"
+            )
             self.emit("return q;")
             self.close()
 
@@ -817,8 +875,11 @@ class GpuRenderer:
             zero = self.literal(0, dtype)
             if not dtype.is_float:
                 self.emit(f"if (b == {zero}) {{ return {zero}; }}")
-            self.emit(self.declare_var("r", dtype, self.float_remainder("a", "b", dtype)
-                                       if dtype.is_float else "a % b"))
+            self.emit(
+                self.declare_var(
+                    "r", dtype, self.float_remainder("a", "b", dtype) if dtype.is_float else "a % b"
+                )
+            )
             self.emit(f"if (r != {zero} && ((r < {zero}) != (b < {zero}))) {{ r = r + b; }}")
             self.emit("return r;")
             self.close()
@@ -839,11 +900,15 @@ class GpuRenderer:
                 self.emit(f"if (b == {zero}) {{ return {one}; }}")
                 self.emit(self.declare_let("m", dtype, f"{self.math_functions['pow']}(abs(a), b)"))
                 self.emit(f"if (a >= {zero}) {{ return m; }}")
-                self.emit(f"if ({self.math_functions['floor']}(b) != b) {{ return "
-                          f"{self.literal(math.nan, dtype)}; }}")
+                self.emit(
+                    f"if ({self.math_functions['floor']}(b) != b) {{ return "
+                    f"{self.literal(math.nan, dtype)}; }}"
+                )
                 half = self.literal(0.5, dtype)
-                self.emit(f"if ({self.math_functions['floor']}(b * {half}) != b * {half}) "
-                          f"{{ return -m; }}")
+                self.emit(
+                    f"if ({self.math_functions['floor']}(b * {half}) != b * {half}) "
+                    f"{{ return -m; }}"
+                )
                 self.emit("return m;")
             else:
                 # Integer power by squaring; a negative exponent gives 0.

@@ -161,15 +161,18 @@ class WgpuBackend(Backend):
             raise BackendError(
                 f"kernel {ir.name!r} uses f16 but the adapter "
                 f"{dev.adapter_info.get('device')!r} lacks the shader-f16 feature; "
-                "use f32, or the cpu or cuda backend")
-        artifact = Artifact(text={
-            "name": ir.name,
-            "wgsl": rendered.source,
-            "entry": rendered.entry,
-            "layout": rendered.layout.as_json(),
-            "line_locs": [list(loc) if loc else None for loc in rendered.line_locs],
-            "features": ["shader-f16"] if rendered.uses_f16 else [],
-        })
+                "use f32, or the cpu or cuda backend"
+            )
+        artifact = Artifact(
+            text={
+                "name": ir.name,
+                "wgsl": rendered.source,
+                "entry": rendered.entry,
+                "layout": rendered.layout.as_json(),
+                "line_locs": [list(loc) if loc else None for loc in rendered.line_locs],
+                "features": ["shader-f16"] if rendered.uses_f16 else [],
+            }
+        )
         _shader_module(dev, artifact)  # validate now, so errors surface at compile time
         return artifact
 
@@ -184,8 +187,10 @@ class WgpuBackend(Backend):
         except TypeError as exc:
             raise QnbTypeError(f"cannot put this array on the wgpu device: {exc}") from None
         if dtype.name == "f64":
-            raise QnbTypeError("WGSL has no f64: convert with x.astype(numpy.float32), "
-                               "or use the cpu or cuda backend")
+            raise QnbTypeError(
+                "WGSL has no f64: convert with x.astype(numpy.float32), "
+                "or use the cpu or cuda backend"
+            )
         dev = self._dev()
         if dtype.name == "f16" and not dev.has_f16:
             raise QnbTypeError("this adapter has no shader-f16; convert to float32")
@@ -206,7 +211,8 @@ def _pad_bytes(words: np.ndarray):
 def _new_buffer(dev: _Device, nbytes: int):
     usage = dev.wgpu.BufferUsage
     return dev.device.create_buffer(
-        size=_padded(nbytes), usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+        size=_padded(nbytes), usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
+    )
 
 
 # --------------------------------------------------------------------------- compile helpers
@@ -242,7 +248,9 @@ def _compile_error(artifact: Artifact, exc: Exception) -> CompileError:
     error = CompileError(
         f"the WGSL compiler (naga) rejected the code generated for kernel "
         f"{artifact.text.get('name')!r}:\n{_first_message(log)}",
-        generated_line=generated, log=log)
+        generated_line=generated,
+        log=log,
+    )
     error.ir_loc = loc
     return error
 
@@ -265,17 +273,29 @@ def _pipeline(dev: _Device, artifact: Artifact):
     layout = artifact.text["layout"]
     shape = (len(layout["arrays"]),)
     if shape not in dev.layouts:
-        entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
-                    "buffer": {"type": wgpu.BufferBindingType.storage}} for i in range(shape[0])]
-        entries.append({"binding": shape[0], "visibility": wgpu.ShaderStage.COMPUTE,
-                        "buffer": {"type": wgpu.BufferBindingType.uniform}})
+        entries = [
+            {
+                "binding": i,
+                "visibility": wgpu.ShaderStage.COMPUTE,
+                "buffer": {"type": wgpu.BufferBindingType.storage},
+            }
+            for i in range(shape[0])
+        ]
+        entries.append(
+            {
+                "binding": shape[0],
+                "visibility": wgpu.ShaderStage.COMPUTE,
+                "buffer": {"type": wgpu.BufferBindingType.uniform},
+            }
+        )
         group_layout = dev.device.create_bind_group_layout(entries=entries)
         pipeline_layout = dev.device.create_pipeline_layout(bind_group_layouts=[group_layout])
         dev.layouts[shape] = (group_layout, pipeline_layout)
     group_layout, pipeline_layout = dev.layouts[shape]
     module = _shader_module(dev, artifact)
     pipeline = dev.device.create_compute_pipeline(
-        layout=pipeline_layout, compute={"module": module, "entry_point": artifact.text["entry"]})
+        layout=pipeline_layout, compute={"module": module, "entry_point": artifact.text["entry"]}
+    )
     dev.pipelines[source] = (pipeline, group_layout)
     return dev.pipelines[source]
 
@@ -298,16 +318,21 @@ class _Launcher:
         self.param_count = len(kinds)
         self.array_args = list(zip(array_positions, self.arrays))
         # (arg position, word slot, stored as float?) per scalar; (slot, arg position, axis) per dim
-        self.scalar_words = [(pos, spec["slot"], spec["dtype"] in ("f32", "f16"))
-                             for pos, spec in zip(scalar_positions, layout["scalars"])]
+        self.scalar_words = [
+            (pos, spec["slot"], spec["dtype"] in ("f32", "f16"))
+            for pos, spec in zip(scalar_positions, layout["scalars"])
+        ]
         by_name = {spec["name"]: pos for pos, spec in self.array_args}
-        self.dim_words = [(spec["slot"], by_name[spec["name"]], spec["axis"]) for spec in layout["dims"]]
+        self.dim_words = [
+            (spec["slot"], by_name[spec["name"]], spec["axis"]) for spec in layout["dims"]
+        ]
         self.words = np.zeros(max(4, (layout["words"] + 3) // 4 * 4), np.int32)
         self.word_floats = self.words.view(np.float32)
         self.written = None  # the words the uniform buffer holds now
         usage = dev.wgpu.BufferUsage
-        self.uniform = dev.device.create_buffer(size=self.words.nbytes,
-                                                usage=usage.UNIFORM | usage.COPY_DST)
+        self.uniform = dev.device.create_buffer(
+            size=self.words.nbytes, usage=usage.UNIFORM | usage.COPY_DST
+        )
         self.staging: dict[int, object] = {}  # binding -> reusable buffer for NumPy args
         self.groups: dict[tuple, tuple] = {}
 
@@ -315,11 +340,13 @@ class _Launcher:
         if len(grid) != 3:
             grid = tuple(grid) + (1,) * (3 - len(grid))
         if grid[0] > MAX_WORKGROUPS or grid[1] > MAX_WORKGROUPS or grid[2] > MAX_WORKGROUPS:
-            raise BackendError(f"wgpu dispatches at most {MAX_WORKGROUPS} programs per axis; "
-                               f"grid {tuple(grid)}")
+            raise BackendError(
+                f"wgpu dispatches at most {MAX_WORKGROUPS} programs per axis; grid {tuple(grid)}"
+            )
         if len(args) != self.param_count:
-            raise QnbTypeError(f"kernel {self.name!r} takes {self.param_count} arguments, "
-                               f"got {len(args)}")
+            raise QnbTypeError(
+                f"kernel {self.name!r} takes {self.param_count} arguments, got {len(args)}"
+            )
         dev = self.dev
         words = self.words
         for pos, slot, is_float in self.scalar_words:
@@ -338,12 +365,16 @@ class _Launcher:
                 # The same array passed twice is one buffer, as it is one memory on cpu.
                 if id(value) not in copied:
                     copied[id(value)] = self._copy_in(spec, value, write_back)
-                elif spec["stored"] and value.size and all(v is not value for v, _, _ in write_back):
+                elif (
+                    spec["stored"] and value.size and all(v is not value for v, _, _ in write_back)
+                ):
                     write_back.append((value, copied[id(value)], _storage_bytes(value)))
                 buffers.append(copied[id(value)])
             else:
-                raise QnbTypeError(f"kernel {self.name!r}: {type(value).__name__} is not an array "
-                                   "the wgpu backend can use (pass a NumPy array or qnb.to_device(x))")
+                raise QnbTypeError(
+                    f"kernel {self.name!r}: {type(value).__name__} is not an array "
+                    "the wgpu backend can use (pass a NumPy array or qnb.to_device(x))"
+                )
         if 0 in grid:
             return
         packed = words.tobytes()
@@ -382,10 +413,16 @@ class _Launcher:
             return cached[0]
         if len(self.groups) > 64:
             self.groups.clear()
-        entries = [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
-                   for i, b in enumerate(buffers)]
-        entries.append({"binding": len(buffers),
-                        "resource": {"buffer": self.uniform, "offset": 0, "size": self.words.nbytes}})
+        entries = [
+            {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
+            for i, b in enumerate(buffers)
+        ]
+        entries.append(
+            {
+                "binding": len(buffers),
+                "resource": {"buffer": self.uniform, "offset": 0, "size": self.words.nbytes},
+            }
+        )
         group = self.dev.device.create_bind_group(layout=self.group_layout, entries=entries)
         self.groups[key] = (group, buffers)  # holding the buffers keeps their ids unique
         return group

@@ -37,7 +37,8 @@ class WgslRenderer(GpuRenderer):
         if dtype is f64:
             raise BackendError(
                 "WGSL has no f64: this kernel uses f64, which the wgpu backend cannot run; "
-                "use the cpu or cuda backend (or f32)")
+                "use the cpu or cuda backend (or f32)"
+            )
         return self.type_names[dtype]
 
     def literal(self, value, dtype: DType) -> str:
@@ -45,7 +46,7 @@ class WgslRenderer(GpuRenderer):
             return "true" if value else "false"
         if dtype is i32:
             n = int(value)
-            return "i32(-2147483648)" if n == -2**31 else f"{n}i"
+            return "i32(-2147483648)" if n == -(2**31) else f"{n}i"
         narrow = float(np.float16(value) if dtype is f16 else np.float32(value))
         suffix = "h" if dtype is f16 else "f"
         if math.isnan(narrow) or math.isinf(narrow):
@@ -134,8 +135,10 @@ class WgslRenderer(GpuRenderer):
         lines.append("")
         for array in layout.arrays:
             element = self.storage_types[as_dtype(array["dtype"])]
-            lines.append(f"@group(0) @binding({array['binding']}) var<storage, read_write> "
-                         f"{self.binding(array['name'])}: array<{element}>;")
+            lines.append(
+                f"@group(0) @binding({array['binding']}) var<storage, read_write> "
+                f"{self.binding(array['name'])}: array<{element}>;"
+            )
         lines.append(f"@group(0) @binding({layout.uniform_binding}) var<uniform> prm: Params;")
         lines.append("")
         return lines

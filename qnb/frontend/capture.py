@@ -31,9 +31,18 @@ UNDEFINED = _Undefined()
 
 # Functions from ``math`` and ``numpy`` that mean the same as a language intrinsic.
 _FOREIGN_INTRINSICS = {
-    math.exp: "exp", math.log: "log", math.sqrt: "sqrt", math.fabs: "abs",
-    np.exp: "exp", np.log: "log", np.sqrt: "sqrt", np.abs: "abs", np.absolute: "abs",
-    np.maximum: "maximum", np.minimum: "minimum", np.where: "where",
+    math.exp: "exp",
+    math.log: "log",
+    math.sqrt: "sqrt",
+    math.fabs: "abs",
+    np.exp: "exp",
+    np.log: "log",
+    np.sqrt: "sqrt",
+    np.abs: "abs",
+    np.absolute: "abs",
+    np.maximum: "maximum",
+    np.minimum: "minimum",
+    np.where: "where",
 }
 
 
@@ -93,8 +102,9 @@ class Captures:
 
     def values(self) -> list[tuple[tuple[str, ...], object]]:
         """(chain, current value) for every captured chain."""
-        return [(chain, _walk_chain(self._root(chain[0], cell), chain))
-                for chain, cell in self._readers]
+        return [
+            (chain, _walk_chain(self._root(chain[0], cell), chain)) for chain, cell in self._readers
+        ]
 
     def snapshot(self, _seen=None) -> tuple:
         """A tuple equal to an earlier one only if no captured value changed."""
@@ -134,7 +144,11 @@ def canonical(value):
         return ["bool", bool(value)]
     if isinstance(value, enum.Enum):
         kind = type(value)
-        return ["enum", f"{kind.__module__}.{kind.__qualname__}.{value.name}", canonical(value.value)]
+        return [
+            "enum",
+            f"{kind.__module__}.{kind.__qualname__}.{value.name}",
+            canonical(value.value),
+        ]
     if isinstance(value, int | np.integer):
         return ["int", int(value)]
     if isinstance(value, float | np.floating):

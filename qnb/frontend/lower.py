@@ -146,8 +146,12 @@ class _Lowerer:
                 frame.scope[spec.name] = _Var(spec.name, spec.type)
                 ir_params.append(ir.Param(spec.name, spec.type))
         body = parsed.tree.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             body = body[1:]  # the docstring
         if body and isinstance(body[-1], ast.Return) and body[-1].value is None:
             body = body[:-1]
@@ -170,7 +174,9 @@ class _Lowerer:
         except _StaticLoop:
             raise
         except RecursionError:
-            raise self.error(QnbTypeError, "the kernel is nested too deeply to compile", stmt) from None
+            raise self.error(
+                QnbTypeError, "the kernel is nested too deeply to compile", stmt
+            ) from None
 
     def stmt_Pass(self, stmt):
         pass
@@ -181,19 +187,24 @@ class _Lowerer:
         self.lower_expr(stmt.value)
 
     def stmt_Return(self, stmt):
-        raise self.error(QnbSyntaxError, "return is only allowed as the last statement of a @qnb.func",
-                         stmt)
+        raise self.error(
+            QnbSyntaxError, "return is only allowed as the last statement of a @qnb.func", stmt
+        )
 
     def stmt_Break(self, stmt):
         if self.static_depth and not self.loop_depth:
-            raise self.error(QnbSyntaxError, "break inside a qnb.static loop is not supported", stmt)
+            raise self.error(
+                QnbSyntaxError, "break inside a qnb.static loop is not supported", stmt
+            )
         if not self.loop_depth:
             raise self.error(QnbSyntaxError, "break outside a loop", stmt)
         self.emit(ir.Break(self.loc(stmt)))
 
     def stmt_Continue(self, stmt):
         if self.static_depth and not self.loop_depth:
-            raise self.error(QnbSyntaxError, "continue inside a qnb.static loop is not supported", stmt)
+            raise self.error(
+                QnbSyntaxError, "continue inside a qnb.static loop is not supported", stmt
+            )
         if not self.loop_depth:
             raise self.error(QnbSyntaxError, "continue outside a loop", stmt)
         self.emit(ir.Continue(self.loc(stmt)))
@@ -215,8 +226,9 @@ class _Lowerer:
         target = stmt.target
         op = sem.BINOPS.get(type(stmt.op))
         if op is None:
-            raise self.error(QnbSyntaxError, f"the operator {type(stmt.op).__name__} is not supported",
-                             stmt)
+            raise self.error(
+                QnbSyntaxError, f"the operator {type(stmt.op).__name__} is not supported", stmt
+            )
         current = self.lower_expr(_as_load(target))
         value = self.binary(op, current, self.lower_expr(stmt.value), stmt)
         self.assign_target(target, value, stmt)
@@ -257,8 +269,9 @@ class _Lowerer:
             try:
                 items = list(values.value)
             except TypeError:
-                raise self.error(QnbTypeError, "qnb.static(...) in a for loop must give an iterable",
-                                 iterator) from None
+                raise self.error(
+                    QnbTypeError, "qnb.static(...) in a for loop must give an iterable", iterator
+                ) from None
             saved = self.frame.scope.get(name)
             self.static_depth += 1
             saved_loop = self.loop_depth
@@ -274,9 +287,11 @@ class _Lowerer:
                 self.frame.scope[name] = saved
             return
         if not (isinstance(iterator, ast.Call) and self.callee_is(iterator.func, range)):
-            raise self.error(QnbSyntaxError,
-                             "a kernel's for loop must iterate over range(...) or qnb.static(...)",
-                             iterator)
+            raise self.error(
+                QnbSyntaxError,
+                "a kernel's for loop must iterate over range(...) or qnb.static(...)",
+                iterator,
+            )
         if iterator.keywords or not 1 <= len(iterator.args) <= 3:
             raise self.error(QnbTypeError, "range() takes 1 to 3 positional arguments", iterator)
         args = [self.to_index(self.lower_expr(a), a, "range() bound") for a in iterator.args]
@@ -299,8 +314,12 @@ class _Lowerer:
     # ------------------------------------------------------------------ assignment
 
     def is_full_tile_target(self, target) -> bool:
-        return (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice)
-                and target.slice.lower is None and target.slice.upper is None)
+        return (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.slice, ast.Slice)
+            and target.slice.lower is None
+            and target.slice.upper is None
+        )
 
     def assign_full_tile(self, target, value_node, stmt):
         """``t[:] = arr[r0:r1, c0:c1]`` (window load in place) or ``t[:] = tile``."""
@@ -323,12 +342,15 @@ class _Lowerer:
         if isinstance(target, ast.Name):
             self.assign_name(target, value, stmt)
         elif isinstance(target, ast.Tuple):
-            items = value.value if isinstance(value, Py) and isinstance(value.value, tuple) else None
+            items = (
+                value.value if isinstance(value, Py) and isinstance(value.value, tuple) else None
+            )
             if items is None and isinstance(value, tuple):
                 items = value
             if items is None or len(items) != len(target.elts):
-                raise self.error(QnbTypeError, "cannot unpack this value into "
-                                 f"{len(target.elts)} names", target)
+                raise self.error(
+                    QnbTypeError, f"cannot unpack this value into {len(target.elts)} names", target
+                )
             for element, item in zip(target.elts, items):
                 self.assign_name(element, item if not isinstance(value, Py) else Py(item), stmt)
         elif isinstance(target, ast.Subscript):
@@ -347,10 +369,9 @@ class _Lowerer:
         if isinstance(value, Py) and self.static_depth and name not in self.frame.scope:
             self.frame.scope[name] = value  # a name computed from static loop values stays static
             return
-        if isinstance(value, Py):
-            if not sem.is_number(value.value):
-                self.frame.scope[name] = value  # dtypes, tuples, None: compile-time names
-                return
+        if isinstance(value, Py) and not sem.is_number(value.value):
+            self.frame.scope[name] = value  # dtypes, tuples, None: compile-time names
+            return
         existing = self.frame.scope.get(name)
         if isinstance(existing, Py) and not sem.is_number(existing.value):
             existing = None
@@ -385,11 +406,18 @@ class _Lowerer:
 
     def record_type(self, ir_name, new: ir.Type, current: ir.Type, node):
         if new.kind != current.kind:
-            raise self.error(QnbTypeError, f"variable {ir_name.split('_')[-1]!r} holds a {current}; "
-                             f"it cannot also hold a {new}", node)
+            raise self.error(
+                QnbTypeError,
+                f"variable {ir_name.split('_')[-1]!r} holds a {current}; "
+                f"it cannot also hold a {new}",
+                node,
+            )
         known = self.joined.get(ir_name, current)
-        joined = known if new.dtype is known.dtype else known.with_dtype(
-            sem.join_dtypes(known.dtype, new.dtype))
+        joined = (
+            known
+            if new.dtype is known.dtype
+            else known.with_dtype(sem.join_dtypes(known.dtype, new.dtype))
+        )
         if joined != current:
             self.widened = True
         self.joined[ir_name] = joined
@@ -414,8 +442,9 @@ class _Lowerer:
             new = ir.TileSet(base.type, self.loc(target), base, i, j, element)
             self.assign_name(target.value, new, stmt)
             return
-        raise self.error(QnbTypeError, "only arrays, tiles and vectors can be assigned by index",
-                         target)
+        raise self.error(
+            QnbTypeError, "only arrays, tiles and vectors can be assigned by index", target
+        )
 
     def store_to_array(self, view: ir.ArrayView, target, value, stmt):
         parts = self.subscript_parts(target)
@@ -427,19 +456,30 @@ class _Lowerer:
             self.emit(ir.ArrayStore(self.loc(stmt), view, indices, element))
             return
         if not isinstance(value, ir.Expr) or value.type.kind not in ("tile", "vec"):
-            raise self.error(QnbTypeError, "a slice of an array can only be assigned a Tile16 "
-                             "(2-D window) or a Vec16 (1-D range)", target)
+            raise self.error(
+                QnbTypeError,
+                "a slice of an array can only be assigned a Tile16 "
+                "(2-D window) or a Vec16 (1-D range)",
+                target,
+            )
         if value.type.kind == "tile":
             view, r0, r1, c0, c1 = self.window_indices(view, target, want="tile")
-            self.emit(ir.StoreWindow(self.loc(stmt), self.cast_elements(value, view.type.dtype),
-                                     view, r0, r1, c0, c1))
+            self.emit(
+                ir.StoreWindow(
+                    self.loc(stmt), self.cast_elements(value, view.type.dtype), view, r0, r1, c0, c1
+                )
+            )
             return
         view, start, stop, col = self.window_indices(view, target, want="vec")
         if col is not None:
-            raise self.error(QnbTypeError, "a Vec16 can be stored into a 1-D array range only",
-                             target)
-        self.emit(ir.VecStore(self.loc(stmt), self.cast_elements(value, view.type.dtype),
-                              view, start, stop))
+            raise self.error(
+                QnbTypeError, "a Vec16 can be stored into a 1-D array range only", target
+            )
+        self.emit(
+            ir.VecStore(
+                self.loc(stmt), self.cast_elements(value, view.type.dtype), view, start, stop
+            )
+        )
 
     # ------------------------------------------------------------------ expressions
 
@@ -482,15 +522,20 @@ class _Lowerer:
         attr = node.attr
         if isinstance(base, Py):
             value = base.value
-            if isinstance(value, types.ModuleType) or isinstance(value, type) or \
-                    isinstance(value, enum.Enum) or getattr(value, "_qnb_intrinsic", None):
+            if isinstance(value, (types.ModuleType, type, enum.Enum)) or getattr(
+                value, "_qnb_intrinsic", None
+            ):
                 try:
                     return Py(getattr(value, attr))
                 except AttributeError:
-                    raise self.error(QnbTypeError, f"{_py_name(value)} has no attribute {attr!r}",
-                                     node) from None
-            raise self.error(QnbTypeError, f"attribute {attr!r} of a {type(value).__name__} "
-                             "is not supported in a kernel", node)
+                    raise self.error(
+                        QnbTypeError, f"{_py_name(value)} has no attribute {attr!r}", node
+                    ) from None
+            raise self.error(
+                QnbTypeError,
+                f"attribute {attr!r} of a {type(value).__name__} is not supported in a kernel",
+                node,
+            )
         if isinstance(base, ir.ArrayView):
             if attr in ("shape", "ndim", "dtype"):
                 if attr == "ndim":
@@ -520,8 +565,9 @@ class _Lowerer:
             return self.matmul(self.lower_expr(node.left), self.lower_expr(node.right), None, node)
         op = sem.BINOPS.get(type(node.op))
         if op is None:
-            raise self.error(QnbSyntaxError, f"the operator {type(node.op).__name__} is not supported",
-                             node)
+            raise self.error(
+                QnbSyntaxError, f"the operator {type(node.op).__name__} is not supported", node
+            )
         return self.binary(op, self.lower_expr(node.left), self.lower_expr(node.right), node)
 
     def expr_UnaryOp(self, node):
@@ -530,8 +576,9 @@ class _Lowerer:
             try:
                 return Py(sem.fold_unary(node.op, operand.value))
             except Exception as exc:  # noqa: BLE001 - the user's own compile-time arithmetic
-                raise self.error(QnbTypeError, f"cannot evaluate this at compile time: {exc}",
-                                 node) from None
+                raise self.error(
+                    QnbTypeError, f"cannot evaluate this at compile time: {exc}", node
+                ) from None
         operand = self.require_value(operand, node)
         if isinstance(node.op, ast.UAdd):
             return operand
@@ -571,8 +618,11 @@ class _Lowerer:
         for op_node, right_node in zip(node.ops, node.comparators):
             op = sem.CMPOPS.get(type(op_node))
             if op is None:
-                raise self.error(QnbSyntaxError, f"the comparison {type(op_node).__name__} is not "
-                                 "supported", node)
+                raise self.error(
+                    QnbSyntaxError,
+                    f"the comparison {type(op_node).__name__} is not supported",
+                    node,
+                )
             right = self.lower_expr(right_node)
             part = self.binary(op, left, right, node)
             if result is None:
@@ -580,9 +630,13 @@ class _Lowerer:
             elif isinstance(result, Py) and isinstance(part, Py):
                 result = Py(result.value and part.value)
             else:
-                result = ir.Logical(ir.scalar(bool_), self.loc(node), "and",
-                                    self.condition(self.to_expr(result, node), node),
-                                    self.condition(self.to_expr(part, node), node))
+                result = ir.Logical(
+                    ir.scalar(bool_),
+                    self.loc(node),
+                    "and",
+                    self.condition(self.to_expr(result, node), node),
+                    self.condition(self.to_expr(part, node), node),
+                )
             left = right
         return result
 
@@ -602,8 +656,11 @@ class _Lowerer:
             view = base.receiver
             axis = index.value + (view.view_ndim if index.value < 0 else 0)
             if not 0 <= axis < view.view_ndim:
-                raise self.error(QnbTypeError, f"axis {index.value} is out of range for a "
-                                 f"{view.view_ndim}-D array", node)
+                raise self.error(
+                    QnbTypeError,
+                    f"axis {index.value} is out of range for a {view.view_ndim}-D array",
+                    node,
+                )
             if view.batch is not None:
                 axis += 1
             return ir.ArrayDim(ir.scalar(i32), self.loc(node), view.param, axis)
@@ -628,8 +685,9 @@ class _Lowerer:
             return ir.ArrayLoad(ir.scalar(view.type.dtype), self.loc(node), view, indices)
         if isinstance(base, ir.Expr) and base.type.kind in ("tile", "vec"):
             if any(isinstance(p, ast.Slice) for p in parts):
-                raise self.error(QnbTypeError, "tiles cannot be sliced; index elements with t[i, j]",
-                                 node)
+                raise self.error(
+                    QnbTypeError, "tiles cannot be sliced; index elements with t[i, j]", node
+                )
             i, j = self.element_indices(base, parts, node)
             return ir.TileGet(ir.scalar(base.type.dtype), self.loc(node), base, i, j)
         raise self.error(QnbTypeError, "this value cannot be indexed", node)
@@ -654,8 +712,9 @@ class _Lowerer:
             if is_dtype_like(target) or isinstance(target, DType):
                 name = "builtin.cast"
             else:
-                raise self.error(QnbTypeError, f"{_py_name(target)} cannot be called inside a kernel",
-                                 node)
+                raise self.error(
+                    QnbTypeError, f"{_py_name(target)} cannot be called inside a kernel", node
+                )
         handler = sem.INTRINSICS.get(name)
         if handler is None:
             raise self.error(QnbTypeError, f"{name} cannot be used here", node)
@@ -693,36 +752,56 @@ class _Lowerer:
                 del namespace[name]
         expression = ast.Expression(node.args[0])
         ast.fix_missing_locations(expression)
-        runtime = [n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)
-                   and n.id in self.frame.scope and not isinstance(self.frame.scope[n.id], Py)]
+        runtime = [
+            n.id
+            for n in ast.walk(node.args[0])
+            if isinstance(n, ast.Name)
+            and n.id in self.frame.scope
+            and not isinstance(self.frame.scope[n.id], Py)
+        ]
         if runtime:
-            raise self.error(QnbTypeError, f"qnb.static(...) can only read compile-time values; "
-                             f"{runtime[0]!r} is a runtime value", node)
+            raise self.error(
+                QnbTypeError,
+                f"qnb.static(...) can only read compile-time values; "
+                f"{runtime[0]!r} is a runtime value",
+                node,
+            )
         try:
             code = compile(expression, self.frame.parsed.filename, "eval")
             return Py(eval(code, {"__builtins__": builtins}, namespace))  # noqa: S307
         except Exception as exc:  # noqa: BLE001 - the user's own compile-time expression
-            raise self.error(QnbTypeError, f"qnb.static(...) failed: {type(exc).__name__}: {exc}",
-                             node) from None
+            raise self.error(
+                QnbTypeError, f"qnb.static(...) failed: {type(exc).__name__}: {exc}", node
+            ) from None
 
     def inline(self, target, node):
         parsed: ParsedFunction = target._qnb_parsed
         if parsed.unit_name in self.inline_stack:
-            raise self.error(QnbTypeError, f"{parsed.name!r} calls itself; recursion is not "
-                             "supported in kernels", node)
+            raise self.error(
+                QnbTypeError,
+                f"{parsed.name!r} calls itself; recursion is not supported in kernels",
+                node,
+            )
         if node.keywords:
-            raise self.error(QnbTypeError, "call @qnb.func helpers with positional arguments",
-                             node)
+            raise self.error(QnbTypeError, "call @qnb.func helpers with positional arguments", node)
         if len(node.args) != len(parsed.param_names):
-            raise self.error(QnbTypeError, f"{parsed.name}() takes {len(parsed.param_names)} "
-                             f"arguments but {len(node.args)} were given", node)
+            raise self.error(
+                QnbTypeError,
+                f"{parsed.name}() takes {len(parsed.param_names)} "
+                f"arguments but {len(node.args)} were given",
+                node,
+            )
         args = [self.lower_expr(a) for a in node.args]
         self.counter += 1
-        frame = _Frame(parsed, self.unit_for(parsed), self.roots_of(parsed),
-                       f"{parsed.name}{self.counter}_")
+        frame = _Frame(
+            parsed, self.unit_for(parsed), self.roots_of(parsed), f"{parsed.name}{self.counter}_"
+        )
         for name, arg_node, value in zip(parsed.param_names, node.args, args):
-            if isinstance(value, ir.Var) and value.type.kind in ("tile", "vec") and \
-                    isinstance(arg_node, ast.Name):
+            if (
+                isinstance(value, ir.Var)
+                and value.type.kind in ("tile", "vec")
+                and isinstance(arg_node, ast.Name)
+            ):
                 frame.scope[name] = self.frame.scope[arg_node.id]  # in-place ops reach the caller
             elif isinstance(value, ir.Expr):
                 frame.scope[name] = None
@@ -744,7 +823,9 @@ class _Lowerer:
         try:
             for inner in ast.walk(ast.Module(body=body, type_ignores=[])):
                 if isinstance(inner, ast.Return):
-                    raise self.error(QnbSyntaxError, "a @qnb.func may return only at its end", inner)
+                    raise self.error(
+                        QnbSyntaxError, "a @qnb.func may return only at its end", inner
+                    )
             saved_depth = self.loop_depth
             self.loop_depth = 0
             try:
@@ -771,7 +852,9 @@ class _Lowerer:
         try:
             return bool(value.value)
         except Exception:  # noqa: BLE001
-            raise self.error(QnbTypeError, "this compile-time value has no truth value", node) from None
+            raise self.error(
+                QnbTypeError, "this compile-time value has no truth value", node
+            ) from None
 
     def require_value(self, value, node) -> ir.Expr:
         if isinstance(value, ir.Expr):
@@ -784,13 +867,19 @@ class _Lowerer:
             return value
         if isinstance(value, Py) and sem.is_number(value.value):
             return sem.const(self, value.value, node, dtype)
-        what = "an array" if isinstance(value, ir.ArrayView) else _py_name(getattr(value, "value", value))
+        what = (
+            "an array"
+            if isinstance(value, ir.ArrayView)
+            else _py_name(getattr(value, "value", value))
+        )
         raise self.error(QnbTypeError, f"{what} cannot be used as a value here", node)
 
     def to_index(self, value, node, what="index") -> ir.Expr:
         expr = self.to_expr(value, node, i32)
         if expr.type.kind != "scalar" or expr.type.dtype not in (i32, bool_):
-            raise self.error(QnbTypeError, f"{what} must be an integer scalar, not {expr.type}", node)
+            raise self.error(
+                QnbTypeError, f"{what} must be an integer scalar, not {expr.type}", node
+            )
         if expr.type.dtype is bool_:
             expr = ir.Cast(ir.scalar(i32), expr.loc, expr)
         return expr
@@ -798,8 +887,12 @@ class _Lowerer:
     def condition(self, value, node) -> ir.Expr:
         expr = self.to_expr(value, node)
         if expr.type.kind != "scalar":
-            raise self.error(QnbTypeError, f"a {expr.type} has no single truth value; use "
-                             "qnb.where(...) or a reduction such as t.max()", node)
+            raise self.error(
+                QnbTypeError,
+                f"a {expr.type} has no single truth value; use "
+                "qnb.where(...) or a reduction such as t.max()",
+                node,
+            )
         if expr.type.dtype is bool_:
             return expr
         zero = ir.Const(expr.type, expr.loc, 0)
@@ -821,7 +914,9 @@ class _Lowerer:
         if expr.type.dtype is dtype:
             return expr
         if isinstance(expr, ir.Const):
-            return ir.Const(expr.type.with_dtype(dtype), expr.loc, sem.convert_value(expr.value, dtype))
+            return ir.Const(
+                expr.type.with_dtype(dtype), expr.loc, sem.convert_value(expr.value, dtype)
+            )
         return ir.Cast(expr.type.with_dtype(dtype), expr.loc, expr)
 
     def binary(self, op, left, right, node):
@@ -840,23 +935,33 @@ class _Lowerer:
 
     def apply_batch(self, view: ir.ArrayView, parts, node):
         """``arr[b, ...]`` on a 3-D array: the slab view, and the remaining index parts."""
-        if view.batch is None and view.type.ndim == 3 and len(parts) in (1, 3) and \
-                not isinstance(parts[0], ast.Slice):
+        if (
+            view.batch is None
+            and view.type.ndim == 3
+            and len(parts) in (1, 3)
+            and not isinstance(parts[0], ast.Slice)
+        ):
             batch = self.to_index(self.lower_expr(parts[0]), parts[0], "batch index")
             return ir.ArrayView(view.param, view.type, batch), parts[1:]
         return view, parts
 
     def array_indices(self, view: ir.ArrayView, parts, node) -> list[ir.Expr]:
         if len(parts) != view.view_ndim:
-            raise self.error(QnbTypeError, f"a {view.view_ndim}-D array needs {view.view_ndim} "
-                             f"indices, got {len(parts)}", node)
+            raise self.error(
+                QnbTypeError,
+                f"a {view.view_ndim}-D array needs {view.view_ndim} indices, got {len(parts)}",
+                node,
+            )
         return [self.to_index(self.lower_expr(p), p) for p in parts]
 
     def element_indices(self, base: ir.Expr, parts, node):
         want = 2 if base.type.kind == "tile" else 1
         if len(parts) != want:
-            raise self.error(QnbTypeError, f"a {base.type} is indexed with {want} "
-                             f"{'indices' if want == 2 else 'index'}", node)
+            raise self.error(
+                QnbTypeError,
+                f"a {base.type} is indexed with {want} {'indices' if want == 2 else 'index'}",
+                node,
+            )
         indices = [self.to_index(self.lower_expr(p), p) for p in parts]
         return indices[0], (indices[1] if want == 2 else None)
 
@@ -868,7 +973,9 @@ class _Lowerer:
         parts = self.subscript_parts(node)
         if view.batch is None and view.type.ndim == 3:
             if len(parts) != 3 or isinstance(parts[0], ast.Slice):
-                raise self.error(QnbTypeError, "a 3-D array is sliced as arr[b, r0:r1, c0:c1]", node)
+                raise self.error(
+                    QnbTypeError, "a 3-D array is sliced as arr[b, r0:r1, c0:c1]", node
+                )
             batch = self.to_index(self.lower_expr(parts[0]), parts[0], "batch index")
             view = ir.ArrayView(view.param, view.type, batch)
             parts = parts[1:]
@@ -877,8 +984,10 @@ class _Lowerer:
             raise self.error(QnbTypeError, f"a {ndim}-D array needs {ndim} slice parts here", node)
 
         def bounds(part):
-            return (self.to_index(self.lower_expr(part.lower), part.lower, "slice start"),
-                    self.to_index(self.lower_expr(part.upper), part.upper, "slice stop"))
+            return (
+                self.to_index(self.lower_expr(part.lower), part.lower, "slice start"),
+                self.to_index(self.lower_expr(part.upper), part.upper, "slice stop"),
+            )
 
         if ndim == 1:
             if not isinstance(parts[0], ast.Slice):
@@ -911,12 +1020,20 @@ class _Lowerer:
 
     def load_window(self, base, view, r0, r1, c0, c1, node):
         if view.view_ndim != 2:
-            raise self.error(QnbTypeError, f"tile windows need a 2-D array (or a slab of a 3-D "
-                             f"one), got a {view.view_ndim}-D array", node)
+            raise self.error(
+                QnbTypeError,
+                f"tile windows need a 2-D array (or a slab of a 3-D "
+                f"one), got a {view.view_ndim}-D array",
+                node,
+            )
         if base.type.dtype is not view.type.dtype:
-            raise self.error(QnbTypeError, f"the tile is {base.type.dtype} but the array is "
-                             f"{view.type.dtype}; load into a {view.type.dtype} tile and use "
-                             ".astype()", node)
+            raise self.error(
+                QnbTypeError,
+                f"the tile is {base.type.dtype} but the array is "
+                f"{view.type.dtype}; load into a {view.type.dtype} tile and use "
+                ".astype()",
+                node,
+            )
         return ir.LoadWindow(base.type, self.loc(node), base, view, r0, r1, c0, c1)
 
 

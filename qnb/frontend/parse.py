@@ -20,27 +20,73 @@ from qnb.errors import QnbSyntaxError
 KERNEL_BUILTINS = ("range", "min", "max", "abs", "float", "int", "bool", "len")
 
 _ALLOWED_STMTS = (
-    ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.For, ast.While,
-    ast.Break, ast.Continue, ast.Pass, ast.Return,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.Expr,
+    ast.If,
+    ast.For,
+    ast.While,
+    ast.Break,
+    ast.Continue,
+    ast.Pass,
+    ast.Return,
 )
 _ALLOWED_EXPRS = (
-    ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Constant, ast.Attribute,
-    ast.Subscript, ast.Name, ast.Tuple, ast.IfExp, ast.Slice,
+    ast.BoolOp,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Compare,
+    ast.Call,
+    ast.Constant,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Name,
+    ast.Tuple,
+    ast.IfExp,
+    ast.Slice,
 )
 _ALLOWED_OTHER = (
-    ast.keyword, ast.arguments, ast.arg, ast.Load, ast.Store, ast.operator, ast.unaryop,
-    ast.cmpop, ast.boolop, ast.expr_context,
+    ast.keyword,
+    ast.arguments,
+    ast.arg,
+    ast.Load,
+    ast.Store,
+    ast.operator,
+    ast.unaryop,
+    ast.cmpop,
+    ast.boolop,
+    ast.expr_context,
 )
 _NAMES = {
-    ast.Lambda: "lambda", ast.ListComp: "list comprehensions", ast.DictComp: "dict comprehensions",
-    ast.SetComp: "set comprehensions", ast.GeneratorExp: "generator expressions",
-    ast.Dict: "dicts", ast.Set: "sets", ast.List: "lists", ast.JoinedStr: "f-strings",
-    ast.Try: "try/except", ast.With: "with", ast.Raise: "raise", ast.Import: "import",
-    ast.ImportFrom: "import", ast.Global: "global", ast.Nonlocal: "nonlocal", ast.Delete: "del",
-    ast.ClassDef: "class definitions", ast.FunctionDef: "nested functions",
-    ast.AsyncFunctionDef: "async functions", ast.Assert: "assert", ast.Starred: "*args",
-    ast.NamedExpr: "the walrus operator", ast.Await: "await", ast.Yield: "yield",
-    ast.Match: "match", ast.AsyncFor: "async for", ast.AsyncWith: "async with",
+    ast.Lambda: "lambda",
+    ast.ListComp: "list comprehensions",
+    ast.DictComp: "dict comprehensions",
+    ast.SetComp: "set comprehensions",
+    ast.GeneratorExp: "generator expressions",
+    ast.Dict: "dicts",
+    ast.Set: "sets",
+    ast.List: "lists",
+    ast.JoinedStr: "f-strings",
+    ast.Try: "try/except",
+    ast.With: "with",
+    ast.Raise: "raise",
+    ast.Import: "import",
+    ast.ImportFrom: "import",
+    ast.Global: "global",
+    ast.Nonlocal: "nonlocal",
+    ast.Delete: "del",
+    ast.ClassDef: "class definitions",
+    ast.FunctionDef: "nested functions",
+    ast.AsyncFunctionDef: "async functions",
+    ast.Assert: "assert",
+    ast.Starred: "*args",
+    ast.NamedExpr: "the walrus operator",
+    ast.Await: "await",
+    ast.Yield: "yield",
+    ast.Match: "match",
+    ast.AsyncFor: "async for",
+    ast.AsyncWith: "async with",
 }
 
 
@@ -86,7 +132,9 @@ def parse_function(fn) -> ParsedFunction:
         code = getattr(fn, "__code__", None)
         raise QnbSyntaxError(
             f"cannot read the source of {name!r}: define kernels in a file or a notebook cell",
-            getattr(code, "co_filename", None), getattr(code, "co_firstlineno", None), 0,
+            getattr(code, "co_filename", None),
+            getattr(code, "co_firstlineno", None),
+            0,
         ) from None
     raw = "".join(lines)
     source = textwrap.dedent(raw)
@@ -95,11 +143,17 @@ def parse_function(fn) -> ParsedFunction:
     try:
         module = ast.parse(source)
     except SyntaxError as exc:
-        raise QnbSyntaxError(f"cannot parse {name!r}: {exc.msg}", filename,
-                             start + (exc.lineno or 1) - 1, (exc.offset or 1) - 1 + indent) from None
+        raise QnbSyntaxError(
+            f"cannot parse {name!r}: {exc.msg}",
+            filename,
+            start + (exc.lineno or 1) - 1,
+            (exc.offset or 1) - 1 + indent,
+        ) from None
     tree = module.body[0] if module.body else None
     if not isinstance(tree, ast.FunctionDef):
-        raise QnbSyntaxError(f"{name!r} is not a plain function definition", filename, start, indent)
+        raise QnbSyntaxError(
+            f"{name!r} is not a plain function definition", filename, start, indent
+        )
     # Line numbers relative to the ``def`` line (decorators come before it).
     def_offset = tree.lineno - 1
     tree.decorator_list = []
@@ -110,9 +164,16 @@ def parse_function(fn) -> ParsedFunction:
                 node.end_lineno -= def_offset
     source = "\n".join(source.splitlines()[def_offset:]) + "\n"
     parsed = ParsedFunction(
-        fn=fn, name=name, qualname=getattr(fn, "__qualname__", name), filename=filename,
-        firstlineno=start + def_offset, source=source, tree=tree, indent=indent,
-        param_names=[a.arg for a in tree.args.args], local_names=set(),
+        fn=fn,
+        name=name,
+        qualname=getattr(fn, "__qualname__", name),
+        filename=filename,
+        firstlineno=start + def_offset,
+        source=source,
+        tree=tree,
+        indent=indent,
+        param_names=[a.arg for a in tree.args.args],
+        local_names=set(),
     )
     _check_signature(parsed)
     _Checker(parsed).check_body(tree.body)
@@ -130,8 +191,9 @@ def _check_signature(parsed: ParsedFunction) -> None:
         node = (args.kwonlyargs or args.posonlyargs)[0]
         raise parsed.error(QnbSyntaxError, "kernels take plain positional parameters only", node)
     if args.defaults:
-        raise parsed.error(QnbSyntaxError, "kernel parameters cannot have default values",
-                           args.defaults[0])
+        raise parsed.error(
+            QnbSyntaxError, "kernel parameters cannot have default values", args.defaults[0]
+        )
 
 
 class _Checker:
@@ -166,7 +228,9 @@ class _Checker:
         for child in ast.iter_child_nodes(stmt):
             if isinstance(child, ast.stmt):
                 self.check_stmt(child)
-            elif child is not getattr(stmt, "target", None) and child not in getattr(stmt, "targets", ()):
+            elif child is not getattr(stmt, "target", None) and child not in getattr(
+                stmt, "targets", ()
+            ):
                 self.check_expr(child)
 
     def check_target(self, target):
@@ -178,8 +242,12 @@ class _Checker:
                     self.fail("tuple assignment targets must be plain names", element)
             return
         if isinstance(target, ast.Subscript):
-            is_full_tile = isinstance(target.slice, ast.Slice) and target.slice.lower is None \
-                and target.slice.upper is None and target.slice.step is None
+            is_full_tile = (
+                isinstance(target.slice, ast.Slice)
+                and target.slice.lower is None
+                and target.slice.upper is None
+                and target.slice.step is None
+            )
             if not is_full_tile:  # ``t[:] = ...`` is the one slice without bounds
                 self.check_subscript(target)
             self.check_expr(target.value)
@@ -221,7 +289,9 @@ class _Checker:
 
 def _is_negative_literal(node) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, int | float)
+        return isinstance(node.operand, ast.Constant) and isinstance(
+            node.operand.value, int | float
+        )
     return isinstance(node, ast.Constant) and isinstance(node.value, int | float) and node.value < 0
 
 

@@ -30,19 +30,44 @@ class Py:
 
 
 BINOPS = {
-    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
-    ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor",
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.Div: "div",
+    ast.FloorDiv: "floordiv",
+    ast.Mod: "mod",
+    ast.Pow: "pow",
+    ast.BitAnd: "and",
+    ast.BitOr: "or",
+    ast.BitXor: "xor",
 }
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _FOLD = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
-    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
-    "and": operator.and_, "or": operator.or_, "xor": operator.xor, "lt": operator.lt,
-    "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq, "ne": operator.ne,
-    "max": max, "min": min,
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "pow": operator.pow,
+    "and": operator.and_,
+    "or": operator.or_,
+    "xor": operator.xor,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "max": max,
+    "min": min,
 }
-_UNARY_FOLD = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
-               ast.Invert: operator.invert}
+_UNARY_FOLD = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Not: operator.not_,
+    ast.Invert: operator.invert,
+}
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 
 
@@ -86,8 +111,12 @@ def _kind_rank(kind):
 def _result_kind(lower, a: ir.Expr, b: ir.Expr, node) -> str:
     kinds = {a.type.kind, b.type.kind}
     if kinds == {"tile", "vec"}:
-        raise lower.error(QnbTypeError, "cannot combine a Tile16 and a Vec16 elementwise; use "
-                          "qnb.outer(u, v) or t.row(i)/t.col(j)", node)
+        raise lower.error(
+            QnbTypeError,
+            "cannot combine a Tile16 and a Vec16 elementwise; use "
+            "qnb.outer(u, v) or t.row(i)/t.col(j)",
+            node,
+        )
     return max(kinds, key=_kind_rank)
 
 
@@ -104,9 +133,13 @@ def _weak_dtype(py_value, other: DType) -> DType:
 def _typed_pair(lower, left, right, node):
     """Both operands as IR with one common dtype (weak literals adopt the other's)."""
     if isinstance(left, Py) and not is_number(left.value):
-        raise lower.error(QnbTypeError, f"cannot use {type(left.value).__name__} in arithmetic", node)
+        raise lower.error(
+            QnbTypeError, f"cannot use {type(left.value).__name__} in arithmetic", node
+        )
     if isinstance(right, Py) and not is_number(right.value):
-        raise lower.error(QnbTypeError, f"cannot use {type(right.value).__name__} in arithmetic", node)
+        raise lower.error(
+            QnbTypeError, f"cannot use {type(right.value).__name__} in arithmetic", node
+        )
     if isinstance(left, Py):
         right = lower.require_value(right, node)
         left = const(lower, left.value, node, _weak_dtype(left.value, right.type.dtype))
@@ -124,12 +157,16 @@ def binary(lower, op, left, right, node):
         try:
             return Py(_FOLD[op](left.value, right.value))
         except Exception as exc:  # noqa: BLE001 - the user's compile-time arithmetic
-            raise lower.error(QnbTypeError, f"cannot evaluate this at compile time: {exc}",
-                              node) from None
+            raise lower.error(
+                QnbTypeError, f"cannot evaluate this at compile time: {exc}", node
+            ) from None
     for side in (left, right):
         if isinstance(side, ir.ArrayView):
-            raise lower.error(QnbTypeError, "arrays cannot be used in arithmetic; load a tile "
-                              "or index an element first", node)
+            raise lower.error(
+                QnbTypeError,
+                "arrays cannot be used in arithmetic; load a tile or index an element first",
+                node,
+            )
         if isinstance(side, tuple):
             raise lower.error(QnbTypeError, "tuples cannot be used in arithmetic", node)
     if op == "pow":
@@ -143,8 +180,9 @@ def binary(lower, op, left, right, node):
         return ir.Binary(ir.Type(kind, bool_), loc, op, left, right)
     if op in ("and", "or", "xor"):
         if dtype is not bool_:
-            raise lower.error(QnbTypeError, f"&, | and ^ are defined for bool masks, not {dtype}",
-                              node)
+            raise lower.error(
+                QnbTypeError, f"&, | and ^ are defined for bool masks, not {dtype}", node
+            )
         return ir.Binary(ir.Type(kind, bool_), loc, op, left, right)
     if dtype is bool_:
         left, right, dtype = lower.cast_elements(left, i32), lower.cast_elements(right, i32), i32
@@ -174,9 +212,17 @@ def where(lower, cond, a, b, node):
         return a if lower.py_truth(cond, node) else b
     cond = lower.require_value(cond, node)
     if cond.type.dtype is not bool_:
-        cond = lower.condition(cond, node) if cond.type.kind == "scalar" else \
-            ir.Binary(cond.type.with_dtype(bool_), cond.loc, "ne", cond,
-                      ir.Const(ir.scalar(cond.type.dtype), cond.loc, 0))
+        cond = (
+            lower.condition(cond, node)
+            if cond.type.kind == "scalar"
+            else ir.Binary(
+                cond.type.with_dtype(bool_),
+                cond.loc,
+                "ne",
+                cond,
+                ir.Const(ir.scalar(cond.type.dtype), cond.loc, 0),
+            )
+        )
     a, b, dtype = _typed_pair(lower, a, b, node)
     kind = max((a.type.kind, b.type.kind, cond.type.kind), key=_kind_rank)
     if {a.type.kind, b.type.kind, cond.type.kind} >= {"tile", "vec"}:
@@ -197,12 +243,17 @@ def matmul(lower, a, b, acc, node):
     if acc is not None:
         acc = lower.require_value(acc, node)
         if acc.type.kind != "tile":
-            raise lower.error(QnbTypeError, f"the accumulator of mma must be a Tile16, got {acc.type}",
-                              node)
+            raise lower.error(
+                QnbTypeError, f"the accumulator of mma must be a Tile16, got {acc.type}", node
+            )
         if acc.type.dtype is not out:
             if promote(acc.type.dtype, out) is not out:
-                raise lower.error(QnbTypeError, f"mma of {dtype} tiles accumulates in {out}; the "
-                                  f"accumulator is {acc.type.dtype}", node)
+                raise lower.error(
+                    QnbTypeError,
+                    f"mma of {dtype} tiles accumulates in {out}; the "
+                    f"accumulator is {acc.type.dtype}",
+                    node,
+                )
             acc = lower.cast_elements(acc, out)
     return ir.Matmul(ir.tile(out), lower.loc(node), a, b, acc)
 
@@ -211,8 +262,11 @@ def fill(lower, kind, how, value, dtype, node) -> ir.Expr:
     type_ = ir.Type(kind, dtype)
     if how == "eye":
         return ir.TileFill(type_, lower.loc(node), "eye", None)
-    scalar_value = lower.coerce(value, ir.scalar(dtype), node) if not isinstance(value, int | float) \
+    scalar_value = (
+        lower.coerce(value, ir.scalar(dtype), node)
+        if not isinstance(value, int | float)
         else const(lower, value, node, dtype)
+    )
     return ir.TileFill(type_, lower.loc(node), "full", scalar_value)
 
 
@@ -223,13 +277,15 @@ def _args(lower, node, name, args, kwargs, names, defaults=None):
     """Bind positional and keyword arguments to ``names`` (Python-like arity errors)."""
     defaults = defaults or {}
     if len(args) > len(names):
-        raise lower.error(QnbTypeError, f"{name}() takes at most {len(names)} arguments "
-                          f"({len(args)} given)", node)
+        raise lower.error(
+            QnbTypeError, f"{name}() takes at most {len(names)} arguments ({len(args)} given)", node
+        )
     bound = dict(zip(names, args))
     for key, value in kwargs.items():
         if key not in names:
-            raise lower.error(QnbTypeError, f"{name}() got an unexpected keyword argument {key!r}",
-                              node)
+            raise lower.error(
+                QnbTypeError, f"{name}() got an unexpected keyword argument {key!r}", node
+            )
         if key in bound:
             raise lower.error(QnbTypeError, f"{name}() got multiple values for {key!r}", node)
         bound[key] = value
@@ -277,8 +333,9 @@ def _fold_or(lower, node, args, fn):
         try:
             return Py(fn(*[a.value for a in args]))
         except Exception as exc:  # noqa: BLE001
-            raise lower.error(QnbTypeError, f"cannot evaluate this at compile time: {exc}",
-                              node) from None
+            raise lower.error(
+                QnbTypeError, f"cannot evaluate this at compile time: {exc}", node
+            ) from None
     return None
 
 
@@ -287,8 +344,15 @@ def _fold_or(lower, node, args, fn):
 
 def _program(which):
     def handler(lower, node, target, args, kwargs):
-        (axis,) = _args(lower, node, f"qnb.{'program_id' if which == 'id' else 'num_programs'}",
-                        args, kwargs, ["axis"], {"axis": Py(0)})
+        (axis,) = _args(
+            lower,
+            node,
+            f"qnb.{'program_id' if which == 'id' else 'num_programs'}",
+            args,
+            kwargs,
+            ["axis"],
+            {"axis": Py(0)},
+        )
         axis = _int_arg(lower, axis, node, "axis")
         if axis not in (0, 1, 2):
             raise lower.error(QnbTypeError, f"axis must be 0, 1 or 2, got {axis}", node)
@@ -302,8 +366,9 @@ def _math(op):
         (x,) = _args(lower, node, op, args, kwargs, ["x"])
         import math
 
-        folded = _fold_or(lower, node, [x], {"exp": math.exp, "log": math.log, "sqrt": math.sqrt,
-                                             "abs": abs}[op])
+        folded = _fold_or(
+            lower, node, [x], {"exp": math.exp, "log": math.log, "sqrt": math.sqrt, "abs": abs}[op]
+        )
         if folded is not None:
             return folded
         if op == "abs":
@@ -354,7 +419,9 @@ def _outer(lower, node, target, args, kwargs):
     u, v = _args(lower, node, "qnb.outer", args, kwargs, ["u", "v"])
     u, v = lower.require_value(u, node), lower.require_value(v, node)
     if u.type.kind != "vec" or v.type.kind != "vec":
-        raise lower.error(QnbTypeError, f"qnb.outer takes two Vec16, got {u.type} and {v.type}", node)
+        raise lower.error(
+            QnbTypeError, f"qnb.outer takes two Vec16, got {u.type} and {v.type}", node
+        )
     dtype = promote(u.type.dtype, v.type.dtype)
     if dtype is bool_:
         dtype = i32
@@ -366,8 +433,9 @@ def _constructor(kind, how):
     def handler(lower, node, target, args, kwargs):
         name = f"{'Tile16' if kind == 'tile' else 'Vec16'}.{how}"
         if how == "full":
-            value, dtype = _args(lower, node, name, args, kwargs, ["value", "dtype"],
-                                 {"dtype": Py(f32)})
+            value, dtype = _args(
+                lower, node, name, args, kwargs, ["value", "dtype"], {"dtype": Py(f32)}
+            )
         else:
             (dtype,) = _args(lower, node, name, args, kwargs, ["dtype"], {"dtype": Py(f32)})
             value = Py({"zeros": 0, "ones": 1}.get(how, 0))
@@ -410,12 +478,18 @@ def _vec_load(lower, node, target, args, kwargs):
         if len(args) not in (2, 3):
             raise lower.error(QnbTypeError, "Vec16.load(arr, start) on a 1-D array", node)
         start = lower.to_index(args[1], node, "start")
-        stop = lower.to_index(args[2], node, "stop") if len(args) == 3 else \
-            ir.Binary(ir.scalar(i32), loc, "add", start, ir.Const(ir.scalar(i32), loc, 16))
+        stop = (
+            lower.to_index(args[2], node, "stop")
+            if len(args) == 3
+            else ir.Binary(ir.scalar(i32), loc, "add", start, ir.Const(ir.scalar(i32), loc, 16))
+        )
         return ir.VecLoad(ir.vec(view.type.dtype), loc, view, start, stop, None)
     if view.view_ndim != 2 or len(args) != 4:
-        raise lower.error(QnbTypeError, "Vec16.load(arr, r0, r1, col) on a 2-D array, or "
-                          "Vec16.load(arr, start) on a 1-D array", node)
+        raise lower.error(
+            QnbTypeError,
+            "Vec16.load(arr, r0, r1, col) on a 2-D array, or Vec16.load(arr, start) on a 1-D array",
+            node,
+        )
     r0, r1, col = (lower.to_index(a, node) for a in args[1:])
     return ir.VecLoad(ir.vec(view.type.dtype), loc, view, r0, r1, col)
 
@@ -496,8 +570,12 @@ def _receiver_var(lower, method, node):
     """The ast.Name of an in-place method's receiver (it must be a variable)."""
     target = method.node.value
     if not isinstance(target, ast.Name):
-        raise lower.error(QnbTypeError, f".{method.name}() updates in place, so it needs a "
-                          "variable (t.{method.name}(...), not an expression)", node)
+        raise lower.error(
+            QnbTypeError,
+            f".{method.name}() updates in place, so it needs a "
+            "variable (t.{method.name}(...), not an expression)",
+            node,
+        )
     return target
 
 
@@ -530,23 +608,35 @@ def _m_store(lower, node, method, args, kwargs):
         if view.view_ndim != 1 or len(rest) not in (1, 2):
             raise lower.error(QnbTypeError, "v.store(arr, start) stores into a 1-D array", node)
         start = rest[0]
-        stop = rest[1] if len(rest) == 2 else ir.Binary(ir.scalar(i32), loc, "add", start,
-                                                       ir.Const(ir.scalar(i32), loc, 16))
+        stop = (
+            rest[1]
+            if len(rest) == 2
+            else ir.Binary(ir.scalar(i32), loc, "add", start, ir.Const(ir.scalar(i32), loc, 16))
+        )
         lower.emit(ir.VecStore(loc, lower.cast_elements(value, view.type.dtype), view, start, stop))
         return Py(None)
     if view.view_ndim != 2:
-        raise lower.error(QnbTypeError, f"a tile is stored into a 2-D array (or a slab of a 3-D "
-                          f"one), not a {view.view_ndim}-D array", node)
+        raise lower.error(
+            QnbTypeError,
+            f"a tile is stored into a 2-D array (or a slab of a 3-D "
+            f"one), not a {view.view_ndim}-D array",
+            node,
+        )
     if len(rest) == 2:
         sixteen = ir.Const(ir.scalar(i32), loc, 16)
         r0, c0 = rest
-        window = (r0, ir.Binary(ir.scalar(i32), loc, "add", r0, sixteen), c0,
-                  ir.Binary(ir.scalar(i32), loc, "add", c0, sixteen))
+        window = (
+            r0,
+            ir.Binary(ir.scalar(i32), loc, "add", r0, sixteen),
+            c0,
+            ir.Binary(ir.scalar(i32), loc, "add", c0, sixteen),
+        )
     elif len(rest) == 4:
         window = tuple(rest)
     else:
-        raise lower.error(QnbTypeError, "t.store(arr, row, col) or t.store(arr, r0, r1, c0, c1)",
-                          node)
+        raise lower.error(
+            QnbTypeError, "t.store(arr, row, col) or t.store(arr, r0, r1, c0, c1)", node
+        )
     lower.emit(ir.StoreWindow(loc, lower.cast_elements(value, view.type.dtype), view, *window))
     return Py(None)
 
@@ -571,7 +661,9 @@ def _m_reduce(op):
             axis += 2
         if tile.type.dtype is bool_:
             tile = lower.cast_elements(tile, i32)
-        result_type = ir.scalar(tile.type.dtype) if axis in (None, "vec") else ir.vec(tile.type.dtype)
+        result_type = (
+            ir.scalar(tile.type.dtype) if axis in (None, "vec") else ir.vec(tile.type.dtype)
+        )
         if axis == "vec":
             axis = None  # a Vec16 reduces to a scalar: Reduce(axis=None) on a vec operand
         return ir.Reduce(result_type, lower.loc(node), op, tile, axis)
@@ -611,15 +703,17 @@ def _m_cholesky_(lower, node, method, args, kwargs):
 
 
 def _m_solve_triangular_(lower, node, method, args, kwargs):
-    rhs, lower_flag = _args(lower, node, "solve_triangular_", args, kwargs, ["B", "lower"],
-                            {"lower": Py(True)})
+    rhs, lower_flag = _args(
+        lower, node, "solve_triangular_", args, kwargs, ["B", "lower"], {"lower": Py(True)}
+    )
     if not isinstance(lower_flag, Py) or lower_flag.value is not True:
         raise lower.error(QnbTypeError, "solve_triangular_ supports only lower=True", node)
     factor = method.receiver
     rhs_node = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "B")
     if not isinstance(rhs_node, ast.Name):
-        raise lower.error(QnbTypeError, "solve_triangular_ overwrites B, so B must be a variable",
-                          node)
+        raise lower.error(
+            QnbTypeError, "solve_triangular_ overwrites B, so B must be a variable", node
+        )
     rhs = lower.require_value(rhs, node)
     if factor.type.kind != "tile" or rhs.type.kind != "tile":
         raise lower.error(QnbTypeError, "solve_triangular_ works on Tile16 values", node)

@@ -57,13 +57,21 @@ def tile_load(param: ir.Param, row=0, col=0, batch=None, line=2) -> ir.LoadWindo
     r0, c0 = const(row, D.i32), const(col, D.i32)
     r1 = ir.Binary(ir.scalar(D.i32), L, "add", r0, const(16, D.i32))
     c1 = ir.Binary(ir.scalar(D.i32), L, "add", c0, const(16, D.i32))
-    return ir.LoadWindow(ir.tile(dtype), _loc(line), zeros("tile", dtype), view(param, batch),
-                         r0, r1, c0, c1)
+    return ir.LoadWindow(
+        ir.tile(dtype), _loc(line), zeros("tile", dtype), view(param, batch), r0, r1, c0, c1
+    )
 
 
 def tile_store(value, param: ir.Param, batch=None, line=9) -> ir.StoreWindow:
-    return ir.StoreWindow(_loc(line), value, view(param, batch), const(0, D.i32),
-                          const(16, D.i32), const(0, D.i32), const(16, D.i32))
+    return ir.StoreWindow(
+        _loc(line),
+        value,
+        view(param, batch),
+        const(0, D.i32),
+        const(16, D.i32),
+        const(0, D.i32),
+        const(16, D.i32),
+    )
 
 
 def array(name, dtype, ndim=2) -> ir.Param:
@@ -98,11 +106,20 @@ def tile_kernel(name, dtype, make, out_dtype=None, extra_params=(), positive=Fal
         ir.Assign(_loc(4), "r", result),
         tile_store(var("r", result.type), out),
     ]
-    kernel = ir.KernelIR(name, [a, b, out, s, *extra_params], body,
-                         {"t": t.type, "u": u.type, "r": result.type}, [ir.Unit(name)])
+    kernel = ir.KernelIR(
+        name,
+        [a, b, out, s, *extra_params],
+        body,
+        {"t": t.type, "u": u.type, "r": result.type},
+        [ir.Unit(name)],
+    )
     low = 0.5 if positive else -4
-    inputs = {"a": rand(dtype, low=low), "b": rand(dtype, low=low, seed=1),
-              "out": np.zeros((16, 16), out_dtype.numpy), "s": 1.5 if dtype.is_float else 3}
+    inputs = {
+        "a": rand(dtype, low=low),
+        "b": rand(dtype, low=low, seed=1),
+        "out": np.zeros((16, 16), out_dtype.numpy),
+        "s": 1.5 if dtype.is_float else 3,
+    }
     return kernel, inputs
 
 
@@ -115,75 +132,126 @@ def elementwise_cases():
         if dtype.is_float:
             ops += ["div", "pow"]
         for op in ops:
+
             def make(t, u, s, op=op):
                 rhs = u if op != "pow" else ir.Unary(u.type, L, "abs", u)
                 if op in ("floordiv", "mod", "div"):  # keep divisors away from 0
-                    rhs = ir.Binary(u.type, L, "max", ir.Unary(u.type, L, "abs", u),
-                                    ir.TileFill(u.type, L, "full", const(1, u.type.dtype)))
+                    rhs = ir.Binary(
+                        u.type,
+                        L,
+                        "max",
+                        ir.Unary(u.type, L, "abs", u),
+                        ir.TileFill(u.type, L, "full", const(1, u.type.dtype)),
+                    )
                 if op == "pow":
                     t = ir.Unary(t.type, L, "abs", t)
                 return ir.Binary(t.type, L, op, t, rhs)
+
             yield Case(f"binary_{op}_{dtype}", *tile_kernel(f"binary_{op}", dtype, make))
             # tile with scalar broadcast
-            yield Case(f"binary_{op}_scalar_{dtype}",
-                       *tile_kernel(f"binary_{op}_scalar", dtype,
-                                    lambda t, u, s, op=op: ir.Binary(
-                                        t.type, L, op,
-                                        ir.Unary(t.type, L, "abs", t) if op == "pow" else t,
-                                        s)))
+            yield Case(
+                f"binary_{op}_scalar_{dtype}",
+                *tile_kernel(
+                    f"binary_{op}_scalar",
+                    dtype,
+                    lambda t, u, s, op=op: ir.Binary(
+                        t.type, L, op, ir.Unary(t.type, L, "abs", t) if op == "pow" else t, s
+                    ),
+                ),
+            )
         unary = ["neg", "abs"] + (["exp", "log", "sqrt"] if dtype.is_float else [])
         for op in unary:
-            yield Case(f"unary_{op}_{dtype}",
-                       *tile_kernel(f"unary_{op}", dtype,
-                                    lambda t, u, s, op=op: ir.Unary(t.type, L, op, t),
-                                    positive=op in ("log", "sqrt")))
+            yield Case(
+                f"unary_{op}_{dtype}",
+                *tile_kernel(
+                    f"unary_{op}",
+                    dtype,
+                    lambda t, u, s, op=op: ir.Unary(t.type, L, op, t),
+                    positive=op in ("log", "sqrt"),
+                ),
+            )
         for op in ir.COMPARE_OPS:
-            yield Case(f"compare_{op}_{dtype}",
-                       *tile_kernel(f"compare_{op}", dtype,
-                                    lambda t, u, s, op=op: ir.Select(
-                                        t.type, L, ir.Binary(ir.tile(D.bool_), L, op, t, u), t, u)))
+            yield Case(
+                f"compare_{op}_{dtype}",
+                *tile_kernel(
+                    f"compare_{op}",
+                    dtype,
+                    lambda t, u, s, op=op: ir.Select(
+                        t.type, L, ir.Binary(ir.tile(D.bool_), L, op, t, u), t, u
+                    ),
+                ),
+            )
         for op in ir.BOOL_OPS:
+
             def make(t, u, s, op=op):
                 lt = ir.Binary(ir.tile(D.bool_), L, "lt", t, u)
                 gt = ir.Binary(ir.tile(D.bool_), L, "gt", t, s)
                 mask = ir.Binary(ir.tile(D.bool_), L, op, lt, ir.Unary(gt.type, L, "not", gt))
                 return ir.Select(t.type, L, mask, t, u)
+
             yield Case(f"bool_{op}_{dtype}", *tile_kernel(f"bool_{op}", dtype, make))
         for target in (*NUMERIC, D.bool_):
             if target is not dtype:
-                yield Case(f"cast_{dtype}_to_{target}",
-                           *tile_kernel(f"cast_to_{target}", dtype,
-                                        lambda t, u, s, target=target: ir.Cast(
-                                            t.type.with_dtype(target), L, t),
-                                        out_dtype=target))
+                yield Case(
+                    f"cast_{dtype}_to_{target}",
+                    *tile_kernel(
+                        f"cast_to_{target}",
+                        dtype,
+                        lambda t, u, s, target=target: ir.Cast(t.type.with_dtype(target), L, t),
+                        out_dtype=target,
+                    ),
+                )
 
 
 def tile_op_cases():
     for dtype in NUMERIC:
         i32 = D.i32
-        yield Case(f"transpose_{dtype}", *tile_kernel("transpose", dtype,
-                   lambda t, u, s: ir.Transpose(t.type, L, t)))
-        yield Case(f"eye_{dtype}", *tile_kernel("eye", dtype,
-                   lambda t, u, s: ir.Binary(t.type, L, "add", t,
-                                             ir.TileFill(t.type, L, "eye", None))))
-        yield Case(f"full_{dtype}", *tile_kernel("full", dtype,
-                   lambda t, u, s: ir.TileFill(t.type, L, "full", s)))
-        yield Case(f"tile_get_set_{dtype}", *tile_kernel("tile_get_set", dtype,
-                   lambda t, u, s: ir.TileSet(t.type, L, t, const(3, i32), const(5, i32),
-                                              ir.TileGet(s.type, L, u, const(7, i32),
-                                                         const(2, i32)))))
+        yield Case(
+            f"transpose_{dtype}",
+            *tile_kernel("transpose", dtype, lambda t, u, s: ir.Transpose(t.type, L, t)),
+        )
+        yield Case(
+            f"eye_{dtype}",
+            *tile_kernel(
+                "eye",
+                dtype,
+                lambda t, u, s: ir.Binary(t.type, L, "add", t, ir.TileFill(t.type, L, "eye", None)),
+            ),
+        )
+        yield Case(
+            f"full_{dtype}",
+            *tile_kernel("full", dtype, lambda t, u, s: ir.TileFill(t.type, L, "full", s)),
+        )
+        yield Case(
+            f"tile_get_set_{dtype}",
+            *tile_kernel(
+                "tile_get_set",
+                dtype,
+                lambda t, u, s: ir.TileSet(
+                    t.type,
+                    L,
+                    t,
+                    const(3, i32),
+                    const(5, i32),
+                    ir.TileGet(s.type, L, u, const(7, i32), const(2, i32)),
+                ),
+            ),
+        )
         for which in ("row", "col"):
             # out = outer(t.row(3), u.col(5)), then set vec element 2 in a vec
             def make(t, u, s, which=which):
                 vt = ir.vec(t.type.dtype)
                 v = ir.RowCol(vt, L, which, t, const(3, i32))
                 w = ir.RowCol(vt, L, "col" if which == "row" else "row", u, const(5, i32))
-                w = ir.TileSet(vt, L, w, const(2, i32), None,
-                               ir.TileGet(s.type, L, v, const(4, i32), None))
+                w = ir.TileSet(
+                    vt, L, w, const(2, i32), None, ir.TileGet(s.type, L, v, const(4, i32), None)
+                )
                 return ir.Outer(t.type, L, v, w)
+
             yield Case(f"{which}_outer_{dtype}", *tile_kernel(f"{which}_outer", dtype, make))
         for op in ("sum", "max", "min"):
             for axis in (None, 0, 1):
+
                 def make(t, u, s, op=op, axis=axis):
                     if axis is None:
                         total = ir.Reduce(s.type, L, op, t, None)
@@ -191,40 +259,61 @@ def tile_op_cases():
                     v = ir.Reduce(ir.vec(t.type.dtype), L, op, t, axis)
                     ones = ir.TileFill(ir.vec(t.type.dtype), L, "full", const(1, t.type.dtype))
                     return ir.Outer(t.type, L, v, ones)
-                yield Case(f"reduce_{op}_{axis}_{dtype}",
-                           *tile_kernel(f"reduce_{op}_{axis}", dtype, make),
-                           rtol=1e-2 if dtype is D.f16 else 1e-5)
+
+                yield Case(
+                    f"reduce_{op}_{axis}_{dtype}",
+                    *tile_kernel(f"reduce_{op}_{axis}", dtype, make),
+                    rtol=1e-2 if dtype is D.f16 else 1e-5,
+                )
 
 
 def linalg_cases():
     for dtype in FLOATS:
         out_dtype = D.f32 if dtype is D.f16 else dtype
         rtol = 1e-2 if dtype is D.f16 else 1e-5
-        yield Case(f"matmul_{dtype}", *tile_kernel(
-            "matmul", dtype, lambda t, u, s: ir.Matmul(ir.tile(out_dtype), L, t, u, None),
-            out_dtype=out_dtype), rtol=rtol)
-        yield Case(f"mma_{dtype}", *tile_kernel(
-            "mma", dtype, lambda t, u, s: ir.Matmul(ir.tile(out_dtype), L, t, u,
-                                                    cast(t, out_dtype)),
-            out_dtype=out_dtype), rtol=rtol)
+        yield Case(
+            f"matmul_{dtype}",
+            *tile_kernel(
+                "matmul",
+                dtype,
+                lambda t, u, s: ir.Matmul(ir.tile(out_dtype), L, t, u, None),
+                out_dtype=out_dtype,
+            ),
+            rtol=rtol,
+        )
+        yield Case(
+            f"mma_{dtype}",
+            *tile_kernel(
+                "mma",
+                dtype,
+                lambda t, u, s: ir.Matmul(ir.tile(out_dtype), L, t, u, cast(t, out_dtype)),
+                out_dtype=out_dtype,
+            ),
+            rtol=rtol,
+        )
         yield cholesky_case(dtype)
-    yield Case("matmul_i32", *tile_kernel(
-        "matmul", D.i32, lambda t, u, s: ir.Matmul(t.type, L, t, u, None)))
+    yield Case(
+        "matmul_i32",
+        *tile_kernel("matmul", D.i32, lambda t, u, s: ir.Matmul(t.type, L, t, u, None)),
+    )
 
 
 def cholesky_case(dtype):
     """out = solve_triangular(cholesky(a a^T + 16 I), b): both linear-algebra ops."""
+
     def make(t, u, s):
-        spd = ir.Binary(t.type, L, "add",
-                        ir.Matmul(t.type, L, t, ir.Transpose(t.type, L, t), None)
-                        if dtype is not D.f16 else t,
-                        ir.Binary(t.type, L, "mul", ir.TileFill(t.type, L, "eye", None),
-                                  const(16, dtype)))
+        spd = ir.Binary(
+            t.type,
+            L,
+            "add",
+            ir.Matmul(t.type, L, t, ir.Transpose(t.type, L, t), None) if dtype is not D.f16 else t,
+            ir.Binary(t.type, L, "mul", ir.TileFill(t.type, L, "eye", None), const(16, dtype)),
+        )
         chol = ir.Cholesky(t.type, L, spd, const(1e-6, dtype))
         return ir.SolveTriangular(t.type, L, chol, u)
+
     kernel, inputs = tile_kernel("cholesky_solve", dtype, make)
-    return Case(f"cholesky_solve_{dtype}", kernel, inputs,
-                rtol=5e-2 if dtype is D.f16 else 1e-4)
+    return Case(f"cholesky_solve_{dtype}", kernel, inputs, rtol=5e-2 if dtype is D.f16 else 1e-4)
 
 
 def memory_and_control_cases():
@@ -250,47 +339,122 @@ def memory_and_control_cases():
         lt = ir.Binary(ir.scalar(D.bool_), L, "lt", k, n_value)
         body = [
             # a partial window with runtime bounds on the slab arr[pid]
-            ir.Assign(_loc(2), "t", ir.LoadWindow(
-                t.type, _loc(2), ir.TileFill(t.type, L, "full", const(1, dtype)), view(a, pid),
-                const(2, D.i32), rows, const(1, D.i32), ir.Binary(i32, L, "sub", cols,
-                                                                    const(3, D.i32)))),
+            ir.Assign(
+                _loc(2),
+                "t",
+                ir.LoadWindow(
+                    t.type,
+                    _loc(2),
+                    ir.TileFill(t.type, L, "full", const(1, dtype)),
+                    view(a, pid),
+                    const(2, D.i32),
+                    rows,
+                    const(1, D.i32),
+                    ir.Binary(i32, L, "sub", cols, const(3, D.i32)),
+                ),
+            ),
             ir.Assign(_loc(3), "acc", const(0, dtype)),
-            ir.For(_loc(4), "k", const(0, D.i32), const(16, D.i32), const(1, D.i32), [
-                ir.If(_loc(5), ir.Logical(ir.scalar(D.bool_), L, "and", lt,
-                                          ir.Binary(ir.scalar(D.bool_), L, "eq",
-                                                    ir.Binary(i32, L, "mod", k, const(2, D.i32)),
-                                                    const(1, D.i32))),
-                      [ir.Continue(_loc(6))], []),
-                ir.If(_loc(7), ir.Binary(ir.scalar(D.bool_), L, "ge", k, const(12, D.i32)),
-                      [ir.Break(_loc(8))], []),
-                ir.Assign(_loc(9), "acc", add(acc, ir.TileGet(acc.type, L, t, k, k))),
-            ]),
-            ir.While(_loc(10), ir.Binary(ir.scalar(D.bool_), L, "lt", k, const(20, D.i32)), [
-                ir.Assign(_loc(11), "k", add(k, const(3, D.i32))),
-            ]),
-            ir.Assign(_loc(12), "acc", add(acc, cast(ir.ArrayLoad(
-                ir.scalar(dtype), L, view(a, pid), [const(0, D.i32), k, const(1, D.i32)]),
-                dtype))),
+            ir.For(
+                _loc(4),
+                "k",
+                const(0, D.i32),
+                const(16, D.i32),
+                const(1, D.i32),
+                [
+                    ir.If(
+                        _loc(5),
+                        ir.Logical(
+                            ir.scalar(D.bool_),
+                            L,
+                            "and",
+                            lt,
+                            ir.Binary(
+                                ir.scalar(D.bool_),
+                                L,
+                                "eq",
+                                ir.Binary(i32, L, "mod", k, const(2, D.i32)),
+                                const(1, D.i32),
+                            ),
+                        ),
+                        [ir.Continue(_loc(6))],
+                        [],
+                    ),
+                    ir.If(
+                        _loc(7),
+                        ir.Binary(ir.scalar(D.bool_), L, "ge", k, const(12, D.i32)),
+                        [ir.Break(_loc(8))],
+                        [],
+                    ),
+                    ir.Assign(_loc(9), "acc", add(acc, ir.TileGet(acc.type, L, t, k, k))),
+                ],
+            ),
+            ir.While(
+                _loc(10),
+                ir.Binary(ir.scalar(D.bool_), L, "lt", k, const(20, D.i32)),
+                [
+                    ir.Assign(_loc(11), "k", add(k, const(3, D.i32))),
+                ],
+            ),
+            ir.Assign(
+                _loc(12),
+                "acc",
+                add(
+                    acc,
+                    cast(
+                        ir.ArrayLoad(
+                            ir.scalar(dtype), L, view(a, pid), [const(0, D.i32), k, const(1, D.i32)]
+                        ),
+                        dtype,
+                    ),
+                ),
+            ),
             ir.ArrayStore(_loc(13), view(out, count), [const(0, D.i32), const(0, D.i32)], acc),
-            ir.ArrayStore(_loc(14), view(out, pid), [const(15, D.i32), const(15, D.i32)],
-                          cast(k, dtype)),
-            ir.Assign(_loc(15), "vv", add(
-                ir.VecLoad(vt, L, view(vec_in), const(3, D.i32), n_value, None),
-                ir.VecLoad(vt, L, view(a, pid), const(0, D.i32), const(16, D.i32),
-                           const(2, D.i32)))),
-            ir.VecStore(_loc(16), var("vv", vt), view(vec_out), ir.Binary(
-                i32, L, "mul", pid, const(16, D.i32)), ir.ArrayDim(i32, L, "w", 0)),
-            ir.StoreWindow(_loc(17), t, view(out, pid), const(1, D.i32), const(17, D.i32),
-                           const(0, D.i32), const(15, D.i32)),
+            ir.ArrayStore(
+                _loc(14), view(out, pid), [const(15, D.i32), const(15, D.i32)], cast(k, dtype)
+            ),
+            ir.Assign(
+                _loc(15),
+                "vv",
+                add(
+                    ir.VecLoad(vt, L, view(vec_in), const(3, D.i32), n_value, None),
+                    ir.VecLoad(
+                        vt, L, view(a, pid), const(0, D.i32), const(16, D.i32), const(2, D.i32)
+                    ),
+                ),
+            ),
+            ir.VecStore(
+                _loc(16),
+                var("vv", vt),
+                view(vec_out),
+                ir.Binary(i32, L, "mul", pid, const(16, D.i32)),
+                ir.ArrayDim(i32, L, "w", 0),
+            ),
+            ir.StoreWindow(
+                _loc(17),
+                t,
+                view(out, pid),
+                const(1, D.i32),
+                const(17, D.i32),
+                const(0, D.i32),
+                const(15, D.i32),
+            ),
         ]
-        kernel = ir.KernelIR("memory_control", [a, out, vec_in, vec_out, n], body,
-                             {"t": t.type, "acc": acc.type, "k": i32, "vv": vt},
-                             [ir.Unit("memory_control")])
-        inputs = {"a": rand(dtype, (3, 20, 19)), "out": np.zeros((4, 18, 17), dtype.numpy),
-                  "v": rand(dtype, (21,)), "w": np.zeros((40,), dtype.numpy), "n": 9}
+        kernel = ir.KernelIR(
+            "memory_control",
+            [a, out, vec_in, vec_out, n],
+            body,
+            {"t": t.type, "acc": acc.type, "k": i32, "vv": vt},
+            [ir.Unit("memory_control")],
+        )
+        inputs = {
+            "a": rand(dtype, (3, 20, 19)),
+            "out": np.zeros((4, 18, 17), dtype.numpy),
+            "v": rand(dtype, (21,)),
+            "w": np.zeros((40,), dtype.numpy),
+            "n": 9,
+        }
         yield Case(f"memory_control_{dtype}", kernel, inputs, grid=(3, 1, 1))
 
 
 def all_cases() -> list[Case]:
-    return [*elementwise_cases(), *tile_op_cases(), *linalg_cases(),
-            *memory_and_control_cases()]
+    return [*elementwise_cases(), *tile_op_cases(), *linalg_cases(), *memory_and_control_cases()]

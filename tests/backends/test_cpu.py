@@ -15,8 +15,14 @@ def test_case_matches_numpy_reference(case, dtype):
     for index, want in expected.items():
         got = args[index]
         assert got.dtype == want.dtype
-        assert not (np.isnan(got) & ~np.isnan(want)).any() if got.dtype.kind == "f" else True, \
+        assert not (np.isnan(got) & ~np.isnan(want)).any() if got.dtype.kind == "f" else True, (
             "an output element was never written"
+        )
         rtol, atol = tolerance(got.dtype, case.name)
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
-                                   rtol=rtol, atol=atol, err_msg=f"output argument {index}")
+        np.testing.assert_allclose(
+            got.astype(np.float64),
+            want.astype(np.float64),
+            rtol=rtol,
+            atol=atol,
+            err_msg=f"output argument {index}",
+        )

@@ -70,8 +70,14 @@ def _assert_close(got, want, rtol, name):
         np.testing.assert_array_equal(got, want, err_msg=name)
         return
     scale = max(1.0, float(np.nanmax(np.abs(want.astype(np.float64)))) if want.size else 1.0)
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
-                               rtol=rtol, atol=rtol * scale, equal_nan=True, err_msg=name)
+    np.testing.assert_allclose(
+        got.astype(np.float64),
+        want.astype(np.float64),
+        rtol=rtol,
+        atol=rtol * scale,
+        equal_nan=True,
+        err_msg=name,
+    )
 
 
 @pytest.mark.gpu

@@ -46,8 +46,9 @@ def _toolchain_reason() -> str | None:
     return None
 
 
-needs_nvrtc = pytest.mark.skipif(_toolchain_reason() is not None,
-                                 reason=f"NVRTC toolchain missing: {_toolchain_reason()}")
+needs_nvrtc = pytest.mark.skipif(
+    _toolchain_reason() is not None, reason=f"NVRTC toolchain missing: {_toolchain_reason()}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -245,16 +246,22 @@ def test_prelude_python_semantics_on_host(tmp_path):
     source = tmp_path / "prelude.cpp"
     source.write_text(_HOST_SHIM + _PRELUDE_COMMON + _HOST_DRIVER)
     library = tmp_path / "prelude.so"
-    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-std=c++17", "-o", str(library),
-                    str(source)], check=True, capture_output=True)
+    subprocess.run(
+        [compiler, "-O1", "-shared", "-fPIC", "-std=c++17", "-o", str(library), str(source)],
+        check=True,
+        capture_output=True,
+    )
     lib = ctypes.CDLL(str(library))
     for fn in (lib.run_f32, lib.run_f64, lib.run_i32):
         fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int]
     values = [-7.5, -3.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0, 7.25, 1e-3, 0.1]
     a, b = (np.array(v) for v in zip(*[(x, y) for x in values for y in values]))
     with np.errstate(all="ignore"):
-        for dtype, fn in ((np.float32, lib.run_f32), (np.float64, lib.run_f64),
-                          (np.int32, lib.run_i32)):
+        for dtype, fn in (
+            (np.float32, lib.run_f32),
+            (np.float64, lib.run_f64),
+            (np.int32, lib.run_i32),
+        ):
             x, y = a.astype(dtype), b.astype(dtype)
             if dtype is np.int32:
                 x, y = (a * 2).astype(dtype), (b * 2).astype(dtype)
@@ -265,11 +272,13 @@ def test_prelude_python_semantics_on_host(tmp_path):
             want = [np.floor_divide(x, y), np.mod(x, y), np.maximum(x, y), np.minimum(x, y)]
             for k, name in enumerate(("floordiv", "mod", "max", "min")):
                 mask = ok if dtype is np.int32 and k < 2 else np.ones_like(ok)
-                np.testing.assert_array_equal(got[mask, k], want[k][mask],
-                                              err_msg=f"{name} {np.dtype(dtype).name}")
+                np.testing.assert_array_equal(
+                    got[mask, k], want[k][mask], err_msg=f"{name} {np.dtype(dtype).name}"
+                )
             if dtype is not np.int32:
-                np.testing.assert_allclose(got[:, 4], np.power(x, y), rtol=1e-6,
-                                           equal_nan=True, err_msg="pow")
+                np.testing.assert_allclose(
+                    got[:, 4], np.power(x, y), rtol=1e-6, equal_nan=True, err_msg="pow"
+                )
             else:
                 nonneg = y >= 0
                 np.testing.assert_array_equal(got[nonneg, 4], np.power(x[nonneg], y[nonneg]))

@@ -23,14 +23,18 @@ except ImportError:  # pytest run without the repository root on sys.path
     import pathlib
 
     _spec = importlib.util.spec_from_file_location(
-        "tests.suite", pathlib.Path(__file__).parents[1] / "suite.py")
+        "tests.suite", pathlib.Path(__file__).parents[1] / "suite.py"
+    )
     suite = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(suite)
 
 GRIDS = ("case", "one", "extra")
-PARAMS = [pytest.param(case, np.dtype(dtype), grid,
-                       id=f"{case.name}-{np.dtype(dtype).name}-{grid}")
-          for case in suite.CASES for dtype in case.dtypes for grid in GRIDS]
+PARAMS = [
+    pytest.param(case, np.dtype(dtype), grid, id=f"{case.name}-{np.dtype(dtype).name}-{grid}")
+    for case in suite.CASES
+    for dtype in case.dtypes
+    for grid in GRIDS
+]
 
 
 def _grid(kind: str, grid) -> tuple:
@@ -84,5 +88,11 @@ def test_backend_matches_cpu(gpu_backend_name, case, dtype, grid_kind):
         if w.dtype.kind in "iub":
             np.testing.assert_array_equal(g, w, err_msg=message)
         else:
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
-                                       atol=atol, equal_nan=True, err_msg=message)
+            np.testing.assert_allclose(
+                g.astype(np.float64),
+                w.astype(np.float64),
+                rtol=rtol,
+                atol=atol,
+                equal_nan=True,
+                err_msg=message,
+            )

@@ -10,6 +10,7 @@ import qnb
 from qnb import Tile16, Vec16  # noqa: F401
 from tests.helpers import define
 
+
 def decorate(source, namespace=None):
     scope, filename = define(source, namespace)
     return scope, filename
@@ -50,14 +51,17 @@ def test_unsupported_constructs_raise_at_decoration_with_line(what, body):
     assert body.splitlines()[0].strip() in rendered and "^" in rendered
 
 
-@pytest.mark.parametrize("expr,message", [
-    ("t[:] = x[:16, 0:16]", "start and stop indices are required"),
-    ("t[:] = x[0:16, 0:]", "start and stop indices are required"),
-    ("x[0:16, :] = t", "start and stop indices are required"),
-    ("t[:] = x[-1:15, 0:16]", "Negative indices"),
-    ("x[0:16, 0:-16] = t", "Negative indices"),
-    ("t[:] = x[0:16:2, 0:16]", "step"),
-])
+@pytest.mark.parametrize(
+    "expr,message",
+    [
+        ("t[:] = x[:16, 0:16]", "start and stop indices are required"),
+        ("t[:] = x[0:16, 0:]", "start and stop indices are required"),
+        ("x[0:16, :] = t", "start and stop indices are required"),
+        ("t[:] = x[-1:15, 0:16]", "Negative indices"),
+        ("x[0:16, 0:-16] = t", "Negative indices"),
+        ("t[:] = x[0:16:2, 0:16]", "step"),
+    ],
+)
 def test_malformed_slices(expr, message):
     source = f"@qnb.kernel\ndef k(x):\n    t = Tile16.zeros()\n    {expr}\n"
     with pytest.raises(qnb.QnbSyntaxError, match=message) as info:
@@ -87,15 +91,21 @@ F32_2D = np.ones((16, 16), np.float32)
 
 
 def test_annotated_dtype_mismatch_names_parameter():
-    err = launch_error("@qnb.kernel\ndef k(x: qnb.Array[qnb.f32, 2]):\n    pass\n",
-                       np.ones((4, 4)), error=qnb.QnbTypeError)
+    err = launch_error(
+        "@qnb.kernel\ndef k(x: qnb.Array[qnb.f32, 2]):\n    pass\n",
+        np.ones((4, 4)),
+        error=qnb.QnbTypeError,
+    )
     assert "'x'" in err.message and "f32" in err.message and "f64" in err.message
     assert isinstance(err, TypeError)
 
 
 def test_annotated_ndim_mismatch():
-    err = launch_error("@qnb.kernel\ndef k(x: qnb.Array[qnb.f32, 2]):\n    pass\n",
-                       np.ones(4, np.float32), error=qnb.QnbTypeError)
+    err = launch_error(
+        "@qnb.kernel\ndef k(x: qnb.Array[qnb.f32, 2]):\n    pass\n",
+        np.ones(4, np.float32),
+        error=qnb.QnbTypeError,
+    )
     assert "2-D" in err.message
 
 
@@ -112,43 +122,72 @@ def test_arity_and_array_problems():
 
 def test_capture_of_array_is_refused_with_fix():
     data = np.zeros(3)
-    err = launch_error("@qnb.kernel\ndef k(out):\n    out[0] = data[0]\n", np.zeros(3),
-                       namespace={"data": data}, error=qnb.QnbCaptureError)
-    assert err.message == ("kernel 'k' reads 'data' (numpy.ndarray) from the enclosing scope; "
-                           "pass it as a parameter")
+    err = launch_error(
+        "@qnb.kernel\ndef k(out):\n    out[0] = data[0]\n",
+        np.zeros(3),
+        namespace={"data": data},
+        error=qnb.QnbCaptureError,
+    )
+    assert err.message == (
+        "kernel 'k' reads 'data' (numpy.ndarray) from the enclosing scope; pass it as a parameter"
+    )
     assert err.lineno == 3
 
 
 def test_capture_of_plain_function_says_decorate():
-    err = launch_error("@qnb.kernel\ndef k(out):\n    out[0] = helper(1)\n", np.zeros(3),
-                       namespace={"helper": lambda v: v}, error=qnb.QnbCaptureError)
+    err = launch_error(
+        "@qnb.kernel\ndef k(out):\n    out[0] = helper(1)\n",
+        np.zeros(3),
+        namespace={"helper": lambda v: v},
+        error=qnb.QnbCaptureError,
+    )
     assert "@qnb.func" in err.message
 
 
-@pytest.mark.parametrize("body,args,message,error", [
-    ("    L = Tile16.eye()\n    B = Tile16.eye()\n    L.solve_triangular_(B, lower=False)\n",
-     (), "only lower=True", qnb.QnbTypeError),
-    ("    t = Tile16.zeros()\n    v = Vec16.zeros()\n    u = t + v\n", (), "Tile16 and a Vec16",
-     qnb.QnbTypeError),
-    ("    t = Tile16.zeros()\n    if t:\n        pass\n", (), "truth value", qnb.QnbTypeError),
-    ("    y = undefined_name + 1\n", (), "not defined", qnb.QnbTypeError),
-    ("    t = Tile16.zeros(qnb.f64)\n    t.load_(x, 0, 16, 0, 16)\n", (F32_2D,), "astype",
-     qnb.QnbTypeError),
-    ("    n = 2\n    d = x.shape[n]\n", (F32_2D,), "constant", qnb.QnbTypeError),
-    ("    t = Tile16.zeros()\n    (t + 1).eye_()\n", (), "variable", qnb.QnbTypeError),
-    ("    t = Tile16.zeros()\n    t = 1.0\n", (), "cannot also hold", qnb.QnbTypeError),
-    ("    t = Tile16.zeros(qnb.i32)\n    t.cholesky_()\n", (), "float Tile16", qnb.QnbTypeError),
-    ("    for i in (1, 2):\n        pass\n", (), "range", qnb.QnbSyntaxError),
-    ("    t = Tile16.zeros()\n    t.store(x, 0)\n", (F32_2D,), "store", qnb.QnbTypeError),
-    ("    v = qnb.static(x)\n", (F32_2D,), "compile-time", qnb.QnbTypeError),
-    ("    t = Tile16.full('a')\n", (), "number", qnb.QnbTypeError),
-    ("    t = Tile16.zeros(qnb.f64)\n    u = t @ Vec16.zeros()\n", (), "@", qnb.QnbTypeError),
-    ("    y = x[0, 0, 0]\n", (F32_2D,), "2 indices", qnb.QnbTypeError),
-    ("    t = Tile16.zeros()\n    y = t[0]\n", (), "indexed with 2", qnb.QnbTypeError),
-    ("    y = 2**40\n    z = y + qnb.program_id(0)\n", (), "i32", qnb.QnbTypeError),
-    ("    t = Tile16.zeros(qnb.f32)\n    u = t.nope()\n", (), "nope", qnb.QnbTypeError),
-    ("    y = qnb.program_id(5)\n", (), "axis", qnb.QnbTypeError),
-])
+@pytest.mark.parametrize(
+    "body,args,message,error",
+    [
+        (
+            "    L = Tile16.eye()\n    B = Tile16.eye()\n    L.solve_triangular_(B, lower=False)\n",
+            (),
+            "only lower=True",
+            qnb.QnbTypeError,
+        ),
+        (
+            "    t = Tile16.zeros()\n    v = Vec16.zeros()\n    u = t + v\n",
+            (),
+            "Tile16 and a Vec16",
+            qnb.QnbTypeError,
+        ),
+        ("    t = Tile16.zeros()\n    if t:\n        pass\n", (), "truth value", qnb.QnbTypeError),
+        ("    y = undefined_name + 1\n", (), "not defined", qnb.QnbTypeError),
+        (
+            "    t = Tile16.zeros(qnb.f64)\n    t.load_(x, 0, 16, 0, 16)\n",
+            (F32_2D,),
+            "astype",
+            qnb.QnbTypeError,
+        ),
+        ("    n = 2\n    d = x.shape[n]\n", (F32_2D,), "constant", qnb.QnbTypeError),
+        ("    t = Tile16.zeros()\n    (t + 1).eye_()\n", (), "variable", qnb.QnbTypeError),
+        ("    t = Tile16.zeros()\n    t = 1.0\n", (), "cannot also hold", qnb.QnbTypeError),
+        (
+            "    t = Tile16.zeros(qnb.i32)\n    t.cholesky_()\n",
+            (),
+            "float Tile16",
+            qnb.QnbTypeError,
+        ),
+        ("    for i in (1, 2):\n        pass\n", (), "range", qnb.QnbSyntaxError),
+        ("    t = Tile16.zeros()\n    t.store(x, 0)\n", (F32_2D,), "store", qnb.QnbTypeError),
+        ("    v = qnb.static(x)\n", (F32_2D,), "compile-time", qnb.QnbTypeError),
+        ("    t = Tile16.full('a')\n", (), "number", qnb.QnbTypeError),
+        ("    t = Tile16.zeros(qnb.f64)\n    u = t @ Vec16.zeros()\n", (), "@", qnb.QnbTypeError),
+        ("    y = x[0, 0, 0]\n", (F32_2D,), "2 indices", qnb.QnbTypeError),
+        ("    t = Tile16.zeros()\n    y = t[0]\n", (), "indexed with 2", qnb.QnbTypeError),
+        ("    y = 2**40\n    z = y + qnb.program_id(0)\n", (), "i32", qnb.QnbTypeError),
+        ("    t = Tile16.zeros(qnb.f32)\n    u = t.nope()\n", (), "nope", qnb.QnbTypeError),
+        ("    y = qnb.program_id(5)\n", (), "axis", qnb.QnbTypeError),
+    ],
+)
 def test_type_errors_at_first_launch(body, args, message, error):
     params = "x" if args else ""
     source = f"@qnb.kernel\ndef k({params}):\n{body}"
@@ -163,8 +202,10 @@ def test_index_errors_on_cpu_name_the_line():
     err = launch_error(source, F32_2D, grid=20, error=qnb.QnbIndexError)
     assert err.lineno == 4 and isinstance(err, IndexError)
     assert "program (16, 0, 0)" in err.message
-    source = ("@qnb.kernel\ndef k(x):\n    r = qnb.program_id(0) - 1\n    t = Tile16.zeros()\n"
-              "    t[:] = x[r:r + 16, 0:16]\n")
+    source = (
+        "@qnb.kernel\ndef k(x):\n    r = qnb.program_id(0) - 1\n    t = Tile16.zeros()\n"
+        "    t[:] = x[r:r + 16, 0:16]\n"
+    )
     err = launch_error(source, F32_2D, grid=2, error=qnb.QnbIndexError)
     assert "negative" in err.message and err.lineno == 5
     source = "@qnb.kernel\ndef k(x):\n    t = Tile16.zeros()\n    x[0, 0] = t[qnb.program_id(0) + 15, 0]\n"
@@ -173,7 +214,7 @@ def test_index_errors_on_cpu_name_the_line():
 
 
 def test_error_in_func_points_into_the_func():
-    scope, filename = define("""
+    scope, _filename = define("""
         @qnb.func
         def helper(t):
             return t + Vec16.zeros()
@@ -191,9 +232,8 @@ def test_error_in_func_points_into_the_func():
 def test_unknown_backend():
     with pytest.raises(qnb.BackendError, match="unknown backend"):
         qnb.set_backend("tpu")
-    with pytest.raises(qnb.BackendError):
-        with qnb.backend("metal"):
-            pass
+    with pytest.raises(qnb.BackendError), qnb.backend("metal"):
+        pass
 
 
 def test_bad_grid():

@@ -17,8 +17,13 @@ import qnb
 from tests.helpers import define
 
 NUMPY_QNB = types.SimpleNamespace(
-    maximum=np.maximum, minimum=np.minimum, abs=np.abs, sqrt=np.sqrt, exp=np.exp,
-    where=np.where, f64=np.float64,
+    maximum=np.maximum,
+    minimum=np.minimum,
+    abs=np.abs,
+    sqrt=np.sqrt,
+    exp=np.exp,
+    where=np.where,
+    f64=np.float64,
 )
 
 TILE_LEAVES = st.sampled_from(["a", "b", "(a * 0.5)", "b.T"])
@@ -28,11 +33,14 @@ SCALAR_LEAVES = st.sampled_from(["s", "1.5", "2", "a.sum()", "b.max()", "a.min()
 def tile_exprs():
     def extend(inner):
         return st.one_of(
-            st.tuples(inner, st.sampled_from(["+", "-", "*"]), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+            st.tuples(inner, st.sampled_from(["+", "-", "*"]), inner).map(
+                lambda t: f"({t[0]} {t[1]} {t[2]})"
+            ),
             st.tuples(inner, SCALAR_LEAVES).map(lambda t: f"({t[0]} * {t[1]})"),
             st.tuples(inner, inner).map(lambda t: f"({t[0]} / (qnb.abs({t[1]}) + 1.0))"),
             st.tuples(st.sampled_from(["maximum", "minimum"]), inner, inner).map(
-                lambda t: f"qnb.{t[0]}({t[1]}, {t[2]})"),
+                lambda t: f"qnb.{t[0]}({t[1]}, {t[2]})"
+            ),
             st.tuples(inner, inner).map(lambda t: f"qnb.where({t[0]} > {t[1]}, {t[0]}, -{t[1]})"),
             inner.map(lambda e: f"qnb.sqrt(qnb.abs({e}))"),
             inner.map(lambda e: f"qnb.exp(qnb.minimum({e}, 3.0))"),
@@ -49,10 +57,14 @@ def statements():
     return st.one_of(
         expr.map(lambda e: f"r = r + {e}"),
         st.tuples(expr, st.integers(1, 3)).map(
-            lambda t: f"for i in range({t[1]}):\n        r = r * 0.5 + {t[0]} * i"),
+            lambda t: f"for i in range({t[1]}):\n        r = r * 0.5 + {t[0]} * i"
+        ),
         st.tuples(SCALAR_LEAVES, expr, expr).map(
-            lambda t: f"if {t[0]} > 0.25:\n        r = r - {t[1]}\n    else:\n        r = r + {t[2]}"),
-        st.tuples(expr).map(lambda t: f"while r.max() > 50.0:\n        r = r * 0.25"),
+            lambda t: (
+                f"if {t[0]} > 0.25:\n        r = r - {t[1]}\n    else:\n        r = r + {t[2]}"
+            )
+        ),
+        st.tuples(expr).map(lambda t: "while r.max() > 50.0:\n        r = r * 0.25"),
     )
 
 
