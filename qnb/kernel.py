@@ -72,12 +72,8 @@ def _read_annotation(parsed: ParsedFunction, name: str, value) -> _Annotation:
         try:
             value = eval(value, parsed.fn.__globals__)  # noqa: S307 - the user's own annotation
         except Exception as exc:  # noqa: BLE001
-            raise QnbTypeError(
-                f"cannot read the annotation of {name!r}: {exc}",
-                parsed.filename,
-                parsed.firstlineno,
-                0,
-            ) from None
+            message = f"cannot read the annotation of {name!r}: {exc}"
+            raise parsed.error(QnbTypeError, message, _param_node(parsed, name)) from None
     if isinstance(value, _ArrayAnnotation):
         return _Annotation("array", value.dtype, value.ndim)
     if isinstance(value, _TemplateAnnotation):
@@ -85,22 +81,20 @@ def _read_annotation(parsed: ParsedFunction, name: str, value) -> _Annotation:
     try:
         dtype = as_dtype(value)
     except TypeError:
-        raise QnbTypeError(
-            f"parameter {name!r} has an annotation qnb does not understand: "
-            f"{value!r} (use qnb.Array, qnb.Array[dtype, ndim], qnb.i32, qnb.f32, "
-            "qnb.f64 or qnb.Template)",
-            parsed.filename,
-            parsed.firstlineno,
-            0,
-        ) from None
-    if dtype not in (i32, f32, f64):
-        raise QnbTypeError(
-            f"scalar parameter {name!r} must be qnb.i32, qnb.f32 or qnb.f64",
-            parsed.filename,
-            parsed.firstlineno,
-            0,
+        message = (
+            f"parameter {name!r} has an annotation qnb does not understand: {value!r} (use "
+            "qnb.Array, qnb.Array[dtype, ndim], qnb.i32, qnb.f32, qnb.f64 or qnb.Template)"
         )
+        raise parsed.error(QnbTypeError, message, _param_node(parsed, name)) from None
+    if dtype not in (i32, f32, f64):
+        message = f"scalar parameter {name!r} must be qnb.i32, qnb.f32 or qnb.f64"
+        raise parsed.error(QnbTypeError, message, _param_node(parsed, name))
     return _Annotation("scalar", dtype)
+
+
+def _param_node(parsed: ParsedFunction, name: str):
+    """The ``def`` line's AST node of parameter ``name`` (errors point at it)."""
+    return next((a for a in parsed.tree.args.args if a.arg == name), parsed.tree)
 
 
 def _readable(value) -> str:
@@ -248,25 +242,30 @@ class Kernel:
     def _signature(self, args) -> tuple[tuple, list]:
         parsed = self._qnb_parsed
         if len(args) != len(self._annotations):
-            raise QnbTypeError(
+            raise self._def_error(
                 f"kernel {self.name!r} takes {len(self._annotations)} arguments "
-                f"({', '.join(parsed.param_names)}) but {len(args)} were given",
-                parsed.filename,
-                parsed.firstlineno,
-                parsed.indent,
+                f"({', '.join(parsed.param_names)}) but {len(args)} were given"
             )
         signature = []
         runtime = []
         for name, annotation, value in zip(parsed.param_names, self._annotations, args):
-            spec, runtime_value = self._arg_spec(name, annotation, value)
+            try:
+                spec, runtime_value = self._arg_spec(name, annotation, value)
+            except QnbTypeError as err:
+                node = _param_node(parsed, name)
+                raise err.with_location(*parsed.position(node)) from None
             signature.append(spec)
             if spec[0] != "template":
                 runtime.append(runtime_value)
         return tuple(signature), runtime
 
     def _arg_error(self, message):
-        parsed = self._qnb_parsed
-        return QnbTypeError(message, parsed.filename, parsed.firstlineno, parsed.indent)
+        """An argument error; _signature points it at the parameter on the ``def`` line."""
+        return QnbTypeError(message)
+
+    def _def_error(self, message):
+        """An error about the call as a whole, shown at the kernel's ``def`` line."""
+        return self._qnb_parsed.error(QnbTypeError, message, self._qnb_parsed.tree)
 
     def _arg_spec(self, name, annotation, value):
         kind = annotation.kind
@@ -347,7 +346,7 @@ class Kernel:
         if args:
             return args
         if not self.is_fully_annotated:
-            raise self._arg_error(
+            raise self._def_error(
                 f"kernel {self.name!r} has parameters without full annotations; "
                 "pass example arguments"
             )
@@ -429,13 +428,8 @@ class Kernel:
         try:
             return lower_kernel(self._qnb_parsed, roots_of, self._param_specs(signature))
         except RecursionError:
-            parsed = self._qnb_parsed
-            raise QnbTypeError(
-                f"kernel {self.name!r} is nested too deeply to compile",
-                parsed.filename,
-                parsed.firstlineno,
-                0,
-            ) from None
+            message = f"kernel {self.name!r} is nested too deeply to compile"
+            raise self._qnb_parsed.error(QnbTypeError, message, self._qnb_parsed.tree) from None
 
     def _lower_for(self, args):
         signature, _ = self._signature(self._example_args(args))

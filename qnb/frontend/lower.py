@@ -192,22 +192,19 @@ class _Lowerer:
         )
 
     def stmt_Break(self, stmt):
-        if self.static_depth and not self.loop_depth:
-            raise self.error(
-                QnbSyntaxError, "break inside a qnb.static loop is not supported", stmt
-            )
-        if not self.loop_depth:
-            raise self.error(QnbSyntaxError, "break outside a loop", stmt)
-        self.emit(ir.Break(self.loc(stmt)))
+        self.loop_exit(stmt, "break", ir.Break)
 
     def stmt_Continue(self, stmt):
+        self.loop_exit(stmt, "continue", ir.Continue)
+
+    def loop_exit(self, stmt, word, node_class):
         if self.static_depth and not self.loop_depth:
             raise self.error(
-                QnbSyntaxError, "continue inside a qnb.static loop is not supported", stmt
+                QnbSyntaxError, f"{word} inside a qnb.static loop is not supported", stmt
             )
         if not self.loop_depth:
-            raise self.error(QnbSyntaxError, "continue outside a loop", stmt)
-        self.emit(ir.Continue(self.loc(stmt)))
+            raise self.error(QnbSyntaxError, f"{word} outside a loop", stmt)
+        self.emit(node_class(self.loc(stmt)))
 
     def stmt_AnnAssign(self, stmt):
         if stmt.value is None:
