@@ -44,7 +44,9 @@ def run(path: Path, timeout: int) -> float:
         timeout=timeout,
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
-        store_widget_state=False,  # the widgets carry static HTML/PNG; state would only bloat
+        # Saved with the notebook (as JupyterLab does here, see scripts/configure_lab.py), so an
+        # opened, unrun notebook shows its TileView/TraceView/CacheView widgets.
+        store_widget_state=True,
     )
     start = time.perf_counter()
     client.execute()
