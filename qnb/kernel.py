@@ -18,8 +18,9 @@ from qnb import ir
 from qnb.backends import registry as _backends
 from qnb.backends.base import DeviceArray, Options
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
-from qnb.errors import QnbCaptureError, QnbError, QnbTypeError
+from qnb.errors import QnbCaptureError, QnbError, QnbIndexError, QnbTypeError
 from qnb.frontend.capture import Captures, canonical, classify
+from qnb.frontend.checks import add_bounds_checks
 from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
 from qnb.language import Template, _ArrayAnnotation, _TemplateAnnotation
@@ -445,8 +446,19 @@ class Kernel:
         units = list(parsed_units.values())
         by_unit = {p.unit_name: p for p in units}
 
-        def compile_now():
+        # Debug mode on a GPU: bounds checks become IR (the cpu backend checks as it runs).
+        debug_checks = self._options.debug and backend_name != "cpu"
+        tables = []
+
+        def lowered():
             kernel_ir = self._lower(signature, parsed_units, roots)
+            if debug_checks:
+                kernel_ir, table = add_bounds_checks(kernel_ir)
+                tables.append(table)
+            return kernel_ir
+
+        def compile_now():
+            kernel_ir = lowered()
             try:
                 return backend.compile(kernel_ir, self._options)
             except QnbError as err:
@@ -455,6 +467,10 @@ class Kernel:
         launcher, _event = cache.get_or_compile(
             self.name, backend_name, key, compile_now, backend.load
         )
+        if debug_checks:
+            if not tables:  # loaded from the cache: rebuild the check table (debug only)
+                lowered()
+            launcher = _checked(launcher, tables[0])
         prepared = _Prepared(launcher, key, by_unit, backend_name)
         if len(self._memo) > 256:  # a kernel relaunched with ever-new captured values
             self._memo.clear()
@@ -553,6 +569,22 @@ def _backend_components(backend) -> tuple[dict, dict]:
     if found is None:
         found = _COMPONENTS_CACHE[backend.name] = backend.key_components()
     return found
+
+
+def _checked(launcher, table):
+    """Wrap a debug-mode launcher: pass the error word, raise the check that failed."""
+
+    def launch(grid, args):
+        errors = np.zeros(4, np.int32)
+        launcher(grid, [*args, errors])
+        code = int(errors[0])
+        if code:
+            check = table[code - 1]
+            err = QnbIndexError(f"{check.message} (debug-mode check)")
+            err.ir_loc, err.ir_unit = check.loc, check.unit
+            raise err
+
+    return launch
 
 
 def _first_use(parsed: ParsedFunction, chain):
