@@ -69,8 +69,11 @@ ifneq ($(NOTEBOOKS),)
 	@# A fresh kernel cache, as on a first run, so the pages read the same every time.
 	rm -rf build/demo build/demo-cache
 	@mkdir -p build/demo
+	@# No saved widget state: the pages then show each widget's static view (PNG/HTML)
+	@# instead of loading a widget manager from a CDN, so they work offline.
 	$(RUN_ENV) QNB_CACHE_DIR=$(CURDIR)/build/demo-cache $(VENV)/bin/jupyter nbconvert \
-		--to html --execute --output-dir build/demo $(NOTEBOOKS)
+		--to html --execute --ExecutePreprocessor.store_widget_state=False \
+		--output-dir build/demo $(NOTEBOOKS)
 	@echo "demo HTML written to build/demo/"
 else
 	@echo "no notebooks/*.ipynb yet: nothing to render"

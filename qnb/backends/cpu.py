@@ -666,7 +666,13 @@ class _Executor:
         out = e.type.dtype.numpy
         if a.dtype == np.float16:
             a, b = a.astype(np.float32), b.astype(np.float32)
-        result = np.matmul(a, b).astype(out, copy=False)
+        if a.dtype.kind == "f":
+            # For stacks of small matrices einsum's BLAS path beats np.matmul's loop.
+            n = max(a.shape[0], b.shape[0])
+            a, b = np.broadcast_to(a, (n, 16, 16)), np.broadcast_to(b, (n, 16, 16))
+            result = np.einsum("nik,nkj->nij", a, b, optimize=True).astype(out, copy=False)
+        else:
+            result = np.matmul(a, b).astype(out, copy=False)
         if e.acc is not None:
             result = self.ev(e.acc) + result
         return result
@@ -682,34 +688,35 @@ class _Executor:
         index = np.broadcast_to(index, (n,))
         return base[lanes, index, :] if e.which == "row" else base[lanes, :, index]
 
+    # Cholesky and the triangular solve work "lanes last": (16, 16, n) arrays, so each
+    # step of the column-by-column algorithm is a contiguous vector op over all programs.
+
     def e_Cholesky(self, e):
-        a = self.ev(e.operand)
+        a = np.moveaxis(self.ev(e.operand), 0, -1)
         eps = self.ev(e.eps)
         dtype = a.dtype
-        n = a.shape[0]
-        lower = np.zeros((n, 16, 16), dtype)
+        lower = np.zeros(a.shape, dtype)
         for j in range(16):
-            row = lower[:, j, :j]
-            s = np.einsum("nk,nk->n", row, row).astype(dtype) if j else np.zeros(n, dtype)
-            d = np.sqrt(np.maximum(a[:, j, j] - s, eps)).astype(dtype)
-            lower[:, j, j] = d
+            row = lower[j, :j]  # L[j, k] for k < j, per program
+            s = (row * row).sum(axis=0, dtype=dtype) if j else 0
+            d = np.sqrt(np.maximum(a[j, j] - s, eps)).astype(dtype)
+            lower[j, j] = d
             if j < 15:
-                dots = np.einsum("nik,nk->ni", lower[:, j + 1 :, :j], row) if j else 0
-                lower[:, j + 1 :, j] = ((a[:, j + 1 :, j] - dots) / d[:, None]).astype(dtype)
-        return lower
+                dots = (lower[j + 1 :, :j] * row).sum(axis=1, dtype=dtype) if j else 0
+                lower[j + 1 :, j] = ((a[j + 1 :, j] - dots) / d).astype(dtype)
+        return np.ascontiguousarray(np.moveaxis(lower, -1, 0))
 
     def e_SolveTriangular(self, e):
-        factor = self.ev(e.lower)
-        rhs = self.ev(e.rhs)
-        n = max(factor.shape[0], rhs.shape[0])
+        factor = np.moveaxis(self.ev(e.lower), 0, -1)
+        rhs = np.moveaxis(self.ev(e.rhs), 0, -1)
+        n = max(factor.shape[-1], rhs.shape[-1])
         dtype = rhs.dtype
-        x = np.zeros((n, 16, 16), dtype)
-        factor = np.broadcast_to(factor, (n, 16, 16))
-        rhs = np.broadcast_to(rhs, (n, 16, 16))
+        x = np.zeros((16, 16, n), dtype)
         for k in range(16):
-            dots = np.einsum("nim,nm->ni", x[:, :, :k], factor[:, k, :k]) if k else 0
-            x[:, :, k] = ((rhs[:, :, k] - dots) / factor[:, k, k][:, None]).astype(dtype)
-        return x
+            # X[:, k] = (B[:, k] - sum_{m<k} X[:, m] L[k, m]) / L[k, k]
+            dots = (x[:, :k] * factor[k, :k]).sum(axis=1, dtype=dtype) if k else 0
+            x[:, k] = ((rhs[:, k] - dots) / factor[k, k]).astype(dtype)
+        return np.ascontiguousarray(np.moveaxis(x, -1, 0))
 
 
 # ---------------------------------------------------------------------- tracing
