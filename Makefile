@@ -69,11 +69,8 @@ ifneq ($(NOTEBOOKS),)
 	@# A fresh kernel cache, as on a first run, so the pages read the same every time.
 	rm -rf build/demo build/demo-cache
 	@mkdir -p build/demo
-	@# No saved widget state: the pages then show each widget's static view (PNG/HTML)
-	@# instead of loading a widget manager from a CDN, so they work offline.
-	$(RUN_ENV) QNB_CACHE_DIR=$(CURDIR)/build/demo-cache $(VENV)/bin/jupyter nbconvert \
-		--to html --execute --ExecutePreprocessor.store_widget_state=False \
-		--output-dir build/demo $(NOTEBOOKS)
+	@# Pages without widget state show each widget's static view (no CDN: works offline).
+	$(RUN_ENV) QNB_CACHE_DIR=$(CURDIR)/build/demo-cache $(PY) scripts/demo_html.py build/demo $(NOTEBOOKS)
 	@echo "demo HTML written to build/demo/"
 else
 	@echo "no notebooks/*.ipynb yet: nothing to render"
