@@ -11,7 +11,9 @@ layouts and pipelines are cached per WGSL text, bind groups per buffer set.
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 import threading
 
 import numpy as np
@@ -35,6 +37,7 @@ class _Device:
     """The process-wide adapter and device, made on first use."""
 
     def __init__(self):
+        _private_runtime_dir()
         import wgpu
 
         self.wgpu = wgpu
@@ -51,6 +54,15 @@ class _Device:
         self.modules: dict[str, object] = {}
         self.pipelines: dict[str, tuple] = {}
         self.layouts: dict[tuple, tuple] = {}
+
+
+def _private_runtime_dir() -> None:
+    """Mesa's Vulkan drivers print "XDG_RUNTIME_DIR is invalid" on stderr when it is unset
+    (as in containers and CI): give the process a private one, as a login session would."""
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if current and os.path.isdir(current) and os.access(current, os.W_OK):
+        return
+    os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="qnb-runtime-")  # mode 0700
 
 
 _device_lock = threading.Lock()
