@@ -510,20 +510,31 @@ def _encode(value):
     return value
 
 
+_TYPES: dict[tuple, Type] = {}
+
+
 def _decode(value):
-    if isinstance(value, list):
+    # Warm starts of the cpu backend rebuild the IR from JSON: keep this loop tight.
+    kind = type(value)
+    if kind is list:
         return [_decode(v) for v in value]
-    if not isinstance(value, dict):
+    if kind is not dict:
         return value
+    node = value.get("$node")
+    if node is not None:
+        cls = _NODE_CLASSES[node]
+        return cls(**{k: _decode(v) for k, v in value.items() if k != "$node"})
     if "$type" in value:
-        kind, dtype, ndim = value["$type"]
-        return Type(kind, as_dtype(dtype), ndim)
+        key = tuple(value["$type"])
+        found = _TYPES.get(key)
+        if found is None:
+            found = _TYPES[key] = Type(key[0], as_dtype(key[1]), key[2])
+        return found
     if "$loc" in value:
         return Loc(*value["$loc"])
     if "$float" in value:
         return float.fromhex(value["$float"])
-    cls = _NODE_CLASSES[value["$node"]]
-    return cls(**{k: _decode(v) for k, v in value.items() if k != "$node"})
+    raise ValueError(f"unknown IR entry {sorted(value)}")
 
 
 def kernel_to_json(kernel: KernelIR) -> dict:

@@ -171,6 +171,19 @@ def count_differing_components(old: Mapping[str, Any], new: Mapping[str, Any]) -
     return len({d.component for d in differences}), len(differences)
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """Exact equality of two JSON values, types included (``1``, ``1.0`` and ``True`` differ),
+    so equal values have equal canonical JSON; cheaper than hashing both."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is dict:
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if kind is list:
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 def _same(a: Any, b: Any) -> bool:
     if a is ABSENT or b is ABSENT:
         return a is b
