@@ -413,6 +413,14 @@ class _Executor:
             tiled = self.grid_blocks(blocks, b, rb, cb)
             if tiled is not None:
                 return tiled.reshape(self.n, 16, 16)
+            if b.shape[0] == 1 and (rb.shape[0] == 1 or cb.shape[0] == 1):
+                # One block row or column is shared by every lane (a loop over k): copy
+                # that strip once, then pick whole blocks from it.
+                if cb.shape[0] == 1:
+                    strip = np.ascontiguousarray(blocks[b[0], :, :, cb[0], :])
+                    return strip[rb]
+                strip = np.ascontiguousarray(blocks[b[0], rb[0]].transpose(1, 0, 2))
+                return strip[cb]
             return blocks[b, rb, :, cb, :]
         valid = row_ok[:, :, None] & col_ok[:, None, :]
         r = np.clip(rows, 0, array.shape[1] - 1)
