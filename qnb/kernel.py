@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
+import types
 
 import numpy as np
 
@@ -374,13 +375,15 @@ class Kernel:
                 return
             parsed_units[unit] = owner_parsed
             sources[unit] = owner_parsed.source
-            roots[unit] = owner_captures.roots()
+            roots[unit] = owner_roots = owner_captures.roots()
             for chain, value in owner_captures.values():
                 try:
                     kind = classify(owner_parsed, chain, value)
                 except QnbCaptureError as err:
                     where = owner_parsed.position(_first_use(owner_parsed, chain))
                     raise err.with_location(*where) from None
+                if kind[0] == "const" and _is_qnb_module(owner_roots.get(chain[0])):
+                    continue  # qnb.f32 and friends: the language itself (the `qnb` component)
                 if kind[0] == "const":
                     captured[prefix + ".".join(chain)] = kind[1]
                 elif kind[0] == "callable":
@@ -569,6 +572,11 @@ def _backend_components(backend) -> tuple[dict, dict]:
     if found is None:
         found = _COMPONENTS_CACHE[backend.name] = backend.key_components()
     return found
+
+
+def _is_qnb_module(value) -> bool:
+    name = getattr(value, "__name__", "") if isinstance(value, types.ModuleType) else ""
+    return name == "qnb" or name.startswith("qnb.")
 
 
 def _checked(launcher, table):
