@@ -706,13 +706,13 @@ class _Executor:
         lower = np.zeros(a.shape, dtype)
         for j in range(16):
             row = lower[j, :j]  # L[j, k] for k < j, per program
-            s = (row * row).sum(axis=0, dtype=dtype) if j else 0
+            s = np.einsum("kn,kn->n", row, row) if j else 0
             d = np.sqrt(np.maximum(a[j, j] - s, eps)).astype(dtype)
             lower[j, j] = d
             if j < 15:
-                dots = (lower[j + 1 :, :j] * row).sum(axis=1, dtype=dtype) if j else 0
+                dots = np.einsum("ikn,kn->in", lower[j + 1 :, :j], row) if j else 0
                 lower[j + 1 :, j] = ((a[j + 1 :, j] - dots) / d).astype(dtype)
-        return np.ascontiguousarray(np.moveaxis(lower, -1, 0))
+        return np.moveaxis(lower, -1, 0)  # a strided view: copying it back costs more
 
     def e_SolveTriangular(self, e):
         factor = np.moveaxis(self.ev(e.lower), 0, -1)
@@ -722,9 +722,9 @@ class _Executor:
         x = np.zeros((16, 16, n), dtype)
         for k in range(16):
             # X[:, k] = (B[:, k] - sum_{m<k} X[:, m] L[k, m]) / L[k, k]
-            dots = (x[:, :k] * factor[k, :k]).sum(axis=1, dtype=dtype) if k else 0
+            dots = np.einsum("imn,mn->in", x[:, :k], factor[k, :k]) if k else 0
             x[:, k] = ((rhs[:, k] - dots) / factor[k, k]).astype(dtype)
-        return np.ascontiguousarray(np.moveaxis(x, -1, 0))
+        return np.moveaxis(x, -1, 0)
 
 
 # ---------------------------------------------------------------------- tracing
