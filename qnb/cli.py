@@ -74,16 +74,8 @@ def _cache(args: argparse.Namespace) -> int:
     if args.action == "explain" and not args.rest:
         print("qnb cache explain: give a kernel name (qnb cache explain NAME)", file=sys.stderr)
         return 2
-    try:
-        from qnb.cache import cli as cache_cli
-    except ImportError as exc:
-        if exc.name not in ("qnb.cache.cli", "qnb.cache"):
-            raise  # a real bug inside the cache package: show it
-        print(
-            "qnb cache: this qnb has no cache command line (qnb.cache.cli is missing)",
-            file=sys.stderr,
-        )
-        return 1
+    from qnb.cache import cli as cache_cli
+
     return int(cache_cli.run([args.action, *args.rest]) or 0)
 
 

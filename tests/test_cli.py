@@ -1,6 +1,5 @@
 """The ``qnb`` command line, run for real in a subprocess (as a user would run it)."""
 
-import importlib.util
 import json
 import os
 import shutil
@@ -24,13 +23,6 @@ def run_qnb(*args, cache_dir=None, timeout=180):
         env=env,
         timeout=timeout,
     )
-
-
-def has_cache_cli() -> bool:
-    try:
-        return importlib.util.find_spec("qnb.cache.cli") is not None
-    except ImportError:
-        return False
 
 
 def test_no_command_prints_usage():
@@ -109,17 +101,11 @@ def test_cache_rejects_unknown_action():
 @pytest.mark.parametrize("action", ["stats", "list", "clear"])
 def test_cache_actions_run(tmp_path, action):
     result = run_qnb("cache", action, cache_dir=tmp_path)
-    if not has_cache_cli():
-        assert result.returncode == 1
-        assert "qnb.cache.cli is missing" in result.stderr
-        return
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_cache_clear_then_list_in_a_private_dir(tmp_path):
-    if not has_cache_cli():
-        pytest.skip("qnb.cache.cli is not written yet")
     assert run_qnb("cache", "clear", cache_dir=tmp_path).returncode == 0
     result = run_qnb("cache", "list", cache_dir=tmp_path)
     assert result.returncode == 0, result.stderr
