@@ -3,7 +3,8 @@
 One test, parametrised over the backend (the ``gpu_backend_name`` fixture), the suite's
 kernels × their dtypes, and three grids: the case's own grid, a single program, and one
 extra program along each used axis (those programs read and write outside the arrays,
-which both backends must skip). Inputs are random (never all-zero) and every output is
+which both backends must skip; where cpu raises QnbIndexError, the backend in debug mode must
+raise it too). Inputs are random (never all-zero) and every output is
 poisoned (NaN / a sentinel) before the run, so an element one backend writes and the
 other does not shows up. f16 runs where the adapter has it; f64 on wgpu must raise
 ``BackendError`` at compile time.
@@ -74,11 +75,17 @@ def test_backend_matches_cpu(gpu_backend_name, case, dtype, grid_kind):
     _skip_unless_dtype_runs(gpu_backend_name, dtype)
     try:
         want = _run("cpu", case.kernel, grid, args)
-    except qnb.QnbIndexError:
-        # Extra programs index a scalar outside an array: cpu raises (it is the checker),
-        # GPU backends read 0 / skip the write by contract, so there is nothing to compare.
+    except qnb.QnbIndexError as cpu_error:
+        # Extra programs index a scalar outside an array: cpu raises (it always checks).
+        # A GPU backend reads 0 / skips the write, and in debug mode raises the same way.
         assert grid_kind == "extra"
-        pytest.skip("cpu rejects the extra programs' out-of-bounds scalar accesses")
+        _run(gpu_backend_name, case.kernel, grid, args)  # runs, touching nothing outside
+        checked = qnb.kernel(case.kernel.__wrapped__, debug=True)
+        with pytest.raises(qnb.QnbIndexError) as gpu_error:
+            _run(gpu_backend_name, checked, grid, args)
+        assert gpu_error.value.filename == cpu_error.filename
+        assert "out of range" in gpu_error.value.message
+        return
     got = _run(gpu_backend_name, case.kernel, grid, args)
     rtol, atol = suite.tolerance(dtype, case.name)
     for index, (g, w) in enumerate(zip(got, want)):
