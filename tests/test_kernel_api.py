@@ -10,7 +10,10 @@ from tests.helpers import define
 
 
 @pytest.fixture(autouse=True)
-def cpu_backend():
+def cpu_backend(request):
+    if "backend_name" in request.fixturenames:  # that test picks its own backend
+        yield
+        return
     with qnb.backend("cpu"):
         yield
 
@@ -191,3 +194,26 @@ def test_kernel_backend_property():
         k.backend = "nope"
     k.backend = "auto"
     assert k.backend is None
+
+
+def test_while_condition_calling_a_func_is_reevaluated_each_iteration(backend_name):
+    scope, _ = define("""
+        @qnb.func
+        def below(v, limit):
+            doubled = v * 2
+            return doubled < limit
+
+        @qnb.kernel
+        def k(out):
+            v = 1
+            steps = 0
+            while below(v, 100):
+                v = v * 2
+                steps += 1
+            out[0] = v
+            out[1] = steps
+        """)
+    out = np.zeros(2, np.int32)
+    with qnb.backend(backend_name):
+        scope["k"](out)
+    assert list(out) == [64, 6]

@@ -243,20 +243,35 @@ class _Lowerer:
         self.emit(ir.If(self.loc(stmt), cond, then_body, else_body))
 
     def stmt_While(self, stmt):
-        cond = self.lower_expr(stmt.test)
-        if isinstance(cond, Py):
-            if not self.py_truth(cond, stmt.test):
-                return
-            cond = ir.Const(ir.scalar(bool_), self.loc(stmt.test), True)
-        cond = self.condition(cond, stmt.test)
-        # The condition is re-evaluated each iteration: lower it inside the body too.
+        # Lowering the condition may emit statements (an inlined @qnb.func's body): those
+        # must run before every test, so the loop becomes `while True: <stmts>; if not
+        # cond: break; <body>`. A plain condition stays the IR's own While condition.
+        with self.nested_block() as before_test:
+            cond = self.lower_expr(stmt.test)
+            if isinstance(cond, Py):
+                if not self.py_truth(cond, stmt.test):
+                    return
+                cond = ir.Const(ir.scalar(bool_), self.loc(stmt.test), True)
+            cond = self.condition(cond, stmt.test)
+        body = self.loop_body(stmt.body)
+        loc = self.loc(stmt)
+        if before_test:
+            stop = ir.If(
+                loc, ir.Unary(ir.scalar(bool_), cond.loc, "not", cond), [ir.Break(loc)], []
+            )
+            always = ir.Const(ir.scalar(bool_), loc, True)
+            self.emit(ir.While(loc, always, [*before_test, stop, *body]))
+        else:
+            self.emit(ir.While(loc, cond, body))
+
+    def loop_body(self, statements) -> list[ir.Stmt]:
         with self.nested_block() as body:
             self.loop_depth += 1
             try:
-                self.lower_body(stmt.body)
+                self.lower_body(statements)
             finally:
                 self.loop_depth -= 1
-        self.emit(ir.While(self.loc(stmt), cond, body))
+        return body
 
     def stmt_For(self, stmt):
         iterator = stmt.iter
@@ -300,12 +315,7 @@ class _Lowerer:
         if isinstance(step, ir.Const) and step.value == 0:
             raise self.error(QnbTypeError, "range() step must not be zero", iterator.args[2])
         var = self.bind_local(name, ir.scalar(i32), stmt.target)
-        with self.nested_block() as body:
-            self.loop_depth += 1
-            try:
-                self.lower_body(stmt.body)
-            finally:
-                self.loop_depth -= 1
+        body = self.loop_body(stmt.body)
         self.emit(ir.For(self.loc(stmt), var.name, args[0], args[1], step, body))
 
     # ------------------------------------------------------------------ assignment
