@@ -217,3 +217,23 @@ def test_while_condition_calling_a_func_is_reevaluated_each_iteration(backend_na
     with qnb.backend(backend_name):
         scope["k"](out)
     assert list(out) == [64, 6]
+
+
+def test_and_guards_a_func_call_on_its_right(backend_name):
+    scope, _ = define("""
+        @qnb.func
+        def positive(x, i):
+            value = x[i]
+            return value > 0
+
+        @qnb.kernel
+        def k(x, out):
+            i = qnb.program_id(0)
+            if i < x.shape[0] and positive(x, i):
+                out[i] = 1
+        """)
+    x = np.array([1.0, -1.0, 2.0], np.float32)
+    out = np.zeros(4, np.int32)
+    with qnb.backend(backend_name):
+        scope["k"][4](x, out)  # program 3 must not read x[3]
+    assert list(out) == [1, 0, 1, 0]

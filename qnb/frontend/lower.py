@@ -611,13 +611,29 @@ class _Lowerer:
                     return Py(truth)
                 result = self.lower_expr(value_node)
                 continue
-            right = self.lower_expr(value_node)
             left = self.condition(result, node)
-            if isinstance(right, Py):
-                right = ir.Const(ir.scalar(bool_), self.loc(value_node), self.py_truth(right, node))
-            right = self.condition(right, value_node)
-            result = ir.Logical(ir.scalar(bool_), self.loc(node), op, left, right)
+            with self.nested_block() as before_right:
+                right = self.lower_expr(value_node)
+                if isinstance(right, Py):
+                    truth = self.py_truth(right, node)
+                    right = ir.Const(ir.scalar(bool_), self.loc(value_node), truth)
+                right = self.condition(right, value_node)
+            if before_right:
+                result = self.short_circuit(op, left, before_right, right, node)
+            else:
+                result = ir.Logical(ir.scalar(bool_), self.loc(node), op, left, right)
         return result
+
+    def short_circuit(self, op, left, before_right, right, node) -> ir.Expr:
+        """``left and/or right`` where computing ``right`` takes statements (an inlined
+        func): they run only where Python would evaluate ``right``."""
+        loc = self.loc(node)
+        name = self.fresh(self.frame.prefix + op)
+        self.joined[name] = ir.scalar(bool_)
+        self.emit(ir.Assign(loc, name, left))
+        taken = left if op == "and" else ir.Unary(ir.scalar(bool_), loc, "not", left)
+        self.emit(ir.If(loc, taken, [*before_right, ir.Assign(loc, name, right)], []))
+        return ir.Var(ir.scalar(bool_), loc, name)
 
     def expr_Compare(self, node):
         left = self.lower_expr(node.left)
