@@ -682,7 +682,11 @@ class _Executor:
         else:
             result = np.matmul(a, b).astype(out, copy=False)
         if e.acc is not None:
-            result = self.ev(e.acc) + result
+            acc = self.ev(e.acc)
+            if result.shape[0] >= acc.shape[0] and result.dtype == acc.dtype:
+                result += acc  # result is a fresh array: add in place, no second allocation
+            else:
+                result = acc + result
         return result
 
     def e_Outer(self, e):
