@@ -237,3 +237,23 @@ def test_and_guards_a_func_call_on_its_right(backend_name):
     with qnb.backend(backend_name):
         scope["k"][4](x, out)  # program 3 must not read x[3]
     assert list(out) == [1, 0, 1, 0]
+
+
+def test_static_loop_names_stay_static_but_runtime_branches_decide_at_run_time():
+    scope, _ = define("""
+        @qnb.kernel
+        def k(flags, out):
+            for i in qnb.static(range(3)):
+                j = i * 2  # static: usable inside qnb.static(...)
+                if qnb.static(j >= 2):
+                    out[i, 0] = j
+                if flags[i] > 0:
+                    y = 1
+                else:
+                    y = 2
+                out[i, 1] = y
+        """)
+    flags = np.array([1, -1, 1], np.int32)
+    out = np.full((3, 2), -7, np.int32)
+    scope["k"](flags, out)
+    assert out.tolist() == [[-7, 1], [2, 2], [4, 1]]

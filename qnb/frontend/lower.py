@@ -91,6 +91,8 @@ class _Lowerer:
         self.counter = 0
         self.loop_depth = 0
         self.static_depth = 0
+        self.block_depth = 0  # runtime blocks (if branches, loop bodies) open now
+        self.static_blocks: list[int] = []  # block_depth where each static loop began
         self.kernel_parsed = parsed
         self.inline_stack: list[str] = []
 
@@ -121,10 +123,12 @@ class _Lowerer:
     def nested_block(self):
         saved = self.block
         self.block = []
+        self.block_depth += 1
         try:
             yield self.block
         finally:
             self.block = saved
+            self.block_depth -= 1
 
     def emit(self, stmt: ir.Stmt):
         self.block.append(stmt)
@@ -286,6 +290,7 @@ class _Lowerer:
                 ) from None
             saved = self.frame.scope.get(name)
             self.static_depth += 1
+            self.static_blocks.append(self.block_depth)
             saved_loop = self.loop_depth
             self.loop_depth = 0
             try:
@@ -294,6 +299,7 @@ class _Lowerer:
                     self.lower_body(stmt.body)
             finally:
                 self.static_depth -= 1
+                self.static_blocks.pop()
                 self.loop_depth = saved_loop
             if saved is not None:
                 self.frame.scope[name] = saved
@@ -373,8 +379,12 @@ class _Lowerer:
                 value = ir.ArrayView(value.param, value.type, batch)
             self.frame.scope[name] = value
             return
-        if isinstance(value, Py) and self.static_depth and name not in self.frame.scope:
-            self.frame.scope[name] = value  # a name computed from static loop values stays static
+        unconditional = self.static_blocks and self.block_depth == self.static_blocks[-1]
+        still_static = isinstance(self.frame.scope.get(name, value), Py)
+        if isinstance(value, Py) and unconditional and still_static:
+            # A name computed from static loop values stays static - unless a runtime
+            # branch assigns it, which only the running kernel can resolve.
+            self.frame.scope[name] = value
             return
         if isinstance(value, Py) and not sem.is_number(value.value):
             self.frame.scope[name] = value  # dtypes, tuples, None: compile-time names
