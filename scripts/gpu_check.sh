@@ -64,12 +64,13 @@ for b in qnb.backends():
     print(f"  {b.name:5s} available={b.available} device={b.device} reason={b.reason}")
 EOF
 
-step "tests: cuda vs cpu (test_cuda.py, test_differential.py) and NVRTC compiles"
+step "tests: cuda vs cpu (test_cuda.py, test_differential.py, debug checks, kernel API) and NVRTC compiles"
 XDIST=""
 $PY -c "import xdist" 2>/dev/null && XDIST="-n 8"
 timeout 330 $PY -m pytest -q -p no:cacheprovider $XDIST -k "not wgpu" -o addopts="" \
     --timeout 120 -rfE \
     tests/backends/test_cuda.py tests/backends/test_differential.py \
+    tests/backends/test_debug_checks.py tests/test_kernel_api.py \
     tests/backends/test_cuda_compile.py 2>&1 | tee "$OUT_DIR/pytest.log" | tail -40
 TEST_STATUS=${PIPESTATUS[0]}
 
