@@ -85,6 +85,7 @@ def _cache(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     report = {
         "backends": _backend_records(),
+        "auto": _auto_choice(),
         "versions": _versions(),
         "cache": _cache_directory_report(),
     }
@@ -112,6 +113,16 @@ def _backend_records() -> list[dict]:
         }
         for r in records
     ]
+
+
+def _auto_choice() -> str:
+    """The backend "auto" (the default) picks on this machine."""
+    try:
+        from qnb.backends import registry
+
+        return registry.current_name()
+    except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
+        return f"? ({exc!r})"
 
 
 def _versions() -> dict[str, str]:
@@ -203,6 +214,7 @@ def _print_doctor(report: dict) -> None:
         state = "available" if b["available"] else f"unavailable: {b['reason']}"
         print(f"  {b['name']:<5} {state}")
         print(f"        device: {b['device']}")
+    print(f"  auto  picks {report['auto']} (cuda, then a hardware wgpu adapter, then cpu)")
     print("\nVersions")
     width = max(len(k) for k in report["versions"])
     for name, version in report["versions"].items():

@@ -72,6 +72,10 @@ def test_doctor_json_has_the_backend_records(tmp_path):
     for record in backends.values():
         # an unavailable backend always says why
         assert record["available"] or record["reason"]
+    # "auto" picks an available backend; a software Vulkan adapter never beats cpu
+    assert backends[report["auto"]]["available"]
+    if "CPU" in backends["wgpu"]["device"] and not backends["cuda"]["available"]:
+        assert report["auto"] == "cpu"
     assert report["versions"]["qnb"] == metadata.version("qnb")
     assert report["cache"]["directory"] == str(tmp_path)
     assert report["cache"]["writable"] is True
