@@ -24,7 +24,7 @@ from qnb.frontend.capture import Captures, canonical, classify
 from qnb.frontend.checks import add_bounds_checks
 from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
-from qnb.language import Template, _ArrayAnnotation, _TemplateAnnotation
+from qnb.language import _ArrayAnnotation, _TemplateAnnotation
 
 CACHE_SCHEMA = 1
 _LANGUAGES = {"cuda": "cuda", "wgsl": "wgpu"}
@@ -629,4 +629,4 @@ class _TraceLauncher:
         return self[1](*args)
 
 
-__all__ = ["Kernel", "Func", "kernel", "func", "Template", "bool_"]
+__all__ = ["Kernel", "Func", "kernel", "func"]

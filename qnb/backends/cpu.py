@@ -18,7 +18,7 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Options
-from qnb.dtypes import bool_, f16, f32, i32
+from qnb.dtypes import i32
 from qnb.errors import QnbIndexError, QnbTypeError
 
 _ARANGE = np.arange(16, dtype=np.int64)
@@ -871,4 +871,4 @@ def _plain(value):
     return np.array(value)
 
 
-__all__ = ["CpuBackend", "run", "trace", "f16", "f32", "bool_"]
+__all__ = ["CpuBackend", "run", "trace"]

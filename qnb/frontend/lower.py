@@ -17,7 +17,7 @@ import types
 from dataclasses import dataclass
 
 from qnb import ir
-from qnb.dtypes import DType, as_dtype, bool_, f32, i32, is_dtype_like
+from qnb.dtypes import DType, bool_, i32, is_dtype_like
 from qnb.errors import QnbError, QnbSyntaxError, QnbTypeError
 from qnb.frontend import semantics as sem
 from qnb.frontend.capture import UNDEFINED, foreign_intrinsic, is_qnb_callable
@@ -1088,4 +1088,4 @@ def _py_name(value) -> str:
     return f"a {type(value).__name__}"
 
 
-__all__ = ["ParamSpec", "lower_kernel", "as_dtype", "f32"]
+__all__ = ["ParamSpec", "lower_kernel"]

@@ -13,7 +13,7 @@ import ast
 import operator
 
 from qnb import ir
-from qnb.dtypes import DType, as_dtype, bool_, f16, f32, f64, i32, is_dtype_like, promote
+from qnb.dtypes import DType, as_dtype, bool_, f16, f32, i32, is_dtype_like, promote
 from qnb.errors import QnbTypeError
 
 
@@ -741,4 +741,4 @@ TILE_METHODS = {
     "solve_triangular_": _m_solve_triangular_,
 }
 
-__all__ = ["Py", "INTRINSICS", "TILE_METHODS", "f64"]
+__all__ = ["Py", "INTRINSICS", "TILE_METHODS"]
