@@ -61,10 +61,6 @@ class _Frame:
         self.scope: dict[str, object] = {}
 
 
-class _StaticLoop(Exception):
-    pass
-
-
 def lower_kernel(parsed: ParsedFunction, roots_of, params: list[ParamSpec]) -> ir.KernelIR:
     """Lower a kernel. ``roots_of(parsed)`` gives a function's captured root values."""
     declared: dict[str, ir.Type] = {}
@@ -171,12 +167,7 @@ class _Lowerer:
 
     def lower_stmt(self, stmt):
         try:
-            method = getattr(self, "stmt_" + type(stmt).__name__)
-            method(stmt)
-        except QnbError:
-            raise
-        except _StaticLoop:
-            raise
+            getattr(self, "stmt_" + type(stmt).__name__)(stmt)
         except RecursionError:
             raise self.error(
                 QnbTypeError, "the kernel is nested too deeply to compile", stmt
