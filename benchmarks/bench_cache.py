@@ -4,7 +4,10 @@
    generated variants) in a fresh process, with an
    empty cache directory (cold: every kernel compiles) and again with the directory the
    cold run filled (warm: every kernel loads from disk), per available backend.
-2. The launch overhead of a memory hit: a trivial kernel launched through ``k[1](x)``
+2. The qnb-side work a warm start skips (lower + compile + store) against what it does
+   (key + verified read), per kernel, in one process; cuda is measured too where NVRTC is
+   installed, since compiling needs no GPU.
+3. The launch overhead of a memory hit: a trivial kernel launched through ``k[1](x)``
    against calling its launcher directly, in µs and as a ratio; and the cost of
    ``qnb.cache.record_memory_hit`` alone.
 
@@ -140,6 +143,70 @@ print(json.dumps({"launch": launch, "direct": direct, "record": record, "hits": 
 """
 
 
+QNB_SIDE = """
+import json, sys, time
+import numpy as np
+from qnb.backends import registry
+from qnb.backends.base import Options
+from qnb.cache import CacheKey, store
+from tests import suite
+
+name = sys.argv[1]
+backend = registry.get(name)
+compile_artifact = backend.compile
+if name == "cuda" and not backend.info().available:  # NVRTC runs without a GPU
+    def compile_artifact(ir, options):
+        return backend.compile_for_arch(ir, options, arch="sm_90")
+reference = registry.get("cpu")  # for the key's backend/compiler components only
+rng = np.random.default_rng(0)
+cold = warm = 0.0
+count = 0
+for case in suite.CASES:
+    dtype = np.float32 if np.float32 in case.dtypes else case.dtypes[0]
+    _, args = case.make(rng, dtype)
+    kernel = case.kernel
+    signature = kernel._signature(args)[0]
+    captured, sources, units, roots = kernel._resolve()
+    components = kernel._key_components(reference, signature, captured, sources)
+    components["backend"] = {"name": name}
+    start = time.perf_counter()  # cold: key, lower, compile, store
+    key = CacheKey(components)
+    ir = kernel._lower(signature, units, roots)
+    try:
+        artifact = compile_artifact(ir, Options())
+    except Exception as exc:  # e.g. f64 on WGSL
+        continue
+    store.save(kernel.name, name, key, artifact)
+    middle = time.perf_counter()  # warm: key, verified read
+    key = CacheKey(components)
+    loaded, why = store.load(kernel.name, key)
+    end = time.perf_counter()
+    assert loaded is not None and loaded.text == artifact.text, why
+    cold += middle - start
+    warm += end - middle
+    count += 1
+print(json.dumps({"kernels": count, "cold": cold, "warm": warm}))
+"""
+
+
+def qnb_side(backend: str, suite_dir: str) -> dict:
+    """In one process: the work a warm start skips (lower + compile + store) against the
+    work it does (key + verified read), for the tests suite."""
+    with tempfile.TemporaryDirectory(prefix="qnb-bench-cache-") as cache_dir:
+        return _python(QNB_SIDE, [backend], _env(suite_dir, cache_dir))
+
+
+def nvrtc_available() -> bool:
+    try:
+        from qnb.backends import cuda
+
+        cuda.nvrtc_version()
+        cuda.include_dirs()
+    except Exception:
+        return False
+    return True
+
+
 def _python(code: str, args: list[str], env: dict) -> dict:
     result = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=900
@@ -232,6 +299,23 @@ def main() -> None:
                 f"{backend:<8} {r['kernels']:>7} {r['cold'] * 1e3:>12.1f}ms {r['warm'] * 1e3:>12.1f}ms "
                 f"{r['cold'] / r['warm']:>6.1f}x   {r['cold_process'] * 1e3:>11.1f}ms "
                 f"{r['warm_process'] * 1e3:>11.1f}ms {r['cold_process'] / r['warm_process']:>6.1f}x"
+            )
+        print()
+        print(
+            "qnb-side work per suite kernel (tests suite, one process): cold = key + lower + "
+            "compile + store; warm = key + verified read.\n"
+            "cuda compiles with NVRTC for sm_90 here (no GPU needed for this part)."
+        )
+        print(f"{'backend':<8} {'kernels':>7} {'cold/kernel':>12} {'warm/kernel':>12} {'ratio':>7}")
+        side = list(backends)
+        if "cuda" not in side and nvrtc_available():
+            side.append("cuda")
+        for backend in side:
+            q = qnb_side(backend, suite_dir)
+            n = max(q["kernels"], 1)
+            print(
+                f"{backend:<8} {q['kernels']:>7} {q['cold'] / n * 1e3:>10.2f}ms "
+                f"{q['warm'] / n * 1e3:>10.2f}ms {q['cold'] / q['warm']:>6.1f}x"
             )
         print()
         print("Memory-hit launch of a trivial kernel vs calling its launcher directly (best of 7)")

@@ -493,57 +493,81 @@ _NODE_CLASSES = {
 }
 
 
-def _encode(value):
-    if isinstance(value, Type):
-        return {"$type": [value.kind, value.dtype.name, value.ndim]}
-    if isinstance(value, Loc):
-        return {"$loc": [value.unit, value.line, value.col]}
-    if isinstance(value, list):
-        return [_encode(v) for v in value]
-    if isinstance(value, Expr | Stmt | ArrayView):
-        out = {"$node": type(value).__name__}
-        for f in fields(value):
-            out[f.name] = _encode(getattr(value, f.name))
-        return out
-    if isinstance(value, float):
-        return {"$float": value.hex()}
-    return value
-
+# The cpu backend's artifact is the IR as JSON. A node is a positional list,
+# ``[class name, field, field, ...]`` in dataclass field order; each field is decoded by
+# what its annotation says it holds, so no per-node dicts or tags are needed (a warm start
+# parses and rebuilds these lists, so they are kept small and flat).
 
 _TYPES: dict[tuple, Type] = {}
 
 
-def _decode(value):
-    # Warm starts of the cpu backend rebuild the IR from JSON: keep this loop tight.
-    kind = type(value)
-    if kind is list:
-        return [_decode(v) for v in value]
-    if kind is not dict:
-        return value
-    node = value.get("$node")
-    if node is not None:
-        cls = _NODE_CLASSES[node]
-        return cls(**{k: _decode(v) for k, v in value.items() if k != "$node"})
-    if "$type" in value:
-        key = tuple(value["$type"])
-        found = _TYPES.get(key)
-        if found is None:
-            found = _TYPES[key] = Type(key[0], as_dtype(key[1]), key[2])
-        return found
-    if "$loc" in value:
-        return Loc(*value["$loc"])
-    if "$float" in value:
-        return float.fromhex(value["$float"])
-    raise ValueError(f"unknown IR entry {sorted(value)}")
+def _field_kind(annotation: str) -> str:
+    if annotation == "Type":
+        return "type"
+    if annotation.startswith("Loc"):
+        return "loc"
+    if annotation.startswith("list["):
+        return "nodes"
+    if any(name in annotation for name in ("Expr", "Stmt", "ArrayView")):
+        return "node"
+    return "value"
+
+
+_LAYOUTS = {
+    name: [(f.name, _field_kind(str(f.type))) for f in fields(cls)]
+    for name, cls in _NODE_CLASSES.items()
+}
+
+
+def _encode(node) -> list:
+    out = [type(node).__name__]
+    for name, kind in _LAYOUTS[out[0]]:
+        value = getattr(node, name)
+        if kind == "type":
+            out.append([value.kind, value.dtype.name, value.ndim])
+        elif kind == "loc":
+            out.append(None if value is None else [value.unit, value.line, value.col])
+        elif kind == "nodes":
+            out.append([_encode(v) for v in value])
+        elif kind == "node":
+            out.append(None if value is None else _encode(value))
+        else:
+            out.append(value)  # str, int, bool, None, or a float (JSON keeps it exact)
+    return out
+
+
+def _decode_type(value) -> Type:
+    key = tuple(value)
+    found = _TYPES.get(key)
+    if found is None:
+        found = _TYPES[key] = Type(key[0], as_dtype(key[1]), key[2])
+    return found
+
+
+def _decode(data):
+    cls = _NODE_CLASSES[data[0]]
+    args = []
+    for (_, kind), value in zip(_LAYOUTS[data[0]], data[1:]):
+        if value is None or kind == "value":
+            args.append(value)
+        elif kind == "type":
+            args.append(_decode_type(value))
+        elif kind == "loc":
+            args.append(Loc(*value))
+        elif kind == "nodes":
+            args.append([_decode(v) for v in value])
+        else:
+            args.append(_decode(value))
+    return cls(*args)
 
 
 def kernel_to_json(kernel: KernelIR) -> dict:
     """A JSON-able form of the IR (the cpu backend's cached artifact: data, never code)."""
     return {
         "name": kernel.name,
-        "params": [[p.name, _encode(p.type)] for p in kernel.params],
-        "body": _encode(kernel.body),
-        "locals": {name: _encode(t) for name, t in kernel.locals.items()},
+        "params": [[p.name, [p.type.kind, p.type.dtype.name, p.type.ndim]] for p in kernel.params],
+        "body": [_encode(stmt) for stmt in kernel.body],
+        "locals": {name: [t.kind, t.dtype.name, t.ndim] for name, t in kernel.locals.items()},
         "units": [u.qualname for u in kernel.units],
     }
 
@@ -553,13 +577,13 @@ def kernel_from_json(data: dict) -> KernelIR:
     try:
         return KernelIR(
             name=data["name"],
-            params=[Param(name, _decode(t)) for name, t in data["params"]],
-            body=_decode(data["body"]),
-            locals={name: _decode(t) for name, t in data["locals"].items()},
+            params=[Param(name, _decode_type(t)) for name, t in data["params"]],
+            body=[_decode(stmt) for stmt in data["body"]],
+            locals={name: _decode_type(t) for name, t in data["locals"].items()},
             units=[Unit(q) for q in data["units"]],
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"malformed kernel IR: {exc}") from None
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"malformed kernel IR: {exc!r}") from None
 
 
 # --------------------------------------------------------------------------- text form

@@ -26,7 +26,7 @@ from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
 from qnb.language import _ArrayAnnotation, _TemplateAnnotation
 
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2  # 2: the cpu artifact holds positional IR nodes
 _LANGUAGES = {"cuda": "cuda", "wgsl": "wgpu"}
 
 
