@@ -8,12 +8,16 @@ Machines here are noisy: read the ratio, not the absolute times.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import qnb
 from qnb import Tile16
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @qnb.kernel
@@ -24,21 +28,13 @@ def batched_cholesky(a: qnb.Array[qnb.f64, 3], out: qnb.Array[qnb.f64, 3]):
     t.store(out[b], 0, 0)
 
 
-@qnb.kernel
-def tiled_matmul(a: qnb.Array[qnb.f32, 2], b: qnb.Array[qnb.f32, 2], c: qnb.Array[qnb.f32, 2]):
-    i = qnb.program_id(0) * 16
-    j = qnb.program_id(1) * 16
-    acc = Tile16.zeros(qnb.f32)
-    for k in range(0, a.shape[1], 16):
-        acc = qnb.mma(Tile16.load(a, i, k), Tile16.load(b, k, j), acc)
-    acc.store(c, i, j)
+def _suite_kernels():
+    """The tiled matmul and tile copy of the shared tile suite (tests/suite.py)."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tests.suite import copy_tiles, tiled_matmul
 
-
-@qnb.kernel
-def tile_copy(src: qnb.Array[qnb.f32, 2], dst: qnb.Array[qnb.f32, 2]):
-    i = qnb.program_id(0) * 16
-    j = qnb.program_id(1) * 16
-    Tile16.load(src, i, j).store(dst, i, j)
+    return tiled_matmul, copy_tiles
 
 
 def side_by_side(run_qnb, run_numpy, repeats=5):
@@ -57,6 +53,7 @@ def side_by_side(run_qnb, run_numpy, repeats=5):
 
 
 def cases():
+    tiled_matmul, tile_copy = _suite_kernels()
     rng = np.random.default_rng(0)
     count = 16384
     m = rng.uniform(-1, 1, (count, 16, 16))

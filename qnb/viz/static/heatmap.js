@@ -187,3 +187,17 @@ function qnbHeatmapBlock(spec, opts) {
   box.append(canvas, readout);
   return box;
 }
+
+// Draw now, then redraw once per batch of changes to the named traits (several change
+// together on each update). Returns the cleanup function render() hands back.
+function qnbDrawOnChanges(model, names, draw) {
+  let pending = false;
+  function schedule() {
+    if (pending) return;
+    pending = true;
+    queueMicrotask(() => { pending = false; draw(); });
+  }
+  draw();
+  for (const name of names) model.on(`change:${name}`, schedule);
+  return () => { for (const name of names) model.off(`change:${name}`, schedule); };
+}

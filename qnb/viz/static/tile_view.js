@@ -41,17 +41,8 @@ function render({ model, el }) {
     qnbHover(canvas, readout, rows, cols, cell, slice, title || "a", qnbIndexSpeller(shape.length, slab));
     el.append(body, readout);
   }
-  // update() changes several traits at once: draw once per batch of changes.
-  let pending = false;
-  function schedule() {
-    if (pending) return;
-    pending = true;
-    queueMicrotask(() => { pending = false; draw(); });
-  }
-  draw();
   const names = ["data", "shape", "dtype", "dtype_name", "title", "vmin", "vmax", "batch"];
-  for (const name of names) model.on(`change:${name}`, schedule);
-  return () => { for (const name of names) model.off(`change:${name}`, schedule); };
+  return qnbDrawOnChanges(model, names, draw);
 }
 
 export default { render };

@@ -87,18 +87,8 @@ function render({ model, el }) {
     body.append(legend, row);
   }
 
-  // Several traits change together on each step: draw once per batch of changes.
-  let pending = false;
-  function schedule() {
-    if (pending) return;
-    pending = true;
-    queueMicrotask(() => { pending = false; draw(); });
-  }
-
-  draw();
   const names = ["program", "step", "num_steps", "current_line", "op_text", "tiles", "scalars", "arrays", "regions", "programs", "source"];
-  for (const name of names) model.on(`change:${name}`, schedule);
-  return () => { for (const name of names) model.off(`change:${name}`, schedule); };
+  return qnbDrawOnChanges(model, names, draw);
 }
 
 export default { render };
