@@ -257,3 +257,20 @@ def test_static_loop_names_stay_static_but_runtime_branches_decide_at_run_time()
     out = np.full((3, 2), -7, np.int32)
     scope["k"](flags, out)
     assert out.tolist() == [[-7, 1], [2, 2], [4, 1]]
+
+
+def test_a_func_call_under_a_method_is_inlined_once():
+    scope, _ = define("""
+        @qnb.func
+        def bump(out):
+            out[0] = out[0] + 1
+            return Tile16.ones()
+
+        @qnb.kernel
+        def k(out):
+            total = bump(out).sum()
+            out[1] = total
+        """)
+    out = np.zeros(2, np.float32)
+    scope["k"](out)
+    assert out.tolist() == [1.0, 256.0]  # bump's store ran once, not twice

@@ -271,7 +271,7 @@ class _Lowerer:
     def stmt_For(self, stmt):
         iterator = stmt.iter
         name = stmt.target.id
-        if isinstance(iterator, ast.Call) and self.is_static_call(iterator):
+        if self.is_static_call(iterator):
             values = self.static_value(iterator)
             try:
                 items = list(values.value)
@@ -717,9 +717,9 @@ class _Lowerer:
         raise self.error(QnbTypeError, "this value cannot be indexed", node)
 
     def expr_Call(self, node):
-        if self.is_static_call(node):
+        callee = self.lower_expr(node.func)  # once: it may inline a func (emitting code)
+        if _is_static(callee):
             return self.static_value(node)
-        callee = self.lower_expr(node.func)
         if isinstance(callee, _Method):
             return self.call_method(callee, node)
         if not isinstance(callee, Py):
@@ -759,11 +759,7 @@ class _Lowerer:
     # ------------------------------------------------------------------ static and funcs
 
     def is_static_call(self, node) -> bool:
-        try:
-            callee = self.lower_expr(node.func)
-        except QnbError:
-            return False
-        return isinstance(callee, Py) and getattr(callee.value, "_qnb_intrinsic", None) == "static"
+        return isinstance(node, ast.Call) and _is_static(self.py_callee(node.func))
 
     def static_value(self, node) -> Py:
         if len(node.args) != 1 or node.keywords:
@@ -865,12 +861,23 @@ class _Lowerer:
 
     # ------------------------------------------------------------------ typing helpers
 
-    def callee_is(self, func_node, expected) -> bool:
+    def py_callee(self, func_node) -> Py | None:
+        """The compile-time value a call's callee names (``range``, ``qnb.static``), if any.
+        Only names and attribute chains are looked at: nothing is emitted."""
+        root = func_node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return None
         try:
             value = self.lower_expr(func_node)
         except QnbError:
-            return False
-        return isinstance(value, Py) and value.value is expected
+            return None
+        return value if isinstance(value, Py) else None
+
+    def callee_is(self, func_node, expected) -> bool:
+        callee = self.py_callee(func_node)
+        return callee is not None and callee.value is expected
 
     def py_truth(self, value: Py, node) -> bool:
         try:
@@ -1059,6 +1066,10 @@ class _Lowerer:
                 node,
             )
         return ir.LoadWindow(base.type, self.loc(node), base, view, r0, r1, c0, c1)
+
+
+def _is_static(callee) -> bool:
+    return isinstance(callee, Py) and getattr(callee.value, "_qnb_intrinsic", None) == "static"
 
 
 def _as_load(target):
