@@ -437,11 +437,7 @@ class GpuRenderer:
     def stmt_StoreWindow(self, stmt: ir.StoreWindow) -> None:
         value = self.expr(stmt.value)
         index, ok = self.window(stmt.view, stmt.r0, stmt.r1, stmt.c0, stmt.c1)
-        dtype = stmt.view.type.dtype
-        self.emit(
-            f"if ({ok}) {{ {self.array_write(self.binding(stmt.view.param), index, value, dtype)} }}"
-        )
-        self.after_store(stmt.view)
+        self.guarded_store(stmt.view, ok, index, value)
 
     def stmt_VecStore(self, stmt: ir.VecStore) -> None:
         value = self.expr(stmt.value)
@@ -449,22 +445,18 @@ class GpuRenderer:
         base, dims = self.view_base(stmt.view)
         pos = self.let(i32, f"{start} + q_ti")
         ok = f"q_tj == 0 && {base[1]} && {pos} >= 0 && {pos} < min({stop}, {dims[-1]})"
-        index = f"{base[0]} + {pos}"
-        dtype = stmt.view.type.dtype
-        self.emit(
-            f"if ({ok}) {{ {self.array_write(self.binding(stmt.view.param), index, value, dtype)} }}"
-        )
-        self.after_store(stmt.view)
+        self.guarded_store(stmt.view, ok, f"{base[0]} + {pos}", value)
 
     def stmt_ArrayStore(self, stmt: ir.ArrayStore) -> None:
         value = self.expr(stmt.value)
         index, ok = self.element(stmt.view, stmt.indices)
-        dtype = stmt.view.type.dtype
-        self.emit(
-            f"if (q_lid == 0u && {ok}) {{ "
-            f"{self.array_write(self.binding(stmt.view.param), index, value, dtype)} }}"
-        )
-        self.after_store(stmt.view)
+        self.guarded_store(stmt.view, f"q_lid == 0u && {ok}", index, value)
+
+    def guarded_store(self, view: ir.ArrayView, ok: str, index: str, value: str) -> None:
+        """Write ``value`` at ``index`` of ``view``'s array where ``ok`` holds."""
+        write = self.array_write(self.binding(view.param), index, value, view.type.dtype)
+        self.emit(f"if ({ok}) {{ {write} }}")
+        self.after_store(view)
 
     def after_store(self, view: ir.ArrayView) -> None:
         if view.param in self.loaded:  # later loads by other threads must see the store
