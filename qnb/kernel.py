@@ -112,12 +112,13 @@ def _readable(value) -> str:
 
 
 class _Prepared:
-    """What a launch needs once the memo hits: the launcher and the key."""
+    """What a launch needs once the memo hits: the launcher, the key, the source units
+    (to place runtime errors), and the cache event that produced it."""
 
-    __slots__ = ("launcher", "key", "units", "backend")
+    __slots__ = ("event", "key", "launcher", "units")
 
-    def __init__(self, launcher, key, units, backend):
-        self.launcher, self.key, self.units, self.backend = launcher, key, units, backend
+    def __init__(self, launcher, key, units, event):
+        self.launcher, self.key, self.units, self.event = launcher, key, units, event
 
 
 class Kernel:
@@ -209,14 +210,9 @@ class Kernel:
     def compile(self, *args, backend: str | None = None):
         """Compile (or load) now for ``backend``; returns the cache event. Example args are
         needed only where parameters are not fully annotated."""
-        from qnb import cache
-
         name = backend or self._backend or _backends.current_name()
         signature, _ = self._signature(self._example_args(args))
-        before = len(cache.events())
-        self._prepare(name, self._qnb_captures.snapshot(), signature)
-        events = cache.events()
-        return events[-1] if len(events) > before else None
+        return self._prepare(name, self._qnb_captures.snapshot(), signature).event
 
     # ------------------------------------------------------------------ launch path
 
@@ -446,8 +442,6 @@ class Kernel:
         backend = _backends.require(backend_name)
         captured, sources, parsed_units, roots = self._resolve()
         key = cache.CacheKey(self._key_components(backend, signature, captured, sources))
-        units = list(parsed_units.values())
-        by_unit = {p.unit_name: p for p in units}
 
         # Debug mode on a GPU: bounds checks become IR (the cpu backend checks as it runs).
         debug_checks = self._options.debug and backend_name != "cpu"
@@ -467,14 +461,14 @@ class Kernel:
             except QnbError as err:
                 raise self._locate(err, kernel_ir.units) from None
 
-        launcher, _event = cache.get_or_compile(
+        launcher, event = cache.get_or_compile(
             self.name, backend_name, key, compile_now, backend.load
         )
         if debug_checks:
             if not tables:  # loaded from the cache: rebuild the check table (debug only)
                 lowered()
             launcher = _checked(launcher, tables[0])
-        prepared = _Prepared(launcher, key, by_unit, backend_name)
+        prepared = _Prepared(launcher, key, parsed_units, event)
         if len(self._memo) > 256:  # a kernel relaunched with ever-new captured values
             self._memo.clear()
         self._memo[(backend_name, snapshot, signature)] = prepared
