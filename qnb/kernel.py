@@ -198,14 +198,14 @@ class Kernel:
         fully annotated). Needs no device and no compiler."""
         if lang not in ("ir", "cuda", "wgsl"):
             raise QnbTypeError(f"source() renders 'ir', 'cuda' or 'wgsl', not {lang!r}")
-        kernel_ir, _ = self._lower_for(args)
+        kernel_ir, parsed_units = self._lower_for(args)
         if lang == "ir":
             return ir.format_kernel(kernel_ir)
         renderer = _backends.get(_LANGUAGES[lang])
         try:
             return renderer.render(kernel_ir, self._options)
         except QnbError as err:
-            raise self._locate(err, kernel_ir.units) from None
+            raise self._locate(err, parsed_units, kernel_ir.units) from None
 
     def compile(self, *args, backend: str | None = None):
         """Compile (or load) now for ``backend``; returns the cache event. Example args are
@@ -459,7 +459,7 @@ class Kernel:
             try:
                 return backend.compile(kernel_ir, self._options)
             except QnbError as err:
-                raise self._locate(err, kernel_ir.units) from None
+                raise self._locate(err, parsed_units, kernel_ir.units) from None
 
         launcher, event = cache.get_or_compile(
             self.name, backend_name, key, compile_now, backend.load
@@ -474,28 +474,22 @@ class Kernel:
         self._memo[(backend_name, snapshot, signature)] = prepared
         return prepared
 
-    def _locate(self, err: QnbError, units) -> QnbError:
-        """Give an error raised at an IR location the user's own file and line."""
+    def _locate(self, err: QnbError, parsed_units: dict, ir_units=()) -> QnbError:
+        """Give an error raised at an IR location the user's own file and line.
+
+        The unit is the error's ``ir_unit`` (runtime errors carry it) or, at compile time,
+        the IR's unit list entry its ``ir_loc`` names."""
         loc = getattr(err, "ir_loc", None)
         if loc is None or err.lineno is not None:
             return err
         unit_name = getattr(err, "ir_unit", None)
-        if unit_name is None and isinstance(units, list) and loc.unit < len(units):
-            unit_name = units[loc.unit].qualname
-        parsed = None
-        if isinstance(units, dict):
-            parsed = units.get(unit_name)
-        if parsed is None:
-            parsed = self._find_unit(unit_name)
+        if unit_name is None and loc.unit < len(ir_units):
+            unit_name = ir_units[loc.unit].qualname
+        parsed = parsed_units.get(unit_name)
         if parsed is not None:
-            err.with_location(
-                parsed.filename, parsed.firstlineno + loc.line - 1, loc.col + parsed.indent
-            )
+            line = parsed.firstlineno + loc.line - 1
+            err.with_location(parsed.filename, line, loc.col + parsed.indent)
         return err
-
-    def _find_unit(self, unit_name):
-        _, _, parsed_units, _ = self._resolve()
-        return parsed_units.get(unit_name)
 
 
 def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_math: bool = False):
@@ -615,7 +609,7 @@ class _TraceLauncher:
             try:
                 return cpu.trace(kernel_ir, grid3, runtime_args, k._qnb_parsed, parsed_units)
             except QnbError as err:
-                raise k._locate(err, kernel_ir.units) from None
+                raise k._locate(err, parsed_units, kernel_ir.units) from None
 
         return run
 
