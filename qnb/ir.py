@@ -427,14 +427,13 @@ class KernelIR:
 def children(node) -> list:
     """The direct IR children of a node (expressions, statements, views) in field order."""
     out = []
-    for f in fields(node):
-        if f.name in ("type", "loc"):
-            continue
-        value = getattr(node, f.name)
-        if isinstance(value, Expr | Stmt | ArrayView):
-            out.append(value)
-        elif isinstance(value, list):
-            out.extend(v for v in value if isinstance(v, Expr | Stmt | ArrayView))
+    for name, kind in _LAYOUTS[type(node).__name__]:
+        if kind == "node":
+            value = getattr(node, name)
+            if value is not None:
+                out.append(value)
+        elif kind == "nodes":
+            out.extend(getattr(node, name))
     return out
 
 
