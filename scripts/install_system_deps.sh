@@ -2,6 +2,7 @@
 # Install the system packages qnb's tests and demos need, only those that are missing:
 #   - a Vulkan loader and driver (Mesa's lavapipe runs WGSL on the CPU when there is no GPU),
 #   - Chromium (the JupyterLab widget test drives it with Playwright),
+#   - g++ (the cuda-host tests compile the generated CUDA C++ for the host),
 #   - python3-venv when `python3 -m venv` cannot work (Debian splits ensurepip out).
 # As root on Debian/Ubuntu it installs them (apt-get update runs at most once, and only when
 # something must be installed). Otherwise it says what is missing and exits 0: the tests that
@@ -42,6 +43,9 @@ if ! have_vulkan_loader; then
 fi
 if ! have_vulkan_icd; then
     missing+=(mesa-vulkan-drivers)
+fi
+if ! command -v g++ >/dev/null 2>&1; then
+    missing+=(g++)
 fi
 if [[ ! -x /usr/bin/chromium ]]; then
     missing+=(chromium)

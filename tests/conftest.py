@@ -1,8 +1,10 @@
 """Shared test setup: a private cache dir, Mesa's runtime dir, and backend selection.
 
-``backend_name`` is a fixture parametrised over every backend. A backend that cannot
-run here is skipped with its stated reason, except wgpu when QNB_REQUIRE_WGPU=1 (CI):
-then a missing adapter fails the test instead of skipping it.
+``backend_name`` is a fixture parametrised over every backend, plus ``cuda-host`` (the
+cuda backend's generated code compiled by g++ and run on the host, ``tests/cuda_host``),
+which this file registers for the tests only. A backend that cannot run here is skipped
+with its stated reason, except that CI sets QNB_REQUIRE_WGPU=1 and QNB_REQUIRE_CUDA_HOST=1:
+then a missing wgpu adapter or host compiler fails the test instead of skipping it.
 """
 
 import os
@@ -20,18 +22,22 @@ if not os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir(os.environ["XDG_RU
 # Tests never touch the user's real kernel cache.
 os.environ.setdefault("QNB_CACHE_DIR", tempfile.mkdtemp(prefix="qnb-test-cache-"))
 
-BACKENDS = ("cpu", "wgpu", "cuda")
+from qnb.backends import registry  # noqa: E402 (after the environment above)
+
+registry._REGISTRY.setdefault("cuda-host", "tests.cuda_host.backend:CudaHostBackend")
+
+BACKENDS = ("cpu", "wgpu", "cuda", "cuda-host")
+REQUIRED_BY = {"wgpu": "QNB_REQUIRE_WGPU", "cuda-host": "QNB_REQUIRE_CUDA_HOST"}
 
 
 def require_backend(name: str) -> None:
-    """Skip (or, for wgpu under QNB_REQUIRE_WGPU=1, fail) unless backend ``name`` runs here."""
-    import qnb
-
-    info = {b.name: b for b in qnb.backends()}[name]
+    """Skip unless backend ``name`` runs here; fail instead where CI requires it."""
+    info = registry.get(name).info()
     if info.available:
         return
-    if name == "wgpu" and os.environ.get("QNB_REQUIRE_WGPU") == "1":
-        pytest.fail(f"QNB_REQUIRE_WGPU=1 but the wgpu backend is unavailable: {info.reason}")
+    variable = REQUIRED_BY.get(name)
+    if variable and os.environ.get(variable) == "1":
+        pytest.fail(f"{variable}=1 but the {name} backend is unavailable: {info.reason}")
     pytest.skip(f"backend {name!r} unavailable: {info.reason}")
 
 

@@ -388,9 +388,10 @@ def memory_and_control_cases():
                     ir.Assign(_loc(9), "acc", add(acc, ir.TileGet(acc.type, L, t, k, k))),
                 ],
             ),
+            # k leaves the for loop at 12 and the while loop at 18, a row of a[pid]
             ir.While(
                 _loc(10),
-                ir.Binary(ir.scalar(D.bool_), L, "lt", k, const(20, D.i32)),
+                ir.Binary(ir.scalar(D.bool_), L, "lt", k, const(18, D.i32)),
                 [
                     ir.Assign(_loc(11), "k", add(k, const(3, D.i32))),
                 ],
@@ -401,9 +402,7 @@ def memory_and_control_cases():
                 add(
                     acc,
                     cast(
-                        ir.ArrayLoad(
-                            ir.scalar(dtype), L, view(a, pid), [const(0, D.i32), k, const(1, D.i32)]
-                        ),
+                        ir.ArrayLoad(ir.scalar(dtype), L, view(a, pid), [k, const(1, D.i32)]),
                         dtype,
                     ),
                 ),

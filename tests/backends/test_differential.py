@@ -1,4 +1,5 @@
-"""Every GPU backend against the cpu backend, on every kernel of the shared suite.
+"""Every GPU backend (and cuda-host, the CUDA code run on the host) against the cpu backend,
+on every kernel of the shared suite.
 
 One test, parametrised over the backend (the ``gpu_backend_name`` fixture), the suite's
 kernels × their dtypes, and three grids: the case's own grid, a single program, and one

@@ -1,0 +1,241 @@
+"""``cuda-host``: the cuda backend's generated CUDA C++, compiled by g++ and run on the host.
+
+A test backend, registered by ``tests/conftest.py`` (``qnb.backends()`` does not list it and
+"auto" never picks it). It renders exactly what the cuda backend renders
+(``cuda_render.render_cuda``) and passes arguments by the same ABI, then compiles the text
+with the host compiler against ``qnb_cuda_host.h``, which provides CUDA's execution model
+(blocks of fibers, ``__shared__``, ``__syncthreads``, WMMA). So the differential suite checks
+the generated code's logic on machines without a GPU: indexing, guards, barriers, exchanges
+through shared memory, f16 rounding, the parameter ABI, debug-mode checks. It says nothing
+about speed, the memory model, or NVRTC (``test_cuda_compile.py`` compiles the same text
+with NVRTC; ``scripts/gpu_check.sh`` runs it on a GPU).
+
+Each array argument is copied into a buffer with guard bytes on both sides; a launch that
+writes outside an array raises ``AssertionError`` naming the parameter.
+
+The compiled library is built from the artifact's source when the kernel is loaded (so the
+cache, as for every backend, holds no host code), once per source text, under
+``build/cuda-host/``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Launcher, Options
+from qnb.backends.cuda import _argument_plan
+from qnb.backends.cuda_render import SCALAR_ABI, THREADS, CudaRenderer, render_cuda
+from qnb.dtypes import as_dtype
+from qnb.errors import BackendError, QnbTypeError
+from qnb.ir import KernelIR
+
+HERE = pathlib.Path(__file__).resolve().parent
+SHIM = HERE / "qnb_cuda_host.h"
+BUILD = HERE.parents[1] / "build" / "cuda-host"
+GUARD = 64  # bytes of guard pattern on each side of every array
+GUARD_BYTE = 0xA5
+CXXFLAGS = ["-std=c++17", "-O1", "-fPIC", "-w"]  # the header is precompiled with these too
+
+
+@functools.lru_cache(maxsize=1)
+def compiler() -> tuple[str | None, str]:
+    """(path of g++ or None, its version line or why it is unusable)."""
+    cxx = os.environ.get("CXX") or shutil.which("g++")
+    if not cxx:
+        return None, "no C++ compiler (g++) on PATH; install g++"
+    probe = subprocess.run(
+        [cxx, "-x", "c++", "-std=c++17", "-fsyntax-only", "-"],
+        input="_Float16 h = (_Float16)1.0f;\n",
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        return None, f"{cxx} has no _Float16 (GCC >= 12 on x86-64 has it)"
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    return cxx, version.splitlines()[0] if version else cxx
+
+
+def _shim_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted([SHIM, *(HERE / "include").iterdir()]):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _precompiled_shim() -> pathlib.Path:
+    """The shim beside its precompiled header (halves each kernel's compile time); g++
+    reads the plain header where the .gch does not fit."""
+    directory = BUILD / f"shim-{_shim_digest()}"
+    if not directory.exists():
+        BUILD.mkdir(parents=True, exist_ok=True)
+        scratch = pathlib.Path(tempfile.mkdtemp(dir=BUILD))
+        shutil.copy(SHIM, scratch / SHIM.name)
+        subprocess.run(
+            [compiler()[0], *CXXFLAGS, "-x", "c++-header", SHIM.name],
+            cwd=scratch,
+            capture_output=True,
+        )
+        try:
+            os.rename(scratch, directory)
+        except OSError:  # another process made it first
+            shutil.rmtree(scratch, ignore_errors=True)
+    return directory / SHIM.name
+
+
+def _c_param_types(abi: list[dict]) -> list[str]:
+    """The C type of each kernel parameter, in signature order (the cuda ABI)."""
+    types = []
+    for entry in abi:
+        if entry["kind"] == "array":
+            types.append(CudaRenderer.type_names[as_dtype(entry["dtype"])] + "*")
+            types += ["int"] * entry["ndim"]
+        else:
+            types.append(SCALAR_ABI[entry["dtype"]][0])
+    return types
+
+
+def _host_entry(entry: str, abi: list[dict]) -> str:
+    """``qnb_host_entry(grid, args)``: runs the kernel on every thread of every block."""
+    call = ", ".join(f"*({t}*)args[{k}]" for k, t in enumerate(_c_param_types(abi)))
+    return (
+        '\nextern "C" long qnb_host_entry(const unsigned int* grid, void** args) {\n'
+        f"  return qnb_host::launch(grid, {THREADS}, [&] {{ {entry}({call}); }});\n"
+        "}\n"
+    )
+
+
+def build(source: str, entry: str, abi: list[dict]) -> ctypes.CDLL:
+    """Compile ``source`` (+ the host entry point) to a shared library and load it."""
+    cxx, why = compiler()
+    if cxx is None:
+        raise BackendError(f"backend 'cuda-host' is not available: {why}")
+    text = source + _host_entry(entry, abi)
+    name = hashlib.sha256((_shim_digest() + why + text).encode()).hexdigest()[:24]
+    library = BUILD / f"{entry}-{name}.so"
+    if not library.exists():
+        BUILD.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=BUILD) as scratch:
+            cpp = pathlib.Path(scratch) / f"{entry}.cpp"
+            cpp.write_text(text)
+            partial = pathlib.Path(scratch) / library.name
+            command = [cxx, *CXXFLAGS, "-shared", "-include", str(_precompiled_shim())]
+            command.append(f"-I{HERE / 'include'}")
+            done = subprocess.run(
+                [*command, str(cpp), "-o", str(partial)], capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                raise BackendError(f"g++ rejected the generated CUDA code:\n{done.stderr}")
+            os.replace(partial, library)
+    return ctypes.CDLL(str(library))
+
+
+class HostDeviceArray(DeviceArray):
+    """``qnb.to_device`` under cuda-host: the array stays in host memory."""
+
+    backend_name = "cuda-host"
+
+    def __init__(self, data: np.ndarray):
+        super().__init__(data.shape, data.dtype)
+        self.data = data
+
+    def numpy(self):
+        return self.data.copy()
+
+
+class _Guarded:
+    """A C-contiguous copy of an array between two runs of guard bytes."""
+
+    def __init__(self, name: str, array: np.ndarray):
+        self.name = name
+        data = np.ascontiguousarray(array)
+        self.raw = np.full(data.nbytes + 2 * GUARD, GUARD_BYTE, np.uint8)
+        self.view = self.raw[GUARD : GUARD + data.nbytes].view(data.dtype).reshape(data.shape)
+        self.view[...] = data
+
+    def pointer(self) -> int:
+        return self.raw.ctypes.data + GUARD
+
+    def check(self) -> None:
+        outside = np.concatenate([self.raw[:GUARD], self.raw[-GUARD:]])
+        if (outside != GUARD_BYTE).any():
+            raise AssertionError(f"the kernel wrote outside array parameter {self.name!r}")
+
+
+class CudaHostBackend(Backend):
+    """The cuda backend's code on the host (see the module docstring)."""
+
+    name = "cuda-host"
+    language = "cuda"
+
+    def info(self) -> BackendInfo:
+        cxx, why = compiler()
+        if cxx is None:
+            return BackendInfo(self.name, False, "none", why)
+        return BackendInfo(self.name, True, f"host emulation of CUDA ({why})")
+
+    def key_components(self) -> tuple[dict, dict]:
+        backend = {"name": self.name, "emulation": _shim_digest()}
+        return backend, {"cxx": compiler()[1], "flags": " ".join(CXXFLAGS)}
+
+    def render(self, ir: KernelIR, options: Options = Options()) -> str:
+        return render_cuda(ir, options).text
+
+    def compile(self, ir: KernelIR, options: Options = Options()) -> Artifact:
+        rendered = render_cuda(ir, options)
+        text = {"source": rendered.text, "entry": rendered.entry, "abi": rendered.abi}
+        build(text["source"], text["entry"], text["abi"])  # a compile error shows here
+        return Artifact(text=text)
+
+    def load(self, artifact: Artifact) -> Launcher:
+        abi = artifact.text["abi"]
+        library = build(artifact.text["source"], artifact.text["entry"], abi)
+        entry = library.qnb_host_entry
+        entry.argtypes = [ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_void_p)]
+        entry.restype = ctypes.c_long
+        plan = _argument_plan(abi)
+
+        def launch(grid: tuple[int, int, int], args: list) -> None:
+            grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+            keep, guarded, write_back = [], [], []
+            for step, value in zip(plan, args):
+                if step[0] == "scalar":
+                    keep.append(np.array([value], step[2]))
+                    continue
+                _, name, dtype, ndim, stored = step
+                host = value.data if isinstance(value, HostDeviceArray) else value
+                if not isinstance(host, np.ndarray):
+                    raise QnbTypeError(f"parameter {name!r}: cannot pass {type(value).__name__}")
+                if host.dtype != dtype or host.ndim != ndim:
+                    raise QnbTypeError(
+                        f"parameter {name!r}: expected a {ndim}-D {dtype} array, got "
+                        f"{host.ndim}-D {host.dtype}"
+                    )
+                buffer = _Guarded(name, host)
+                guarded.append(buffer)
+                keep.append(np.array([buffer.pointer()], np.uintp))
+                keep += [np.array([n], np.int32) for n in host.shape]
+                if stored:
+                    write_back.append((host, buffer))
+            pointers = (ctypes.c_void_p * max(len(keep), 1))(*(k.ctypes.data for k in keep))
+            if min(grid) > 0:
+                entry((ctypes.c_uint * 3)(*grid), pointers)
+            for buffer in guarded:
+                buffer.check()
+            for host, buffer in write_back:
+                host[...] = buffer.view
+
+        launch.library = library
+        return launch
+
+    def to_device(self, array) -> HostDeviceArray:
+        return HostDeviceArray(np.ascontiguousarray(np.asarray(array)).copy())

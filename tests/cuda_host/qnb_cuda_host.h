@@ -1,0 +1,233 @@
+// Runs qnb's generated CUDA C++ on the host, for tests on machines without a GPU.
+//
+// This is not a GPU and not a simulator of one: it gives the CUDA execution model that
+// qnb's generated code relies on (blocks of threads, per-block __shared__ memory,
+// __syncthreads, WMMA's 16x16x16 product), so that the generated code's logic (indexing,
+// guards, barriers, exchanges through shared memory, the ABI) can be checked against the
+// cpu backend. Timing, warp scheduling, the memory model and CUDA's math-library ulps are
+// not modelled.
+//
+// Model: blocks run one after another; within a block every thread is a fiber (ucontext)
+// and runs until it reaches __syncthreads() or returns. When no fiber can run, the fibers
+// waiting at the barrier are released together (threads that have returned do not count,
+// as on the hardware). __shared__ becomes `static`: one block at a time uses it.
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include <functional>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __restrict__ __restrict
+
+struct uint3 {
+  unsigned int x, y, z;
+};
+struct dim3 {
+  unsigned int x, y, z;
+};
+
+// ---------------------------------------------------------------- the block scheduler
+
+namespace qnb_host {
+
+enum class State { runnable, waiting, done };
+
+struct Block {
+  std::vector<ucontext_t> contexts;
+  std::vector<std::vector<char>> stacks;
+  std::vector<State> states;
+  ucontext_t scheduler;
+  const std::function<void()>* body = nullptr;
+  unsigned int current = 0;
+  long barriers = 0;  // barrier releases, for the harness's report
+};
+
+inline Block& block() {
+  static Block b;
+  return b;
+}
+
+}  // namespace qnb_host
+
+inline uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+
+namespace qnb_host {
+
+inline void fiber_main() {
+  Block& b = block();
+  (*b.body)();
+  b.states[b.current] = State::done;  // uc_link returns to the scheduler
+}
+
+// Runs body() as every thread of every block of the grid.
+inline long launch(const unsigned int grid[3], unsigned int threads,
+                   const std::function<void()>& body) {
+  constexpr size_t kStack = 256 * 1024;
+  Block& b = block();
+  b.body = &body;
+  b.barriers = 0;
+  b.contexts.resize(threads);
+  b.states.resize(threads);
+  if (b.stacks.size() < threads) b.stacks.resize(threads);
+  for (auto& s : b.stacks) s.resize(kStack);
+  gridDim = {grid[0], grid[1], grid[2]};
+  blockDim = {threads, 1, 1};
+  for (unsigned int z = 0; z < grid[2]; ++z)
+    for (unsigned int y = 0; y < grid[1]; ++y)
+      for (unsigned int x = 0; x < grid[0]; ++x) {
+        blockIdx = {x, y, z};
+        for (unsigned int t = 0; t < threads; ++t) {
+          ucontext_t& c = b.contexts[t];
+          getcontext(&c);
+          c.uc_stack.ss_sp = b.stacks[t].data();
+          c.uc_stack.ss_size = kStack;
+          c.uc_link = &b.scheduler;
+          makecontext(&c, fiber_main, 0);
+          b.states[t] = State::runnable;
+        }
+        for (;;) {
+          bool waiting = false;
+          for (unsigned int t = 0; t < threads; ++t) {
+            if (b.states[t] != State::runnable) continue;
+            b.current = t;
+            threadIdx = {t, 0, 0};
+            swapcontext(&b.scheduler, &b.contexts[t]);
+          }
+          for (unsigned int t = 0; t < threads; ++t) {
+            if (b.states[t] == State::waiting) {
+              b.states[t] = State::runnable;
+              waiting = true;
+            }
+          }
+          if (!waiting) break;  // every thread has returned
+          ++b.barriers;
+        }
+      }
+  return b.barriers;
+}
+
+inline void syncthreads() {
+  Block& b = block();
+  const unsigned int t = b.current;
+  b.states[t] = State::waiting;
+  swapcontext(&b.contexts[t], &b.scheduler);
+  threadIdx = {t, 0, 0};
+}
+
+}  // namespace qnb_host
+
+inline void __syncthreads() { qnb_host::syncthreads(); }
+
+// ---------------------------------------------------------------- device functions
+
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline float __int_as_float(int x) {
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+inline double __longlong_as_double(long long x) {
+  double d;
+  memcpy(&d, &x, sizeof d);
+  return d;
+}
+
+// ---------------------------------------------------------------- cuda_fp16
+
+// A half holds an IEEE binary16; every operation computes in float and rounds once, which
+// for + - * / is the correctly rounded result, as CUDA's __hadd etc. are.
+struct __half {
+  _Float16 v;
+};
+inline __half __float2half(float f) { return __half{(_Float16)f}; }
+inline __half __double2half(double d) { return __half{(_Float16)d}; }
+inline float __half2float(__half h) { return (float)h.v; }
+inline __half __habs(__half h) { return __float2half(fabsf(__half2float(h))); }
+inline __half hfloor(__half h) { return __float2half(floorf(__half2float(h))); }
+#define QNB_HALF_ARITH(op)                                      \
+  inline __half operator op(__half a, __half b) {               \
+    return __float2half(__half2float(a) op __half2float(b));    \
+  }                                                             \
+  inline __half& operator op##=(__half& a, __half b) {          \
+    return a = a op b;                                          \
+  }
+QNB_HALF_ARITH(+)
+QNB_HALF_ARITH(-)
+QNB_HALF_ARITH(*)
+QNB_HALF_ARITH(/)
+#undef QNB_HALF_ARITH
+#define QNB_HALF_COMPARE(op) \
+  inline bool operator op(__half a, __half b) { return __half2float(a) op __half2float(b); }
+QNB_HALF_COMPARE(<)
+QNB_HALF_COMPARE(<=)
+QNB_HALF_COMPARE(>)
+QNB_HALF_COMPARE(>=)
+QNB_HALF_COMPARE(==)
+QNB_HALF_COMPARE(!=)
+#undef QNB_HALF_COMPARE
+inline __half operator-(__half a) { return __half{(_Float16)(-a.v)}; }
+
+// ---------------------------------------------------------------- WMMA
+
+// A fragment holds the whole matrix in every thread (WMMA's element-to-thread mapping is
+// opaque to its users, so the emulation may choose any). mma_sync sums in float, k in order.
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+  static_assert(M == 16 && N == 16 && K == 16, "the host emulation has only 16x16x16");
+  T x[256];
+  static constexpr bool col = __is_same(Layout, col_major);
+};
+
+template <class Use, class T, class Layout>
+inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c) f.x[r * 16 + c] = f.col ? p[c * ldm + r] : p[r * ldm + c];
+}
+template <class T>
+inline void fill_fragment(fragment<accumulator, 16, 16, 16, T>& f, T value) {
+  for (T& e : f.x) e = value;
+}
+template <class LA, class LB>
+inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
+                     const fragment<matrix_a, 16, 16, 16, __half, LA>& a,
+                     const fragment<matrix_b, 16, 16, 16, __half, LB>& b,
+                     const fragment<accumulator, 16, 16, 16, float>& c) {
+  float out[256];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      float s = c.x[i * 16 + j];
+      for (int k = 0; k < 16; ++k) s += __half2float(a.x[i * 16 + k]) * __half2float(b.x[k * 16 + j]);
+      out[i * 16 + j] = s;
+    }
+  memcpy(d.x, out, sizeof out);
+}
+inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f,
+                              unsigned ldm, layout_t layout) {
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c)
+      (layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[r * 16 + c];
+}
+}  // namespace wmma
+}  // namespace nvcuda
