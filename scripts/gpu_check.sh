@@ -67,7 +67,7 @@ EOF
 step "tests: cuda vs cpu (test_cuda.py, test_differential.py, debug checks, kernel API) and NVRTC compiles"
 XDIST=""
 $PY -c "import xdist" 2>/dev/null && XDIST="-n 8"
-timeout 330 $PY -m pytest -q -p no:cacheprovider $XDIST -k "not wgpu" -o addopts="" \
+timeout 330 $PY -m pytest -q -p no:cacheprovider $XDIST -k "not wgpu and not cuda-host" -o addopts="" \
     --timeout 120 -rfE \
     tests/backends/test_cuda.py tests/backends/test_differential.py \
     tests/backends/test_debug_checks.py tests/test_kernel_api.py \

@@ -148,8 +148,10 @@ __device__ __forceinline__ __half mod_(__half a, __half b) {
 """
 
 # acc-free 16x16x16 product of f16 tiles on the tensor cores; float result. One warp runs
-# the WMMA from shared memory while the block waits; the trailing barrier lets the next
-# call reuse the buffers.
+# the WMMA from shared memory while the block waits. No barrier is needed after reading
+# mma_c: the next call writes mma_a/mma_b, which warp 0 finished reading before the second
+# barrier, and writes mma_c only after its own first barrier, which every thread reaches
+# after reading mma_c.
 _PRELUDE_WMMA = r"""
 namespace qnb {
 __shared__ __align__(128) __half mma_a[256];
@@ -171,9 +173,7 @@ __device__ float matmul_f16(__half a, __half b) {
     wmma::store_matrix_sync(mma_c, fc, 16, wmma::mem_row_major);
   }
   __syncthreads();
-  const float out = mma_c[threadIdx.x];
-  __syncthreads();
-  return out;
+  return mma_c[threadIdx.x];
 }
 }  // namespace qnb
 """
