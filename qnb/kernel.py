@@ -10,6 +10,8 @@ named components and asks the kernel cache, which loads or compiles.
 from __future__ import annotations
 
 import functools
+import hashlib
+import pathlib
 import time
 import types
 
@@ -36,6 +38,33 @@ def _version() -> str:
     except ImportError:  # a source tree without the generated version module
         return "0.1.0"
     return __version__
+
+
+# The modules whose code decides what a kernel compiles to (the notebook layer, the widgets,
+# the CLI and the cache's own bookkeeping do not).
+_COMPILER_PARTS = (
+    "frontend",
+    "backends",
+    "dtypes.py",
+    "errors.py",
+    "ir.py",
+    "kernel.py",
+    "language.py",
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _compiler_digest() -> str:
+    """sha256 of qnb's compiler source, so that an edited qnb (an editable install, a patched
+    release) never reuses kernels the old code compiled. Read once per process (~1 ms)."""
+    root = pathlib.Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for part in _COMPILER_PARTS:
+        path = root / part
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(file.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 class Func:
@@ -412,7 +441,7 @@ class Kernel:
             else:
                 described[name] = spec[1].name
         return {
-            "qnb": {"version": _version(), "schema": CACHE_SCHEMA},
+            "qnb": {"version": _version(), "schema": CACHE_SCHEMA, "code": _compiler_digest()},
             "source": sources,
             "captured": captured,
             "signature": described,

@@ -61,7 +61,10 @@ def static(value):
 
 @intrinsic("where")
 def where(mask, a, b):
-    """Elementwise ``a`` where ``mask`` is true, else ``b`` (tiles, vecs or scalars)."""
+    """Elementwise ``a`` where ``mask`` is true, else ``b`` (tiles, vecs or scalars).
+
+    Both ``a`` and ``b`` are computed, as in NumPy. ``a if c else b`` with a scalar ``c``
+    computes only the side it takes."""
     _kernel_only("where")
 
 

@@ -239,6 +239,79 @@ def test_and_guards_a_func_call_on_its_right(backend_name):
     assert list(out) == [1, 0, 1, 0]
 
 
+def test_conditional_expression_evaluates_only_the_side_python_would(backend_name):
+    scope, _ = define("""
+        @qnb.func
+        def count_call(calls):
+            calls[0] = calls[0] + 1
+            return 10.0
+
+        @qnb.kernel
+        def k(x, out, calls, take: qnb.i32):
+            i = qnb.program_id(0)
+            out[i] = x[i] if i < x.shape[0] else -1.0   # no read of x[i] past its end
+            if i == 0:
+                out[4] = count_call(calls) if take > 0 else 2.0
+        """)
+    x = np.array([5.0, 6.0, 7.0], np.float32)
+    for take, want_calls, want_last in ((0, 0, 2.0), (1, 1, 10.0)):
+        out = np.full(5, np.nan, np.float32)
+        calls = np.zeros(1, np.float32)
+        with qnb.backend(backend_name):
+            scope["k"][4](x, out, calls, take)
+        np.testing.assert_array_equal(out, [5.0, 6.0, 7.0, -1.0, want_last])
+        assert calls[0] == want_calls
+
+
+def test_a_store_of_one_value_to_one_place_under_a_per_program_branch(backend_name):
+    # Nothing in the store varies by program, but the branch does (the cpu backend once
+    # failed here with an internal IndexError).
+    scope, _ = define("""
+        @qnb.kernel
+        def k(out):
+            i = qnb.program_id(0)
+            if i == 2:
+                out[4] = 2.0
+        """)
+    out = np.zeros(5, np.float32)
+    with qnb.backend(backend_name):
+        scope["k"][4](out)
+    np.testing.assert_array_equal(out, [0, 0, 0, 0, 2])
+
+
+def test_conditional_expression_mixes_a_tile_and_a_scalar(backend_name):
+    scope, _ = define("""
+        @qnb.kernel
+        def k(x, out, flag: qnb.i32):
+            t = Tile16.load(x, 0, 0)
+            (t * 2.0 if flag > 0 else 0.5).store(out, 0, 0)
+        """)
+    x = np.random.default_rng(5).standard_normal((16, 16)).astype(np.float32)
+    for flag, want in ((1, 2 * x), (0, np.full((16, 16), 0.5, np.float32))):
+        out = np.full((16, 16), np.nan, np.float32)
+        with qnb.backend(backend_name):
+            scope["k"][1](x, out, flag)
+        np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def test_tile_condition_with_a_storing_func_is_refused_at_the_users_line():
+    scope, _ = define("""
+        @qnb.func
+        def mark(out):
+            out[0, 0] = 1.0
+            return Tile16.zeros(qnb.f32)
+
+        @qnb.kernel
+        def k(x, out):
+            t = Tile16.load(x, 0, 0)
+            u = mark(out) if t > 0.0 else t
+            u.store(out, 0, 0)
+        """)
+    with pytest.raises(qnb.QnbTypeError, match="computes both sides") as info:
+        scope["k"][1](np.ones((16, 16), np.float32), np.zeros((16, 16), np.float32))
+    assert "mark(out) if t > 0.0 else t" in str(info.value)
+
+
 def test_static_loop_names_stay_static_but_runtime_branches_decide_at_run_time():
     scope, _ = define("""
         @qnb.kernel

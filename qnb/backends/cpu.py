@@ -539,7 +539,9 @@ class _Executor:
         value = self.ev(s.value)
         array, batch, (r, c) = self.element(s, s.view, s.indices)
         writes = self.reads.pop() if self.recorder else None
+        # One write per program, or one for all when nothing varies and no branch masks.
         n = max(value.shape[0], r.shape[0], c.shape[0], batch.shape[0])
+        n = n if self.mask is None else self.n
         lanes = _lanes(self.mask, n)
         b, r, c = (np.broadcast_to(x, (n,))[lanes] for x in (batch, r, c))
         array[b, r, c] = np.broadcast_to(value, (n,))[lanes]

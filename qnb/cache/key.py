@@ -24,8 +24,9 @@ from typing import Any
 # The components, in key order (contract: DESIGN.md "Kernel cache").
 COMPONENTS = ("qnb", "source", "captured", "signature", "backend", "compiler", "options")
 
-# Components whose value is a dict of named entries; diff() reports entry by entry.
-DICT_COMPONENTS = frozenset(("source", "captured", "signature", "backend", "compiler", "options"))
+# Components whose value is a dict of named entries (all of them, in keys qnb builds);
+# diff() reports those entry by entry and any other value whole.
+DICT_COMPONENTS = frozenset(COMPONENTS)
 
 
 class _Absent:

@@ -665,10 +665,41 @@ class _Lowerer:
         return result
 
     def expr_IfExp(self, node):
+        """``a if c else b`` evaluates only the side Python would: with a runtime scalar
+        ``c`` it becomes an ``If`` assigning a temporary, so ``arr[i] if i < n else 0``
+        never reads ``arr[i]`` for ``i >= n`` and a func call's stores run only when taken.
+        A tile or vec ``c`` (an elementwise choice, as ``qnb.where``) computes both sides."""
         cond = self.lower_expr(node.test)
         if isinstance(cond, Py):
             return self.lower_expr(node.body if self.py_truth(cond, node.test) else node.orelse)
-        return self.where(cond, self.lower_expr(node.body), self.lower_expr(node.orelse), node)
+        with self.nested_block() as before_body:
+            body = self.lower_expr(node.body)
+        with self.nested_block() as before_else:
+            orelse = self.lower_expr(node.orelse)
+        chosen = self.where(cond, body, orelse, node)  # typed as qnb.where types it
+        if chosen.cond.type.kind != "scalar":
+            if before_body or before_else:
+                raise self.error(
+                    QnbTypeError,
+                    "a conditional expression with a Tile16/Vec16 condition computes both "
+                    "sides, so a side cannot call a @qnb.func that stores; use an if statement",
+                    node,
+                )
+            return chosen
+        loc = self.loc(node)
+        name = self.fresh(self.frame.prefix + "choice")
+        self.joined[name] = chosen.type
+        if_true = self.coerce(chosen.if_true, chosen.type, node.body)
+        if_false = self.coerce(chosen.if_false, chosen.type, node.orelse)
+        self.emit(
+            ir.If(
+                loc,
+                chosen.cond,
+                [*before_body, ir.Assign(loc, name, if_true)],
+                [*before_else, ir.Assign(loc, name, if_false)],
+            )
+        )
+        return ir.Var(chosen.type, loc, name)
 
     def expr_Subscript(self, node):
         base = self.lower_expr(node.value)

@@ -258,3 +258,63 @@ def test_same_name_same_line_in_two_files_never_share_an_entry(tmp_path):
     again = run_variant(tmp_path, "file_a", same_line_source("t + 5.0"), None)
     np.testing.assert_allclose(again["y"], x_input() + 5.0, rtol=1e-6)
     assert again["outcome"] == "disk-hit"
+
+
+# The same kernel run by a given copy of the qnb package (argv[1] is put first on sys.path;
+# argv[2] holds the kernel's module).
+EDITED_QNB_DRIVER = r"""
+import sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import json
+import numpy as np
+import qnb
+from doubling import double
+assert qnb.__file__.startswith(sys.argv[1]), qnb.__file__
+x = np.arange(256, dtype=np.float32).reshape(16, 16)
+y = np.zeros_like(x)
+with qnb.backend("cpu"):
+    double[1](x, y)
+assert (y == 2 * x).all()
+event = qnb.cache.events()[-1]
+print(json.dumps({"outcome": event.outcome, "reason": event.reason}))
+"""
+
+DOUBLING = """
+import qnb
+
+@qnb.kernel
+def double(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    (qnb.Tile16.load(x, 0, 0) * 2.0).store(y, 0, 0)
+"""
+
+
+def test_an_edited_qnb_compiler_never_reuses_what_the_old_one_compiled(tmp_path):
+    """An editable install (or a patched release with the same version number) changes
+    qnb's code but not its version: the ``qnb.code`` digest makes that a miss."""
+    import pathlib
+    import shutil
+
+    import qnb
+
+    package = pathlib.Path(qnb.__file__).parent
+    copy = tmp_path / "site"
+    shutil.copytree(package, copy / "qnb", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "doubling.py").write_text(DOUBLING)
+    env = {"QNB_CACHE_DIR": str(tmp_path / "cache"), "QNB_CACHE": "1", "QNB_ALWAYS_COMPILE": "0"}
+
+    def run(root) -> dict:
+        args = [str(root), str(tmp_path / "kernels")]
+        result = run_python(EDITED_QNB_DRIVER, env=env, args=args)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    assert run(copy) == {"outcome": "miss", "reason": "first compile"}
+    assert run(copy)["outcome"] == "disk-hit"
+    lower = copy / "qnb" / "frontend" / "lower.py"
+    lower.write_text(lower.read_text() + "\n# an edit to the compiler\n")
+    edited = run(copy)
+    assert edited["outcome"] == "miss"
+    assert edited["reason"].startswith("qnb.code: "), edited["reason"]
+    # The unedited package (this checkout) has the first digest again: a disk hit.
+    assert run(package.parent)["outcome"] == "disk-hit"
