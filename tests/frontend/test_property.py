@@ -1,20 +1,28 @@
 """Property: random small kernels from the op set give the same answer on the cpu
-backend as the same source run directly as Python + NumPy.
+backend (and on cuda-host, the generated CUDA C++ run on the host) as the same source
+run directly as Python + NumPy.
 
 The generated body is written in the subset where qnb and NumPy agree on meaning
 (``A[0:16, 0:16]`` window loads of 16×16 arrays, ``out[0:16, 0:16] = r``, ``@``, ``.T``,
 ``.sum()``, ``qnb.maximum`` …), so the oracle is the body itself executed with NumPy
-arrays and a ``qnb`` shim that maps each math function to NumPy's.
+arrays and a ``qnb`` shim that maps each math function to NumPy's. Kernels run as three
+programs; statements may branch on the program id, and each program stores its tile and
+a scalar (one more scalar store is made by one program only), so masked and uniform
+stores under per-program branches are exercised.
 """
 
 import types
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import qnb
+from tests.conftest import require_backend
 from tests.helpers import define
+
+PROGRAMS = 3
 
 NUMPY_QNB = types.SimpleNamespace(
     maximum=np.maximum,
@@ -65,29 +73,67 @@ def statements():
             )
         ),
         st.tuples(expr).map(lambda t: "while r.max() > 50.0:\n        r = r * 0.25"),
+        st.tuples(st.integers(0, PROGRAMS - 1), expr).map(
+            lambda t: f"if p == {t[0]}:\n        r = r + {t[1]}"
+        ),
+        st.tuples(SCALAR_LEAVES, expr).map(lambda t: f"r = r + ({t[1]}) * (p * {t[0]})"),
     )
 
 
 def body_source(stmts):
-    lines = ["a = A[0:16, 0:16]", "b = B[0:16, 0:16]", "r = a * 0.0", *stmts, "out[0:16, 0:16] = r"]
+    lines = [
+        "p = qnb.program_id(0)",
+        "a = A[0:16, 0:16]",
+        "b = B[0:16, 0:16]",
+        "r = a * 0.0",
+        *stmts,
+        "out[p * 16:p * 16 + 16, 0:16] = r",
+        "sums[p] = r.sum()",
+        "if p == 1:\n        sums[3] = 7.0",
+    ]
     return "\n".join("    " + line for line in lines) + "\n"
+
+
+def numpy_reference(body: str, a, b, s):
+    """Run ``body`` as Python + NumPy, once per program id, as the oracle."""
+    out, sums = np.full((16 * PROGRAMS, 16), np.nan), np.full(PROGRAMS + 1, np.nan)
+    for p in range(PROGRAMS):
+        shim = types.SimpleNamespace(**vars(NUMPY_QNB), program_id=lambda axis, p=p: p)
+        scope = {"qnb": shim, "np": np}
+        exec(f"def k(A, B, out, sums, s):\n{body}", scope)  # noqa: S102 - generated test source
+        with np.errstate(all="ignore"):
+            scope["k"](a.copy(), b.copy(), out, sums, s)
+    return out, sums
+
+
+def check_random_kernel(backend: str, stmts, seed, rtol):
+    body = body_source(stmts)
+    scope, _ = define(f"@qnb.kernel\ndef k(A, B, out, sums, s: qnb.f64):\n{body}")
+    rng = np.random.default_rng(seed)
+    a, b = rng.uniform(-2, 2, (16, 16)), rng.uniform(-2, 2, (16, 16))
+    s = float(rng.uniform(-1, 1))
+    out, sums = np.full((16 * PROGRAMS, 16), np.nan), np.full(PROGRAMS + 1, np.nan)
+    with qnb.backend(backend):
+        scope["k"][PROGRAMS](a, b, out, sums, s)
+    want_out, want_sums = numpy_reference(body, a, b, s)
+    for got, want in ((out, want_out), (sums, want_sums)):
+        scale = np.nanmax(np.abs(want), initial=1.0) if np.isfinite(want).any() else 1.0
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale, equal_nan=True)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(statements(), min_size=1, max_size=4), st.integers(0, 2**31 - 1))
 def test_random_kernels_match_numpy(stmts, seed):
-    body = body_source(stmts)
-    scope, _ = define(f"@qnb.kernel\ndef k(A, B, out, s: qnb.f64):\n{body}")
-    rng = np.random.default_rng(seed)
-    a, b = rng.uniform(-2, 2, (16, 16)), rng.uniform(-2, 2, (16, 16))
-    s = float(rng.uniform(-1, 1))
-    got = np.full((16, 16), np.nan)
-    with qnb.backend("cpu"):
-        scope["k"](a, b, got, s)
+    check_random_kernel("cpu", stmts, seed, rtol=1e-9)
 
-    reference_scope = {"qnb": NUMPY_QNB, "np": np}
-    exec(f"def k(A, B, out, s):\n{body}", reference_scope)  # noqa: S102 - generated test source
-    want = np.full((16, 16), np.nan)
-    with np.errstate(all="ignore"):
-        reference_scope["k"](a.copy(), b.copy(), want, s)
-    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9, equal_nan=True)
+
+@pytest.fixture(scope="module")
+def cuda_host():
+    require_backend("cuda-host")
+
+
+# Each example compiles with g++ (~0.3 s); sums and exp run in another order and library.
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(statements(), min_size=1, max_size=4), st.integers(0, 2**31 - 1))
+def test_random_kernels_match_numpy_as_generated_cuda(cuda_host, stmts, seed):
+    check_random_kernel("cuda-host", stmts, seed, rtol=1e-7)
