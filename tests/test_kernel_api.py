@@ -263,6 +263,31 @@ def test_conditional_expression_evaluates_only_the_side_python_would(backend_nam
         assert calls[0] == want_calls
 
 
+def test_f16_sums_accumulate_in_f32_and_round_once(backend_name):
+    scope, _ = define("""
+        @qnb.kernel
+        def k(x, total, rows, cols):
+            t = Tile16.load(x, 0, 0)
+            total[0] = t.sum()
+            t.sum(axis=1).store(rows, 0)
+            t.sum(axis=0).store(cols, 0)
+        """)
+    if backend_name == "wgpu":
+        from qnb.backends import get
+
+        if not get("wgpu")._dev().has_f16:
+            pytest.skip("this adapter has no shader-f16")
+    x = np.random.default_rng(11).uniform(0, 4, (16, 16)).astype(np.float16)
+    total, rows, cols = np.zeros(1, np.float16), np.zeros(16, np.float16), np.zeros(16, np.float16)
+    with qnb.backend(backend_name):
+        scope["k"](x, total, rows, cols)
+    wide = x.astype(np.float64)
+    # Within one f16 ulp of the exact sum (summing in f16, 256 terms drift by several).
+    for got, exact in ((total, [wide.sum()]), (rows, wide.sum(axis=1)), (cols, wide.sum(axis=0))):
+        ulp = np.spacing(np.abs(np.asarray(exact, np.float16)))
+        assert (np.abs(got.astype(np.float64) - exact) <= ulp).all(), (got, exact)
+
+
 def test_a_store_of_one_value_to_one_place_under_a_per_program_branch(backend_name):
     # Nothing in the store varies by program, but the branch does (the cpu backend once
     # failed here with an internal IndexError).

@@ -668,6 +668,9 @@ class _Executor:
             axes = e.axis + 1
         fn = _REDUCE[e.op]
         if e.op == "sum":
+            if value.dtype == np.float16:  # accumulate in f32, round once (as NumPy does
+                # for contiguous f16 sums; every backend does so for every axis)
+                return fn(value, axis=axes, dtype=np.float32).astype(np.float16)
             return fn(value, axis=axes, dtype=value.dtype)
         return fn(value, axis=axes)
 

@@ -687,29 +687,35 @@ class GpuRenderer:
 
     def expr_Reduce(self, node: ir.Reduce) -> str:
         dtype = node.type.dtype
+        # An f16 sum accumulates in f32 and rounds once, as NumPy's f16 sums do.
+        work = self.accumulate_dtype(dtype) if node.op == "sum" else dtype
         operand = node.operand
-        name = self.shared_tile(operand, dtype=dtype)
+        name = self.shared_tile(operand, dtype=work)
         self.emit(self.barrier)
         k = self.temp()
         if operand.type.kind == "vec" or node.axis is None:
             count = 16 if operand.type.kind == "vec" else THREADS
             slot = self.broadcast_slot(self.scratch_dtype(dtype))
             self.open("if (q_lid == 0u) {")
-            acc = self.reduce_init(node.op, name, "0", dtype)
+            acc = self.reduce_init(node.op, name, "0", work)
             self.open(self.counted_loop(k, 1, count))
-            self.emit(f"{acc} = {self.combine(node.op, acc, self.read_shared(name, k, dtype))};")
+            self.emit(f"{acc} = {self.combine(node.op, acc, self.read_shared(name, k, work))};")
             self.close()
-            self.emit(f"{slot} = {self.to_scratch(acc, dtype)};")
+            self.emit(f"{slot} = {self.to_scratch(self.narrow(acc, work, dtype), dtype)};")
             self.close()
             return self.broadcast(slot, dtype)
         first, at = (
             ("q_ti * 16", f"q_ti * 16 + {k}") if node.axis == 1 else ("q_ti", f"{k} * 16 + q_ti")
         )
-        acc = self.reduce_init(node.op, name, first, dtype)
+        acc = self.reduce_init(node.op, name, first, work)
         self.open(self.counted_loop(k, 1, 16))
-        self.emit(f"{acc} = {self.combine(node.op, acc, self.read_shared(name, at, dtype))};")
+        self.emit(f"{acc} = {self.combine(node.op, acc, self.read_shared(name, at, work))};")
         self.close()
-        return acc
+        return self.narrow(acc, work, dtype)
+
+    def narrow(self, value: str, work: DType, dtype: DType) -> str:
+        """``value``, computed in ``work``, as ``dtype`` (unchanged text when they agree)."""
+        return value if work is dtype else self.cast(value, work, dtype)
 
     def counted_loop(self, name: str, start: int, stop: int) -> str:
         """Header of ``for name in range(start, stop)`` (a constant trip count)."""
@@ -799,12 +805,18 @@ class GpuRenderer:
         at = lambda r, c: self.read_shared(a, f"{r} * 16 + {c}", dtype)  # noqa: E731
         # Column j: each row thread (tj == 0) sums over the finished columns k < j;
         # the diagonal goes first, then the rows below divide by it.
+        # f16 dot products accumulate in f32 and round once (as the cpu backend's einsum).
+        work = self.accumulate_dtype(dtype)
+        wide = lambda r, c: self.narrow(at(r, c), dtype, work)  # noqa: E731
         self.open(self.counted_loop(j, 0, 16))
-        total = self.var(dtype, self.literal(0, dtype))
+        dot = self.var(work, self.literal(0, work))
+        total = dot if work is dtype else self.var(dtype, self.literal(0, dtype))
         self.open(f"if (q_tj == 0 && q_ti >= {j}) {{")
         self.open(self.counted_loop(k, 0, j))
-        self.emit(f"{total} = {total} + {at('q_ti', k)} * {at(j, k)};")
+        self.emit(f"{dot} = {dot} + {wide('q_ti', k)} * {wide(j, k)};")
         self.close()
+        if total != dot:
+            self.emit(f"{total} = {self.narrow(dot, work, dtype)};")
         sqrt, fmax = self.math_functions["sqrt"], self.math_functions["max"]
         diagonal = self.to_scratch(f"{sqrt}({fmax}({at(j, j)} - {total}, {eps}))", dtype)
         self.emit(f"if (q_ti == {j}) {{ {a}[q_ti * 16 + {j}] = {diagonal}; }}")
@@ -828,12 +840,21 @@ class GpuRenderer:
         L = lambda r, c: self.read_shared(lower, f"{r} * 16 + {c}", dtype)  # noqa: E731
         X = lambda r, c: self.read_shared(x, f"{r} * 16 + {c}", dtype)  # noqa: E731
         # Rows of X are independent: one thread per row substitutes forward.
+        work = self.accumulate_dtype(dtype)  # f16 dots accumulate in f32, round once
         self.open("if (q_tj == 0) {")
         self.open(self.counted_loop(k, 0, 16))
-        total = self.var(dtype, X("q_ti", k))
-        self.open(self.counted_loop(m, 0, k))
-        self.emit(f"{total} = {total} - {X('q_ti', m)} * {L(k, m)};")
-        self.close()
+        if work is dtype:
+            total = self.var(dtype, X("q_ti", k))
+            self.open(self.counted_loop(m, 0, k))
+            self.emit(f"{total} = {total} - {X('q_ti', m)} * {L(k, m)};")
+            self.close()
+        else:
+            dot = self.var(work, self.literal(0, work))
+            self.open(self.counted_loop(m, 0, k))
+            wide = [self.narrow(v, dtype, work) for v in (X("q_ti", m), L(k, m))]
+            self.emit(f"{dot} = {dot} + {wide[0]} * {wide[1]};")
+            self.close()
+            total = self.let(dtype, f"{X('q_ti', k)} - {self.narrow(dot, work, dtype)}")
         self.emit(f"{x}[q_ti * 16 + {k}] = {self.to_scratch(f'{total} / {L(k, k)}', dtype)};")
         self.close()
         self.close()
