@@ -8,8 +8,10 @@
    (key + verified read), per kernel, in one process; cuda is measured too where NVRTC is
    installed, since compiling needs no GPU.
 3. The launch overhead of a memory hit: a trivial kernel launched through ``k[1](x)``
-   against calling its launcher directly, in µs and as a ratio; and the cost of
-   ``qnb.cache.record_memory_hit`` alone.
+   against calling its launcher directly, in µs and as a ratio; the cost of
+   ``qnb.cache.record_memory_hit`` alone; and qnb's own work per launch alone ("qnb
+   alone": the same launch with the launcher swapped for a no-op), which is what a fast
+   device launch, e.g. CUDA's few µs, would see on top of it.
 
 Run: ``python benchmarks/bench_cache.py`` (``main()`` prints the tables).
 """
@@ -139,7 +141,12 @@ direct = per_call(lambda: launcher(grid, args), n)
 key = qnb.cache.CacheKey({name: {} for name in qnb.cache.COMPONENTS})
 record = per_call(lambda: qnb.cache.record_memory_hit("trivial", "cpu", key, 0.0), n)
 hits = sum(event.outcome == "memory-hit" for event in qnb.cache.events())
-print(json.dumps({"launch": launch, "direct": direct, "record": record, "hits": hits}))
+# qnb's own work per launch, alone: the memoised launcher swapped for a no-op.
+for prepared in trivial._memo.values():
+    prepared.launcher = lambda grid, args: None
+own = per_call(lambda: trivial[1](x), n)
+print(json.dumps({"launch": launch, "direct": direct, "record": record, "hits": hits,
+                  "own": own}))
 """
 
 
@@ -321,14 +328,14 @@ def main() -> None:
         print("Memory-hit launch of a trivial kernel vs calling its launcher directly (best of 7)")
         print(
             f"{'backend':<8} {'k[1](x)':>10} {'launcher':>10} {'overhead':>10} {'ratio':>7} "
-            f"{'record_memory_hit':>18}"
+            f"{'record_memory_hit':>18} {'qnb alone':>10}"
         )
         for backend in backends:
             o = overhead(backend, suite_dir, n=2000 if backend == "cpu" else 200)
             print(
                 f"{backend:<8} {o['launch'] * 1e6:>8.2f}µs {o['direct'] * 1e6:>8.2f}µs "
                 f"{(o['launch'] - o['direct']) * 1e6:>8.2f}µs {o['launch'] / o['direct']:>6.2f}x "
-                f"{o['record'] * 1e6:>16.2f}µs"
+                f"{o['record'] * 1e6:>16.2f}µs {o['own'] * 1e6:>8.2f}µs"
             )
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends import registry as _backends
-from qnb.backends.base import DeviceArray, Options
+from qnb.backends.base import FAST_ARRAY_TYPES, DeviceArray, Options
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
 from qnb.errors import QnbCaptureError, QnbError, QnbIndexError, QnbTypeError
 from qnb.frontend.capture import Captures, canonical, classify
@@ -123,6 +123,27 @@ def _read_annotation(parsed: ParsedFunction, name: str, value) -> _Annotation:
     return _Annotation("scalar", dtype)
 
 
+_FAST_ARRAY, _FAST_ANY_ARRAY, _FAST_FLOAT, _FAST_INT = "array", "any-array", "float", "int"
+
+
+def _fast_plan(annotations) -> list[tuple] | None:
+    """Per parameter, what ``Kernel._fast_signature`` accepts: (code, dtype, ndim, spec).
+    None for a kernel with a Template parameter (its spec depends on the value)."""
+    plan = []
+    for a in annotations:
+        if a.kind == "template":
+            return None
+        if a.kind == "array" and a.dtype is not None and a.ndim is not None:
+            plan.append((_FAST_ARRAY, a.dtype, a.ndim, ("array", a.dtype, a.ndim)))
+        elif a.kind in ("array", None):  # an unannotated parameter: arrays only, here
+            plan.append((_FAST_ANY_ARRAY, a.dtype, a.ndim, None))
+        elif a.dtype is i32:
+            plan.append((_FAST_INT, i32, None, ("scalar", i32)))
+        else:
+            plan.append((_FAST_FLOAT, a.dtype, None, ("scalar", a.dtype)))
+    return plan
+
+
 def _param_node(parsed: ParsedFunction, name: str):
     """The ``def`` line's AST node of parameter ``name`` (errors point at it)."""
     return next((a for a in parsed.tree.args.args if a.arg == name), parsed.tree)
@@ -161,6 +182,7 @@ class Kernel:
         self._options = options or Options()
         hints = getattr(fn, "__annotations__", {}) or {}
         self._annotations = [_read_annotation(parsed, n, hints.get(n)) for n in parsed.param_names]
+        self._fast_plan = _fast_plan(self._annotations)
         self._memo: dict = {}
         self._memo_generation = 0
         self._grids: dict = {}
@@ -249,7 +271,11 @@ class Kernel:
         started = time.perf_counter()
         backend_name = self._backend or _backends.current_name()
         snapshot = self._qnb_captures.snapshot()
-        signature, runtime_args = self._signature(args)
+        signature = self._fast_signature(args)
+        if signature is None:
+            signature, runtime_args = self._signature(args)
+        else:
+            runtime_args = list(args)
         cache = _cache()
         if self._memo_generation != cache.lookup.generation[0]:
             self._memo.clear()  # qnb.cache.clear() ran: the next launch must look again
@@ -265,6 +291,38 @@ class Kernel:
             prepared.launcher(grid, runtime_args)
         except QnbError as err:
             raise self._locate(err, prepared.units) from None
+
+    def _fast_signature(self, args) -> tuple | None:
+        """The signature of the common call (C-contiguous NumPy arrays, or a loaded
+        backend's own arrays, see ``FAST_ARRAY_TYPES``; Python floats for float parameters;
+        Python ints in range for i32 ones), or None: then ``_signature`` decides, and
+        explains what is wrong."""
+        plan = self._fast_plan
+        if plan is None or len(args) != len(plan):
+            return None
+        signature = []
+        for value, (code, dtype, ndim, spec) in zip(args, plan):
+            if code is _FAST_FLOAT:
+                if type(value) is not float:
+                    return None
+            elif code is _FAST_INT:
+                if type(value) is not int or not -(2**31) <= value < 2**31:
+                    return None
+            else:
+                if type(value) not in FAST_ARRAY_TYPES or not value.flags.c_contiguous:
+                    return None
+                got, rank = _QNB_DTYPES.get(value.dtype), value.ndim
+                if code is _FAST_ARRAY:
+                    if got is not dtype or rank != ndim:
+                        return None
+                else:  # any dtype / rank the annotation allows
+                    if got is None or not 1 <= rank <= 3:
+                        return None
+                    if (dtype is not None and got is not dtype) or (ndim not in (None, rank)):
+                        return None
+                    spec = ("array", got, rank)
+            signature.append(spec)
+        return tuple(signature)
 
     def _signature(self, args) -> tuple[tuple, list]:
         parsed = self._qnb_parsed
@@ -535,6 +593,7 @@ def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_mat
 
 
 _QNB_DTYPES = {d.numpy: d for d in (bool_, i32, f32, f64, as_dtype("f16"))}
+FAST_ARRAY_TYPES.add(np.ndarray)
 
 
 class _Example:

@@ -372,3 +372,41 @@ def test_a_func_call_under_a_method_is_inlined_once():
     out = np.zeros(2, np.float32)
     scope["k"](out)
     assert out.tolist() == [1.0, 256.0]  # bump's store ran once, not twice
+
+
+def test_the_launch_fast_path_agrees_with_the_full_argument_check():
+    scope, _ = define("""
+        @qnb.kernel
+        def typed(x: qnb.Array[qnb.f32, 2], n: qnb.i32, s: qnb.f64, y):
+            pass
+
+        @qnb.kernel
+        def loose(x: qnb.Array, y: qnb.Array[qnb.f16], z):
+            pass
+        """)
+    typed, loose = scope["typed"], scope["loose"]
+    f32, f64 = np.zeros((16, 16), np.float32), np.zeros((4, 4, 4))
+    cases = [
+        (typed, (f32, 3, 1.5, f64)),
+        (typed, (f32, 2**31, 1.5, f64)),  # n out of i32 range: the full check explains
+        (typed, (f32, True, 1.5, f64)),  # a bool for an i32
+        (typed, (f32, 3, 2, f64)),  # an int for an f64 (the full check converts it)
+        (typed, (f32.T.copy(order="F"), 3, 1.5, f64)),  # not C-contiguous
+        (typed, (f64, 3, 1.5, f64)),  # wrong dtype
+        (typed, (f32, 3, 1.5, 2.5)),  # a scalar for an unannotated parameter
+        (loose, (f64, np.zeros(8, np.float16), f32)),
+        (loose, (f64, np.zeros(8, np.float32), f32)),
+        (loose, (np.zeros((2, 2, 2, 2)), np.zeros(8, np.float16), f32)),  # 4-D
+        (loose, (np.zeros(3, np.int64), np.zeros(8, np.float16), f32)),  # unsupported dtype
+    ]
+    fast_taken = 0
+    for kernel, args in cases:
+        fast = kernel._fast_signature(args)
+        try:
+            full = kernel._signature(args)[0]
+        except qnb.QnbTypeError:
+            assert fast is None, args  # only the full check may reject, with its message
+            continue
+        assert fast in (None, full), (fast, full)
+        fast_taken += fast is not None
+    assert fast_taken == 2  # the two common calls do take it

@@ -13,6 +13,11 @@ from typing import Any
 
 from qnb.ir import KernelIR
 
+# Array types whose C-contiguous instances a launch may take on its fast path (NumPy's;
+# a backend adds its own, e.g. ``cupy.ndarray``, when it loads). Each must have ``dtype``
+# (a NumPy dtype), ``ndim`` and ``flags.c_contiguous``.
+FAST_ARRAY_TYPES: set[type] = set()
+
 
 @dataclass
 class Artifact:

@@ -27,7 +27,15 @@ import sys
 
 import numpy as np
 
-from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Launcher, Options
+from qnb.backends.base import (
+    FAST_ARRAY_TYPES,
+    Artifact,
+    Backend,
+    BackendInfo,
+    DeviceArray,
+    Launcher,
+    Options,
+)
 from qnb.errors import BackendError, CompileError, QnbTypeError
 from qnb.ir import KernelIR
 
@@ -47,6 +55,7 @@ def _import_cupy():
         import cupy
     except ImportError as exc:
         raise BackendError(f"CuPy is not installed ({exc}); {CUDA_EXTRA_HINT}") from None
+    FAST_ARRAY_TYPES.add(cupy.ndarray)  # CuPy arrays take the launch fast path
     return cupy
 
 

@@ -23,7 +23,13 @@ NAMES = tuple(_REGISTRY)
 
 _instances: dict[str, Backend] = {}
 _lock = threading.Lock()
-_state = threading.local()
+
+
+class _State(threading.local):
+    override: str | None = None  # set by ``with qnb.backend(...)`` in this thread
+
+
+_state = _State()
 _default = ["auto"]
 
 
@@ -78,9 +84,11 @@ def _probe_auto() -> str:
 
 
 def current_name() -> str:
-    """The backend a launch uses now, with "auto" resolved."""
-    name = getattr(_state, "override", None) or _default[0]
-    return _auto() if name == "auto" else name
+    """The backend a launch uses now, with "auto" resolved (on every launch: kept cheap)."""
+    name = _state.override or _default[0]
+    if name != "auto":
+        return name
+    return _auto_choice[0] if _auto_choice else _auto()
 
 
 def set_backend(name: str) -> None:
@@ -95,7 +103,7 @@ def backend(name: str):
     """``with qnb.backend("wgpu"):`` runs the block on that backend (contract)."""
     if name != "auto":
         get(name)
-    previous = getattr(_state, "override", None)
+    previous = _state.override
     _state.override = name
     try:
         yield

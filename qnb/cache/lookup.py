@@ -4,8 +4,8 @@
 (a verified artifact, loaded by the backend), then compiles and stores. Each lookup
 becomes a :class:`CacheEvent`; a miss carries the reason: how its key differs from
 the closest earlier key of the same kernel (this process's or the disk's), or
-"first compile". The launch fast path calls ``record_memory_hit``, which only builds
-and appends an event (no hashing, no I/O).
+"first compile". The launch fast path calls ``record_memory_hit``, which only appends
+a tuple (no hashing, no I/O); ``events()`` turns it into an event when read.
 """
 
 from __future__ import annotations
@@ -82,9 +82,25 @@ def _record(event: CacheEvent) -> CacheEvent:
 
 def record_memory_hit(
     kernel_name: str, backend_name: str, key: CacheKey, seconds: float
-) -> CacheEvent:
-    """Record a launch that reused its launcher without a lookup (the fast path)."""
-    event = CacheEvent(
+) -> CacheEvent | None:
+    """Record a launch that reused its launcher without a lookup (the fast path).
+
+    This runs on every launch, so without listeners it keeps a tuple and ``events()``
+    builds the CacheEvent when asked; returns the event only when it built one."""
+    if _listeners:
+        return _record(_memory_hit_event((kernel_name, backend_name, key, seconds, time.time())))
+    with _lock:
+        _events.append((kernel_name, backend_name, key, seconds, time.time()))
+        _counts["memory-hit"] += 1
+        _seconds["memory-hit"] += seconds
+    return None
+
+
+def _memory_hit_event(record) -> CacheEvent:
+    if type(record) is not tuple:
+        return record
+    kernel_name, backend_name, key, seconds, when = record
+    return CacheEvent(
         kernel_name,
         backend_name,
         "memory-hit",
@@ -94,15 +110,15 @@ def record_memory_hit(
         seconds,
         None,
         [],
-        time.time(),
+        when,
     )
-    return _record(event)
 
 
 def events() -> list[CacheEvent]:
     """The recorded events, oldest first (the last ``MAX_EVENTS``)."""
     with _lock:
-        return list(_events)
+        recorded = list(_events)
+    return [_memory_hit_event(r) for r in recorded]
 
 
 def add_listener(listener: Callable[[CacheEvent], None]) -> None:

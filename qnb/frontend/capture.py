@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import enum
 import math
+import sys
 import types
 
 import numpy as np
@@ -71,6 +72,10 @@ def _walk_chain(root, chain: tuple[str, ...]):
     return value
 
 
+def _qnb_module():
+    return sys.modules.get("qnb")
+
+
 class Captures:
     """Reads one function's captured names (closure cells first, then globals, then builtins)."""
 
@@ -110,7 +115,11 @@ class Captures:
         """A tuple equal to an earlier one only if no captured value changed."""
         out = []
         for chain, cell in self._readers:
-            value = _walk_chain(self._root(chain[0], cell), chain)
+            root = self._root(chain[0], cell)
+            if root is _qnb_module():  # qnb's own names are the language: fixed, not captured
+                out.append((chain, root))
+                continue
+            value = _walk_chain(root, chain)
             parsed = getattr(value, "_qnb_parsed", None)
             if parsed is not None:
                 seen = _seen or set()
