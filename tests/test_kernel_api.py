@@ -410,3 +410,35 @@ def test_the_launch_fast_path_agrees_with_the_full_argument_check():
         assert fast in (None, full), (fast, full)
         fast_taken += fast is not None
     assert fast_taken == 2  # the two common calls do take it
+
+
+def test_i32_arithmetic_wraps_as_numpys_does(backend_name):
+    # Signed overflow is undefined in C++ (and INT_MIN // -1 traps on x86): the CUDA code
+    # must wrap like NumPy and WGSL, products and sums inside @, .sum() and outer included.
+    scope, _ = define("""
+        @qnb.kernel
+        def k(x, y, out, sums):
+            a = Tile16.load(x, 0, 0)
+            b = Tile16.load(y, 0, 0)
+            (a * b).store(out[0], 0, 0)
+            (a + b).store(out[1], 0, 0)
+            (a - b).store(out[2], 0, 0)
+            (-a).store(out[3], 0, 0)
+            (a // b).store(out[4], 0, 0)
+            (a % b).store(out[5], 0, 0)
+            (a @ b).store(out[6], 0, 0)
+            qnb.outer(a.row(3), b.col(5)).store(out[7], 0, 0)
+            sums[0] = a.sum()
+        """)
+    rng = np.random.default_rng(17)
+    x = rng.integers(-(2**31), 2**31, (16, 16), dtype=np.int64).astype(np.int32)
+    y = rng.integers(-(2**31), 2**31, (16, 16), dtype=np.int64).astype(np.int32)
+    x[0, :2], y[0, :2] = -(2**31), [-1, 1]  # INT_MIN // -1 and INT_MIN % -1
+    y[y == 0] = 7
+    out, sums = np.zeros((8, 16, 16), np.int32), np.zeros(1, np.int32)
+    with qnb.backend(backend_name):
+        scope["k"](x, y, out, sums)
+    with np.errstate(all="ignore"):
+        want = [x * y, x + y, x - y, -x, x // y, x % y, x @ y, np.outer(x[3], y[:, 5])]
+        np.testing.assert_array_equal(out, np.stack(want).astype(np.int32))
+        assert sums[0] == x.sum(dtype=np.int32)

@@ -30,6 +30,7 @@ from qnb.backends.gpu_codegen import GpuRenderer, Layout
 from qnb.dtypes import DType, bool_, f16, f32, f64, i32
 
 THREADS = ir.TILE * ir.TILE
+_WRAPPING = {"add": "iadd", "sub": "isub", "mul": "imul"}  # i32 ops that wrap via unsigned
 
 # How each scalar parameter crosses the launch boundary: (C type, NumPy dtype name).
 SCALAR_ABI = {
@@ -60,6 +61,12 @@ class RenderedCuda:
 
 _PRELUDE_COMMON = r"""
 namespace qnb {
+// i32 arithmetic wraps (two's complement) as NumPy's and WGSL's does; signed overflow is
+// undefined in C++, so it goes through unsigned.
+__device__ __forceinline__ int iadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+__device__ __forceinline__ int isub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
+__device__ __forceinline__ int imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
+__device__ __forceinline__ int ineg(int a) { return (int)(0u - (unsigned)a); }
 __device__ __forceinline__ int abs_(int x) { return x < 0 ? -x : x; }
 __device__ __forceinline__ float abs_(float x) { return fabsf(x); }
 __device__ __forceinline__ double abs_(double x) { return fabs(x); }
@@ -76,9 +83,9 @@ __device__ __forceinline__ float pow_(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double pow_(double a, double b) { return pow(a, b); }
 __device__ __forceinline__ int pow_(int a, int b) {  // by squaring; a negative exponent gives 0
   if (b < 0) return 0;
-  int r = 1;
-  for (; b; b >>= 1, a *= a) if (b & 1) r *= a;
-  return r;
+  unsigned r = 1u, x = (unsigned)a;
+  for (; b; b >>= 1, x *= x) if (b & 1) r *= x;
+  return (int)r;
 }
 // maximum/minimum propagate NaN, as NumPy's do
 template <class T> __device__ __forceinline__ T max_(T a, T b) {
@@ -95,14 +102,16 @@ __device__ __forceinline__ int max_(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int min_(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ bool max_(bool a, bool b) { return a || b; }
 __device__ __forceinline__ bool min_(bool a, bool b) { return a && b; }
-// Python's floor division and modulo (x // 0 and x % 0 give 0 for ints, as NumPy's do)
+// Python's floor division and modulo (x // 0 and x % 0 give 0 for ints, as NumPy's do;
+// INT_MIN // -1 wraps to INT_MIN, where C++'s / is undefined)
 __device__ __forceinline__ int floordiv_(int a, int b) {
   if (b == 0) return 0;
+  if (b == -1) return ineg(a);
   const int q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 __device__ __forceinline__ int mod_(int a, int b) {
-  if (b == 0) return 0;
+  if (b == 0 || b == -1) return 0;
   const int r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
@@ -295,7 +304,22 @@ class CudaRenderer(GpuRenderer):
         if node.op in self.prelude_binary:
             a, b = self.expr(node.left), self.expr(node.right)
             return f"{self.prelude_binary[node.op]}({a}, {b})"
+        if node.left.type.dtype is i32 and node.op in _WRAPPING:
+            a, b = self.expr(node.left), self.expr(node.right)
+            return self.arith(node.op, a, b, i32)
+        if node.left.type.dtype is i32 and node.op == "div":
+            return f"qnb::floordiv_({self.expr(node.left)}, {self.expr(node.right)})"
         return super().expr_Binary(node)
+
+    def expr_Unary(self, node: ir.Unary) -> str:
+        if node.op == "neg" and node.type.dtype is i32:
+            return f"qnb::ineg({self.expr(node.operand)})"
+        return super().expr_Unary(node)
+
+    def arith(self, op: str, a: str, b: str, dtype: DType) -> str:
+        if dtype is i32:
+            return f"qnb::{_WRAPPING[op]}({a}, {b})"
+        return super().arith(op, a, b, dtype)
 
     def expr_Matmul(self, node: ir.Matmul) -> str:
         if node.a.type.dtype is not f16:

@@ -37,6 +37,7 @@ from qnb.dtypes import DType, bool_, f16, f32, f64, i32
 from qnb.errors import BackendError
 
 THREADS = ir.TILE * ir.TILE
+_ARITH = {"add": "+", "sub": "-", "mul": "*"}
 
 
 @dataclass
@@ -677,9 +678,15 @@ class GpuRenderer:
         self.emit(self.barrier)
         return self.let(dtype, self.read_shared(name, "q_tj * 16 + q_ti", dtype))
 
-    def combine(self, op: str, acc: str, value: str) -> str:
+    def arith(self, op: str, a: str, b: str, dtype: DType) -> str:
+        """``a + b`` / ``a - b`` / ``a * b`` in ``dtype``, unparenthesised, for the products
+        and sums the walker writes itself (a target whose i32 overflow is undefined wraps
+        it here)."""
+        return f"{a} {_ARITH[op]} {b}"
+
+    def combine(self, op: str, acc: str, value: str, dtype: DType) -> str:
         if op == "sum":
-            return f"{acc} + {value}"
+            return self.arith("add", acc, value, dtype)
         return f"{self.math_functions[op]}({acc}, {value})"
 
     def reduce_init(self, op: str, name: str, first: str, dtype: DType) -> str:
@@ -699,7 +706,8 @@ class GpuRenderer:
             self.open("if (q_lid == 0u) {")
             acc = self.reduce_init(node.op, name, "0", work)
             self.open(self.counted_loop(k, 1, count))
-            self.emit(f"{acc} = {self.combine(node.op, acc, self.read_shared(name, k, work))};")
+            value = self.read_shared(name, k, work)
+            self.emit(f"{acc} = {self.combine(node.op, acc, value, work)};")
             self.close()
             self.emit(f"{slot} = {self.to_scratch(self.narrow(acc, work, dtype), dtype)};")
             self.close()
@@ -709,7 +717,8 @@ class GpuRenderer:
         )
         acc = self.reduce_init(node.op, name, first, work)
         self.open(self.counted_loop(k, 1, 16))
-        self.emit(f"{acc} = {self.combine(node.op, acc, self.read_shared(name, at, work))};")
+        value = self.read_shared(name, at, work)
+        self.emit(f"{acc} = {self.combine(node.op, acc, value, work)};")
         self.close()
         return self.narrow(acc, work, dtype)
 
@@ -736,14 +745,13 @@ class GpuRenderer:
         acc = self.var(work, self.literal(0, work))
         k = self.temp()
         self.open(self.counted_loop(k, 0, 16))
-        self.emit(
-            f"{acc} = {acc} + {self.read_shared(a, f'q_ti * 16 + {k}', work)} * "
-            f"{self.read_shared(b, f'{k} * 16 + q_tj', work)};"
-        )
+        a_k = self.read_shared(a, f"q_ti * 16 + {k}", work)
+        b_k = self.read_shared(b, f"{k} * 16 + q_tj", work)
+        self.emit(f"{acc} = {self.arith('add', acc, self.arith('mul', a_k, b_k, work), work)};")
         self.close()
         result = acc if work is dtype else self.cast(acc, work, dtype)
         if acc_value is not None:
-            result = f"({acc_value} + {result})"
+            result = f"({self.arith('add', acc_value, result, dtype)})"
         return self.let(dtype, result)
 
     def expr_Outer(self, node: ir.Outer) -> str:
@@ -751,7 +759,7 @@ class GpuRenderer:
         u = self.operand(node.u)
         v = self.shared_tile(node.v)
         self.emit(self.barrier)
-        return self.let(dtype, f"{u} * {self.read_shared(v, 'q_tj', dtype)}")
+        return self.let(dtype, self.arith("mul", u, self.read_shared(v, "q_tj", dtype), dtype))
 
     def expr_RowCol(self, node: ir.RowCol) -> str:
         dtype = node.type.dtype
