@@ -442,3 +442,25 @@ def test_i32_arithmetic_wraps_as_numpys_does(backend_name):
         want = [x * y, x + y, x - y, -x, x // y, x % y, x @ y, np.outer(x[3], y[:, 5])]
         np.testing.assert_array_equal(out, np.stack(want).astype(np.int32))
         assert sums[0] == x.sum(dtype=np.int32)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_float_to_i32_truncates_saturates_and_sends_nan_to_zero(backend_name, dtype):
+    scope, _ = define("""
+        @qnb.kernel
+        def k(x, out):
+            qnb.Vec16.load(x, 0).astype(qnb.i32).store(out, 0)
+        """)
+    if backend_name == "wgpu":
+        from qnb.backends import get
+
+        if dtype == np.float64 or (dtype == np.float16 and not get("wgpu")._dev().has_f16):
+            pytest.skip(f"no {np.dtype(dtype).name} on this wgpu adapter")
+    with np.errstate(all="ignore"):
+        values = [1e10, -1e10, np.nan, np.inf, -np.inf, 2.7, -2.7, 0.5, -0.5, 65504.0, 3e9]
+        x = np.array(values + [0.0] * 5, dtype)
+    want = np.where(np.isnan(x), 0, np.clip(np.trunc(x.astype(np.float64)), -(2**31), 2**31 - 1))
+    out = np.zeros(16, np.int32)
+    with qnb.backend(backend_name), np.errstate(all="ignore"):
+        scope["k"](x, out)
+    np.testing.assert_array_equal(out, want.astype(np.int32))

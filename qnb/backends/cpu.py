@@ -605,8 +605,9 @@ class _Executor:
         value = self.ev(e.operand)
         target = e.type.dtype
         if target is i32 and value.dtype.kind == "f":
-            value = np.trunc(np.nan_to_num(value, nan=0.0, posinf=2**31 - 1, neginf=-(2**31)))
-            value = np.clip(value, -(2**31), 2**31 - 1)
+            # Toward zero, saturating, NaN → 0; clipped in f64, where 2**31 - 1 is exact.
+            value = np.nan_to_num(value.astype(np.float64), nan=0.0)
+            value = np.clip(np.trunc(value), -(2**31), 2**31 - 1)
         return value.astype(target.numpy)
 
     def e_ArrayDim(self, e):

@@ -572,7 +572,30 @@ class GpuRenderer:
         a = self.expr(node.operand)
         if source is target:
             return a
+        if target is i32 and source.is_float:
+            if source is f16:  # every f16 but NaN fits in i32
+                a, source = self.cast(a, f16, f32), f32
+            return f"{self.helper_float_to_int(source)}({a})"
         return self.cast(a, source, target)
+
+    def helper_float_to_int(self, dtype: DType) -> str:
+        """float → i32 as the cpu backend defines it: toward zero, saturating, NaN → 0
+        (a plain conversion is undefined out of range in C++ and differs by target)."""
+        name = f"qnb_to_i32_{dtype.name}"
+
+        def build():
+            self.open(self.function_open(name, [("x", dtype)], i32))
+            self.emit(f"if (!(x == x)) {{ return {self.literal(0, i32)}; }}")
+            self.emit(
+                f"if (x >= {self.literal(2.0**31, dtype)}) {{ return {self.literal(2**31 - 1, i32)}; }}"
+            )
+            self.emit(
+                f"if (x <= {self.literal(-(2.0**31), dtype)}) {{ return {self.literal(-(2**31), i32)}; }}"
+            )
+            self.emit(f"return {self.cast('x', dtype, i32)};")
+            self.close()
+
+        return self.helper(name, build)
 
     def expr_ArrayLoad(self, node: ir.ArrayLoad) -> str:
         index, ok = self.element(node.view, node.indices)
