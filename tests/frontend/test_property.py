@@ -1,6 +1,6 @@
 """Property: random small kernels from the op set give the same answer on the cpu
-backend (and on cuda-host, the generated CUDA C++ run on the host) as the same source
-run directly as Python + NumPy.
+backend (and on cuda-host, the generated CUDA C++ run on the host, and in f32 on wgpu)
+as the same source run directly as Python + NumPy.
 
 The generated body is written in the subset where qnb and NumPy agree on meaning
 (``A[0:16, 0:16]`` window loads of 16×16 arrays, ``out[0:16, 0:16] = r``, ``@``, ``.T``,
@@ -106,16 +106,19 @@ def numpy_reference(body: str, a, b, s):
     return out, sums
 
 
-def check_random_kernel(backend: str, stmts, seed, rtol):
+def check_random_kernel(backend: str, stmts, seed, rtol, dtype=np.float64):
     body = body_source(stmts)
-    scope, _ = define(f"@qnb.kernel\ndef k(A, B, out, sums, s: qnb.f64):\n{body}")
+    scalar = "qnb.f64" if dtype == np.float64 else "qnb.f32"
+    scope, _ = define(f"@qnb.kernel\ndef k(A, B, out, sums, s: {scalar}):\n{body}")
     rng = np.random.default_rng(seed)
-    a, b = rng.uniform(-2, 2, (16, 16)), rng.uniform(-2, 2, (16, 16))
-    s = float(rng.uniform(-1, 1))
-    out, sums = np.full((16 * PROGRAMS, 16), np.nan), np.full(PROGRAMS + 1, np.nan)
+    a, b = (rng.uniform(-2, 2, (16, 16)).astype(dtype) for _ in range(2))
+    s = float(dtype(rng.uniform(-1, 1)))
+    out = np.full((16 * PROGRAMS, 16), np.nan, dtype)
+    sums = np.full(PROGRAMS + 1, np.nan, dtype)
     with qnb.backend(backend):
         scope["k"][PROGRAMS](a, b, out, sums, s)
-    want_out, want_sums = numpy_reference(body, a, b, s)
+    # The oracle computes in f64 from the same inputs; f32 backends round on the way.
+    want_out, want_sums = numpy_reference(body, a.astype(np.float64), b.astype(np.float64), s)
     for got, want in ((out, want_out), (sums, want_sums)):
         scale = np.nanmax(np.abs(want), initial=1.0) if np.isfinite(want).any() else 1.0
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale, equal_nan=True)
@@ -137,3 +140,15 @@ def cuda_host():
 @given(st.lists(statements(), min_size=1, max_size=4), st.integers(0, 2**31 - 1))
 def test_random_kernels_match_numpy_as_generated_cuda(cuda_host, stmts, seed):
     check_random_kernel("cuda-host", stmts, seed, rtol=1e-7)
+
+
+@pytest.fixture(scope="module")
+def wgpu_backend():
+    require_backend("wgpu")
+
+
+# WGSL has no f64: the same kernels in f32 on wgpu (lavapipe in CI), against the f64 oracle.
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(statements(), min_size=1, max_size=4), st.integers(0, 2**31 - 1))
+def test_random_kernels_match_numpy_as_wgsl_in_f32(wgpu_backend, stmts, seed):
+    check_random_kernel("wgpu", stmts, seed, rtol=2e-4, dtype=np.float32)
