@@ -130,25 +130,13 @@ def test_random_kernels_match_numpy(stmts, seed):
     check_random_kernel("cpu", stmts, seed, rtol=1e-9)
 
 
-@pytest.fixture(scope="module")
-def cuda_host():
-    require_backend("cuda-host")
-
-
-# Each example compiles with g++ (~0.3 s); sums and exp run in another order and library.
+# Each example compiles (g++ ~0.3 s; WGSL + a pipeline on lavapipe); sums and exp run in
+# another order and library. WGSL has no f64: wgpu runs the kernels in f32.
+@pytest.mark.parametrize(
+    ("backend", "rtol", "dtype"), [("cuda-host", 1e-7, np.float64), ("wgpu", 2e-4, np.float32)]
+)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(statements(), min_size=1, max_size=4), st.integers(0, 2**31 - 1))
-def test_random_kernels_match_numpy_as_generated_cuda(cuda_host, stmts, seed):
-    check_random_kernel("cuda-host", stmts, seed, rtol=1e-7)
-
-
-@pytest.fixture(scope="module")
-def wgpu_backend():
-    require_backend("wgpu")
-
-
-# WGSL has no f64: the same kernels in f32 on wgpu (lavapipe in CI), against the f64 oracle.
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(statements(), min_size=1, max_size=4), st.integers(0, 2**31 - 1))
-def test_random_kernels_match_numpy_as_wgsl_in_f32(wgpu_backend, stmts, seed):
-    check_random_kernel("wgpu", stmts, seed, rtol=2e-4, dtype=np.float32)
+def test_random_kernels_match_numpy_on_the_gpu_code(backend, rtol, dtype, stmts, seed):
+    require_backend(backend)
+    check_random_kernel(backend, stmts, seed, rtol=rtol, dtype=dtype)
