@@ -55,6 +55,10 @@ def tile_exprs():
             inner.map(lambda e: f"{e}.T"),
             st.tuples(inner, inner).map(lambda t: f"(({t[0]}) @ ({t[1]}) * 0.0625)"),
             inner.map(lambda e: f"(-{e})"),
+            st.tuples(SCALAR_LEAVES, inner, inner).map(
+                lambda t: f"({t[1]} if {t[0]} > 0.25 else {t[2]})"
+            ),
+            st.tuples(inner, inner).map(lambda t: f"({t[0]} if p == 1 else {t[1]})"),
         )
 
     return st.recursive(TILE_LEAVES, extend, max_leaves=6)
