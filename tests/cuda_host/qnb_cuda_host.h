@@ -10,7 +10,9 @@
 // Model: blocks run one after another; within a block every thread is a fiber (ucontext)
 // and runs until it reaches __syncthreads() or returns. When no fiber can run, the fibers
 // waiting at the barrier are released together (threads that have returned do not count,
-// as on the hardware). __shared__ becomes `static`: one block at a time uses it.
+// as on the hardware). Phases between barriers alternate the order the threads run in
+// (first ascending, then descending, ...), so a missing barrier shows whichever thread's
+// write it fails to order. __shared__ becomes `static`: one block at a time uses it.
 #pragma once
 
 #include <math.h>
@@ -97,9 +99,12 @@ inline long launch(const unsigned int grid[3], unsigned int threads,
           makecontext(&c, fiber_main, 0);
           b.states[t] = State::runnable;
         }
-        for (;;) {
+        for (bool reverse = false;; reverse = !reverse) {
           bool waiting = false;
-          for (unsigned int t = 0; t < threads; ++t) {
+          // Each phase runs the threads in the other order, so that a read of another
+          // thread's write that no barrier orders shows up in one of the two.
+          for (unsigned int i = 0; i < threads; ++i) {
+            const unsigned int t = reverse ? threads - 1 - i : i;
             if (b.states[t] != State::runnable) continue;
             b.current = t;
             threadIdx = {t, 0, 0};
