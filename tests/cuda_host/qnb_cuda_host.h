@@ -23,6 +23,30 @@
 #include <functional>
 #include <vector>
 
+// Under QNB_HOST_TSAN (g++ -fsanitize=thread, in a standalone program: racecheck.py) each
+// thread is also a ThreadSanitizer fiber, and only a barrier orders one thread's memory
+// accesses before another's (its arrivals release, its departures acquire), so TSan
+// reports every pair of accesses, to shared or global memory, that no barrier orders.
+// The emulation's own bookkeeping is hidden from TSan.
+#ifdef QNB_HOST_TSAN
+#include <sanitizer/tsan_interface.h>
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
+#define QNB_TSAN(...) __VA_ARGS__
+#define QNB_UNTRACKED_BEGIN()                   \
+  AnnotateIgnoreReadsBegin(__FILE__, __LINE__); \
+  AnnotateIgnoreWritesBegin(__FILE__, __LINE__)
+#define QNB_UNTRACKED_END()                   \
+  AnnotateIgnoreWritesEnd(__FILE__, __LINE__); \
+  AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
+#else
+#define QNB_TSAN(...)
+#define QNB_UNTRACKED_BEGIN()
+#define QNB_UNTRACKED_END()
+#endif
+
 #define __global__
 #define __device__
 #define __host__
@@ -53,6 +77,13 @@ struct Block {
   const std::function<void()>* body = nullptr;
   unsigned int current = 0;
   long barriers = 0;  // barrier releases, for the harness's report
+#ifdef QNB_HOST_TSAN
+  void* tsan_scheduler = nullptr;
+  std::vector<void*> tsan_fibers;
+  std::vector<unsigned char> parity;  // per thread: barriers passed, mod 2
+  char barrier_token[2];              // one per alternate phase (see syncthreads)
+  char end_token;                     // every thread's accesses, before the next block
+#endif
 };
 
 inline Block& block() {
@@ -69,8 +100,19 @@ namespace qnb_host {
 
 inline void fiber_main() {
   Block& b = block();
-  (*b.body)();
-  b.states[b.current] = State::done;  // uc_link returns to the scheduler
+  QNB_UNTRACKED_BEGIN();
+  const std::function<void()>& body = *b.body;
+  QNB_UNTRACKED_END();
+  body();
+  QNB_TSAN(__tsan_release(&b.end_token));
+  QNB_UNTRACKED_BEGIN();
+  b.states[b.current] = State::done;
+  QNB_TSAN(void* scheduler = b.tsan_scheduler);
+  QNB_UNTRACKED_END();
+  QNB_TSAN(__tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync));
+  // Back to the scheduler without returning (a return would run this function's exit on
+  // the scheduler's side of TSan's shadow stack).
+  setcontext(&b.scheduler);
 }
 
 // Runs body() as every thread of every block of the grid.
@@ -78,6 +120,9 @@ inline long launch(const unsigned int grid[3], unsigned int threads,
                    const std::function<void()>& body) {
   constexpr size_t kStack = 256 * 1024;
   Block& b = block();
+  QNB_TSAN(b.tsan_scheduler = __tsan_get_current_fiber());
+  QNB_TSAN(b.tsan_fibers.assign(threads, nullptr));
+  QNB_TSAN(b.parity.assign(threads, 0));
   b.body = &body;
   b.barriers = 0;
   b.contexts.resize(threads);
@@ -98,6 +143,9 @@ inline long launch(const unsigned int grid[3], unsigned int threads,
           c.uc_link = &b.scheduler;
           makecontext(&c, fiber_main, 0);
           b.states[t] = State::runnable;
+          QNB_TSAN(if (b.tsan_fibers[t]) __tsan_destroy_fiber(b.tsan_fibers[t]));
+          QNB_TSAN(b.tsan_fibers[t] = __tsan_create_fiber(0));
+          QNB_TSAN(b.parity[t] = 0);
         }
         for (bool reverse = false;; reverse = !reverse) {
           bool waiting = false;
@@ -106,8 +154,13 @@ inline long launch(const unsigned int grid[3], unsigned int threads,
           for (unsigned int i = 0; i < threads; ++i) {
             const unsigned int t = reverse ? threads - 1 - i : i;
             if (b.states[t] != State::runnable) continue;
+            QNB_UNTRACKED_BEGIN();
             b.current = t;
             threadIdx = {t, 0, 0};
+            QNB_UNTRACKED_END();
+            // Entering a thread orders the scheduler's writes before it; leaving does not
+            // order the thread's accesses before anything (only barriers do).
+            QNB_TSAN(__tsan_switch_to_fiber(b.tsan_fibers[t], 0));
             swapcontext(&b.scheduler, &b.contexts[t]);
           }
           for (unsigned int t = 0; t < threads; ++t) {
@@ -119,16 +172,31 @@ inline long launch(const unsigned int grid[3], unsigned int threads,
           if (!waiting) break;  // every thread has returned
           ++b.barriers;
         }
+        QNB_TSAN(__tsan_acquire(&b.end_token));  // the next block comes after this one
       }
   return b.barriers;
 }
 
 inline void syncthreads() {
   Block& b = block();
+  QNB_UNTRACKED_BEGIN();
   const unsigned int t = b.current;
   b.states[t] = State::waiting;
+#ifdef QNB_HOST_TSAN
+  // Arrivals at barrier k release token k % 2 and departures acquire it: a thread that
+  // leaves barrier k late must not acquire what another did after barrier k.
+  char* token = &b.barrier_token[b.parity[t]];
+  b.parity[t] ^= 1;
+  void* scheduler = b.tsan_scheduler;
+#endif
+  QNB_UNTRACKED_END();
+  QNB_TSAN(__tsan_release(token));
+  QNB_TSAN(__tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync));
   swapcontext(&b.contexts[t], &b.scheduler);
+  QNB_TSAN(__tsan_acquire(token));
+  QNB_UNTRACKED_BEGIN();
   threadIdx = {t, 0, 0};
+  QNB_UNTRACKED_END();
 }
 
 }  // namespace qnb_host
@@ -230,6 +298,7 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
 }
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f,
                               unsigned ldm, layout_t layout) {
+  if (threadIdx.x % 32 != 0) return;  // one store for the warp (its lanes' parts together)
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c)
       (layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[r * 16 + c];

@@ -1,0 +1,124 @@
+"""Data-race check of the generated CUDA code: ThreadSanitizer over the host model.
+
+``race_report(kernel_ir, grid, args)`` renders the kernel as the cuda backend does, builds
+it with ``g++ -fsanitize=thread -DQNB_HOST_TSAN`` into a standalone program (TSan must be
+in the main program, so this is not the ctypes library ``backend.py`` loads), writes the
+arguments to a file, runs the program, and returns ThreadSanitizer's report ("" when it
+found no race). Under ``QNB_HOST_TSAN`` only barriers order one CUDA thread's accesses
+before another's (see ``qnb_cuda_host.h``), so any two accesses to one address, shared or
+global, with a write among them and no barrier between, are reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import subprocess
+import tempfile
+
+import numpy as np
+
+from qnb.backends.base import Options
+from qnb.backends.cuda_render import SCALAR_ABI, render_cuda
+from tests.cuda_host import backend as host
+
+TSAN_FLAGS = ["-std=c++17", "-O1", "-g", "-fsanitize=thread", "-DQNB_HOST_TSAN", "-w"]
+
+_MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char** argv) {
+  FILE* in = fopen(argv[1], "rb");
+  if (!in) return 2;
+  long count = 0;
+  if (fread(&count, sizeof count, 1, in) != 1) return 2;
+  void** args = (void**)calloc(count, sizeof(void*));
+  for (long k = 0; k < count; ++k) {  // each argument: its byte count, then its bytes
+    long bytes = 0;
+    if (fread(&bytes, sizeof bytes, 1, in) != 1) return 2;
+    void* data = malloc(bytes > 0 ? bytes : 1);
+    if (bytes > 0 && fread(data, 1, bytes, in) != (size_t)bytes) return 2;
+    args[k] = data;
+  }
+  unsigned int grid[3];
+  if (fread(grid, sizeof grid, 1, in) != 1) return 2;
+  fclose(in);
+  // Array parameters are passed by pointer: the slot holds the pointer to the data.
+  void** slots = (void**)calloc(count, sizeof(void*));
+  for (long k = 0; k < count; ++k) slots[k] = IS_POINTER[k] ? (void*)&args[k] : args[k];
+  qnb_host_entry(grid, slots);
+  return 0;
+}
+"""
+
+
+def _program(source: str, entry: str, abi: list[dict]) -> pathlib.Path:
+    """The standalone TSan program for ``source`` (built once per text)."""
+    cxx, why = host.compiler()
+    pointers = []
+    for entry_abi in abi:
+        pointers.append(1 if entry_abi["kind"] == "array" else 0)
+        if entry_abi["kind"] == "array":
+            pointers += [0] * entry_abi["ndim"]
+    flags = ", ".join(map(str, pointers)) or "0"
+    text = (
+        source
+        + host._host_entry(entry, abi)
+        + f"\nstatic const int IS_POINTER[] = {{{flags}}};\n"
+        + _MAIN
+    )
+    digest = hashlib.sha256((host._shim_digest() + why + text).encode()).hexdigest()[:24]
+    program = host.BUILD / f"tsan-{entry}-{digest}"
+    if not program.exists():
+        host.BUILD.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=host.BUILD) as scratch:
+            cpp = pathlib.Path(scratch) / f"{entry}.cpp"
+            cpp.write_text(text)
+            partial = pathlib.Path(scratch) / program.name
+            command = [cxx, *TSAN_FLAGS, "-include", str(host.SHIM), f"-I{host.HERE / 'include'}"]
+            done = subprocess.run(
+                [*command, str(cpp), "-o", str(partial)], capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"g++ -fsanitize=thread failed:\n{done.stderr}")
+            os.replace(partial, program)
+    return program
+
+
+def _argument_bytes(abi: list[dict], args: list) -> list[bytes]:
+    """Each C parameter's bytes, in signature order (the cuda ABI)."""
+    out = []
+    for entry, value in zip(abi, args):
+        if entry["kind"] == "array":
+            array = np.ascontiguousarray(value)
+            out.append(array.tobytes())
+            out += [np.int32(n).tobytes() for n in array.shape]
+        else:
+            out.append(np.array([value], SCALAR_ABI[entry["dtype"]][1]).tobytes())
+    return out
+
+
+def race_report(kernel_ir, grid, args, source: str | None = None) -> str:
+    """ThreadSanitizer's report for one launch ("" if it saw no race). ``args`` in
+    ``kernel_ir.params`` order; ``source`` replaces the rendered text (to check a probe)."""
+    rendered = render_cuda(kernel_ir, Options())
+    program = _program(source or rendered.text, rendered.entry, rendered.abi)
+    grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
+    parts = _argument_bytes(rendered.abi, args)
+    with tempfile.NamedTemporaryFile(dir=host.BUILD, suffix=".args", delete=False) as f:
+        f.write(np.int64(len(parts)).tobytes())
+        for part in parts:
+            f.write(np.int64(len(part)).tobytes() + part)
+        f.write(np.array(grid, np.uint32).tobytes())
+    try:
+        env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
+        done = subprocess.run(
+            [str(program), f.name], capture_output=True, text=True, env=env, timeout=300
+        )
+    finally:
+        os.unlink(f.name)
+    if done.returncode == 0 and "ThreadSanitizer" not in done.stderr:
+        return ""
+    return done.stderr or f"exit status {done.returncode}"
