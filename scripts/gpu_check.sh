@@ -70,7 +70,7 @@ $PY -c "import xdist" 2>/dev/null && XDIST="-n 8"
 timeout 330 $PY -m pytest -q -p no:cacheprovider $XDIST -k "not wgpu and not cuda-host" -o addopts="" \
     --timeout 120 -rfE \
     tests/backends/test_cuda.py tests/backends/test_differential.py \
-    tests/backends/test_debug_checks.py tests/test_kernel_api.py \
+    tests/backends/test_debug_checks.py tests/test_kernel_api.py tests/test_benchmark_kernels.py \
     tests/backends/test_cuda_compile.py 2>&1 | tee "$OUT_DIR/pytest.log" | tail -40
 TEST_STATUS=${PIPESTATUS[0]}
 

@@ -1,0 +1,44 @@
+"""The kernels ``benchmarks/bench_cuda.py`` times on a GPU compute the right thing, on
+every backend that runs here (GPU time is scarce: a wrong kernel must not reach it)."""
+
+import numpy as np
+import pytest
+
+import qnb
+from benchmarks import bench_cuda
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return bench_cuda._namespace()
+
+
+@pytest.mark.parametrize(("name", "per_program"), [("tile_matmul", 16), ("block_matmul", 32)])
+def test_matmul_kernels(backend_name, kernels, name, per_program):
+    if backend_name == "wgpu":
+        from qnb.backends import get
+
+        if not get("wgpu")._dev().has_f16:
+            pytest.skip("this wgpu adapter has no shader-f16")
+    rng = np.random.default_rng(0)
+    n = 96
+    a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
+    c = np.full((n, n), np.nan, np.float32)
+    with qnb.backend(backend_name):
+        kernels[name][(n // per_program, n // per_program)](a, b, c)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+
+
+def test_batched_cholesky_and_add_one(backend_name, kernels):
+    rng = np.random.default_rng(1)
+    m = rng.standard_normal((8, 16, 16)).astype(np.float32)
+    spd = m @ m.transpose(0, 2, 1) + 16 * np.eye(16, dtype=np.float32)
+    out = np.full_like(spd, np.nan)
+    x = rng.standard_normal((16, 16)).astype(np.float32)
+    y = x.copy()
+    with qnb.backend(backend_name):
+        kernels["batched_cholesky"][8](spd, out)
+        kernels["add_one"](y)
+    np.testing.assert_allclose(out, np.linalg.cholesky(spd), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(y, x + 1, rtol=1e-6)
