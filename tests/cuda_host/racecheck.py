@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
+import platform
+import shutil
 import subprocess
 import tempfile
 
@@ -114,9 +116,10 @@ def race_report(kernel_ir, grid, args, source: str | None = None) -> str:
         f.write(np.array(grid, np.uint32).tobytes())
     try:
         env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
-        done = subprocess.run(
-            [str(program), f.name], capture_output=True, text=True, env=env, timeout=300
-        )
+        command = [str(program), f.name]
+        if shutil.which("setarch"):  # TSan's fixed memory layout fails under high-entropy ASLR
+            command = ["setarch", platform.machine(), "-R", *command]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     finally:
         os.unlink(f.name)
     if done.returncode == 0 and "ThreadSanitizer" not in done.stderr:
