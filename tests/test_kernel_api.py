@@ -468,3 +468,32 @@ def test_float_to_i32_truncates_saturates_and_sends_nan_to_zero(backend_name, dt
     with qnb.backend(backend_name), np.errstate(all="ignore"):
         scope["k"](x, out)
     np.testing.assert_array_equal(out, want.astype(np.int32))
+
+
+def test_nan_propagates_through_maximum_minimum_reductions_and_pow(backend_name):
+    # NumPy's maximum/minimum/max/min return NaN for a NaN operand; WGSL's builtins need
+    # not, and WGSL lets a compiler assume no NaNs (qnb tests the bits).
+    scope, _ = define("""
+        @qnb.kernel
+        def k(x, y, m, out, scalars):
+            a = qnb.Vec16.load(x, 0)
+            b = qnb.Vec16.load(y, 0)
+            qnb.maximum(a, b).store(out, 0)
+            qnb.minimum(a, b).store(out, 16)
+            (a ** b).store(out, 32)
+            t = Tile16.load(m, 0, 0)
+            scalars[0] = t.max()
+            scalars[1] = t.min()
+            scalars[2] = a.max()
+        """)
+    nan = np.nan
+    x = np.array([nan, 1, 2, 1, nan, 3, 0.5, 4, 1, 1, 1, 1, 1, 1, 1, 1], np.float32)
+    y = np.array([1, nan, 0, nan, 0, 2, -1, 0.5, 2, 2, 2, 2, 2, 2, 2, 2], np.float32)
+    m = np.random.default_rng(4).standard_normal((16, 16)).astype(np.float32)
+    m[7, 9] = nan
+    out, scalars = np.zeros(48, np.float32), np.zeros(3, np.float32)
+    with qnb.backend(backend_name), np.errstate(all="ignore"):
+        scope["k"](x, y, m, out, scalars)
+        want = np.concatenate([np.maximum(x, y), np.minimum(x, y), x**y])
+    np.testing.assert_allclose(out, want, rtol=1e-6, equal_nan=True)
+    assert np.isnan(scalars).all(), scalars

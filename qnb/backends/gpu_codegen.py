@@ -539,7 +539,7 @@ class GpuRenderer:
         dtype = node.left.type.dtype
         op = node.op
         if op in ("max", "min"):
-            return f"{self.math_functions[op]}({a}, {b})"
+            return self.minmax(op, a, b, dtype)
         if op == "floordiv":
             if dtype.is_float:
                 return f"{self.math_functions['floor']}({a} / {b})"
@@ -710,7 +710,16 @@ class GpuRenderer:
     def combine(self, op: str, acc: str, value: str, dtype: DType) -> str:
         if op == "sum":
             return self.arith("add", acc, value, dtype)
-        return f"{self.math_functions[op]}({acc}, {value})"
+        return self.minmax(op, acc, value, dtype)
+
+    def minmax(self, op: str, a: str, b: str, dtype: DType) -> str:
+        """NumPy's ``maximum``/``minimum``: a NaN operand gives NaN (a target whose builtin
+        drops NaNs overrides this)."""
+        return f"{self.math_functions[op]}({a}, {b})"
+
+    def is_nan(self, x: str, dtype: DType) -> str:
+        """A test of ``x`` for NaN that a finite-math compiler cannot fold away."""
+        return f"!({x} == {x})"
 
     def reduce_init(self, op: str, name: str, first: str, dtype: DType) -> str:
         return self.var(dtype, self.read_shared(name, first, dtype))
@@ -848,8 +857,9 @@ class GpuRenderer:
         self.close()
         if total != dot:
             self.emit(f"{total} = {self.narrow(dot, work, dtype)};")
-        sqrt, fmax = self.math_functions["sqrt"], self.math_functions["max"]
-        diagonal = self.to_scratch(f"{sqrt}({fmax}({at(j, j)} - {total}, {eps}))", dtype)
+        sqrt = self.math_functions["sqrt"]
+        floored = self.minmax("max", f"{at(j, j)} - {total}", eps, dtype)
+        diagonal = self.to_scratch(f"{sqrt}({floored})", dtype)
         self.emit(f"if (q_ti == {j}) {{ {a}[q_ti * 16 + {j}] = {diagonal}; }}")
         self.close()
         self.emit(self.barrier)
@@ -941,7 +951,11 @@ class GpuRenderer:
             zero, one = self.literal(0, dtype), self.literal(1, dtype)
             if dtype.is_float:
                 # pow(a, b) of the target is exp2(b * log2(a)): undefined for a < 0.
-                self.emit(f"if (b == {zero}) {{ return {one}; }}")
+                # C99's (and NumPy's) cases first: x ** 0 == 1 ** y == 1, else NaN in, NaN out.
+                self.emit(f"if (b == {zero} || a == {one}) {{ return {one}; }}")
+                self.emit(
+                    f"if ({self.is_nan('a', dtype)} || {self.is_nan('b', dtype)}) {{ return a + b; }}"
+                )
                 self.emit(self.declare_let("m", dtype, f"{self.math_functions['pow']}(abs(a), b)"))
                 self.emit(f"if (a >= {zero}) {{ return m; }}")
                 self.emit(

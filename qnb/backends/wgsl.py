@@ -115,6 +115,25 @@ class WgslRenderer(GpuRenderer):
     def shift_amount(self, n: int) -> str:
         return f"{n}u"
 
+    def is_nan(self, x: str, dtype: DType) -> str:
+        # WGSL lets a compiler assume no NaNs, so x != x may fold to false: test the bits.
+        return f"((bitcast<u32>(f32({x})) & 0x7fffffffu) > 0x7f800000u)"
+
+    def minmax(self, op: str, a: str, b: str, dtype: DType) -> str:
+        # WGSL's max/min need not propagate NaN; NumPy's maximum/minimum do.
+        if not dtype.is_float:
+            return super().minmax(op, a, b, dtype)
+        name = f"qnb_{op}_{dtype.name}"
+
+        def build():
+            self.open(self.function_open(name, [("a", dtype), ("b", dtype)], dtype))
+            self.emit(f"if ({self.is_nan('a', dtype)}) {{ return a; }}")
+            self.emit(f"if ({self.is_nan('b', dtype)}) {{ return b; }}")
+            self.emit(f"return {op}(a, b);")
+            self.close()
+
+        return f"{self.helper(name, build)}({a}, {b})"
+
     def float_remainder(self, a: str, b: str, dtype: DType) -> str:
         return f"{a} - {b} * trunc({a} / {b})"
 
