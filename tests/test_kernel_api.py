@@ -497,3 +497,22 @@ def test_nan_propagates_through_maximum_minimum_reductions_and_pow(backend_name)
         want = np.concatenate([np.maximum(x, y), np.minimum(x, y), x**y])
     np.testing.assert_allclose(out, want, rtol=1e-6, equal_nan=True)
     assert np.isnan(scalars).all(), scalars
+
+
+def test_float_floordiv_and_mod_at_infinities_zero_and_nan(backend_name):
+    scope, _ = define("""
+        @qnb.kernel
+        def k(x, y, out):
+            a = qnb.Vec16.load(x, 0)
+            b = qnb.Vec16.load(y, 0)
+            (a // b).store(out, 0)
+            (a % b).store(out, 16)
+        """)
+    nan, inf = np.nan, np.inf
+    x = np.array([inf, -inf, 3, -3, 3, -3, 0, 7.5, -7.5, 7.5, nan, 1, 5, -5, 2, 0], np.float32)
+    y = np.array([2, 2, -inf, inf, inf, -inf, inf, 2, 2, -2, 1, nan, 0, 0, 0.5, -4], np.float32)
+    out = np.zeros(32, np.float32)
+    with qnb.backend(backend_name), np.errstate(all="ignore"):
+        scope["k"](x, y, out)
+        want = np.concatenate([x // y, x % y])
+    np.testing.assert_array_equal(out, want)

@@ -541,8 +541,6 @@ class GpuRenderer:
         if op in ("max", "min"):
             return self.minmax(op, a, b, dtype)
         if op == "floordiv":
-            if dtype.is_float:
-                return f"{self.math_functions['floor']}({a} / {b})"
             return f"{self.helper_floordiv(dtype)}({a}, {b})"
         if op == "mod":
             return f"{self.helper_mod(dtype)}({a}, {b})"
@@ -720,6 +718,10 @@ class GpuRenderer:
     def is_nan(self, x: str, dtype: DType) -> str:
         """A test of ``x`` for NaN that a finite-math compiler cannot fold away."""
         return f"!({x} == {x})"
+
+    def is_inf(self, x: str, dtype: DType) -> str:
+        """A test of ``x`` for ±infinity (as ``is_nan``)."""
+        return f"({x} == {x} && {x} - {x} != {x} - {x})"
 
     def reduce_init(self, op: str, name: str, first: str, dtype: DType) -> str:
         return self.var(dtype, self.read_shared(name, first, dtype))
@@ -909,12 +911,22 @@ class GpuRenderer:
 
         def build():
             self.open(self.function_open(name, [("a", dtype), ("b", dtype)], dtype))
-            zero = self.literal(0, dtype)
+            zero, one = self.literal(0, dtype), self.literal(1, dtype)
+            if dtype.is_float:
+                # NumPy's divmod where it differs from floor(a / b): an infinite a gives
+                # NaN, and a finite a over an infinite b of the other sign gives -1.
+                self.emit(
+                    f"if ({self.is_inf('a', dtype)}) {{ return {self.literal(math.nan, dtype)}; }}"
+                )
+                opposite = f"a != {zero} && (a < {zero}) != (b < {zero})"
+                self.emit(f"if ({self.is_inf('b', dtype)} && {opposite}) {{ return -{one}; }}")
+                self.emit(f"return {self.math_functions['floor']}(a / b);")
+                self.close()
+                return
             self.emit(f"if (b == {zero}) {{ return {zero}; }}")
             self.emit(self.declare_var("q", dtype, "a / b"))
             self.emit(
-                f"if ((a - q * b) != {zero} && ((a < {zero}) != (b < {zero}))) "
-                f"{{ q = q - {self.literal(1, dtype)}; }}"
+                f"if ((a - q * b) != {zero} && ((a < {zero}) != (b < {zero}))) {{ q = q - {one}; }}"
             )
             self.emit("return q;")
             self.close()
@@ -927,13 +939,17 @@ class GpuRenderer:
         def build():
             self.open(self.function_open(name, [("a", dtype), ("b", dtype)], dtype))
             zero = self.literal(0, dtype)
-            if not dtype.is_float:
+            if dtype.is_float:
+                # NumPy's fmod-based cases: NaN for an infinite a or a zero b; a itself
+                # (then moved to b's side) for an infinite b.
+                undefined = f"{self.is_inf('a', dtype)} || b == {zero}"
+                self.emit(f"if ({undefined}) {{ return {self.literal(math.nan, dtype)}; }}")
+                remainder = self.float_remainder("a", "b", dtype)
+                self.emit(self.declare_var("r", dtype, remainder))
+                self.emit(f"if ({self.is_inf('b', dtype)}) {{ r = a; }}")
+            else:
                 self.emit(f"if (b == {zero}) {{ return {zero}; }}")
-            self.emit(
-                self.declare_var(
-                    "r", dtype, self.float_remainder("a", "b", dtype) if dtype.is_float else "a % b"
-                )
-            )
+                self.emit(self.declare_var("r", dtype, "a % b"))
             self.emit(f"if (r != {zero} && ((r < {zero}) != (b < {zero}))) {{ r = r + b; }}")
             self.emit("return r;")
             self.close()

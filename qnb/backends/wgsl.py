@@ -119,6 +119,9 @@ class WgslRenderer(GpuRenderer):
         # WGSL lets a compiler assume no NaNs, so x != x may fold to false: test the bits.
         return f"((bitcast<u32>(f32({x})) & 0x7fffffffu) > 0x7f800000u)"
 
+    def is_inf(self, x: str, dtype: DType) -> str:
+        return f"((bitcast<u32>(f32({x})) & 0x7fffffffu) == 0x7f800000u)"
+
     def minmax(self, op: str, a: str, b: str, dtype: DType) -> str:
         # WGSL's max/min need not propagate NaN; NumPy's maximum/minimum do.
         if not dtype.is_float:
