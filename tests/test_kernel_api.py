@@ -516,3 +516,32 @@ def test_float_floordiv_and_mod_at_infinities_zero_and_nan(backend_name):
         scope["k"](x, y, out)
         want = np.concatenate([x // y, x % y])
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_float_floordiv_and_mod_are_numpys_bit_for_bit(backend_name, dtype):
+    # NumPy's divmod works from an exact fmod; WGSL has none, so qnb brings its own.
+    scope, _ = define("""
+        @qnb.kernel
+        def k(x, y, q, r):
+            p = qnb.program_id(0) * 16
+            a = qnb.Vec16.load(x, p)
+            b = qnb.Vec16.load(y, p)
+            (a // b).store(q, p)
+            (a % b).store(r, p)
+        """)
+    if backend_name == "wgpu" and dtype == np.float16:
+        from qnb.backends import get
+
+        if not get("wgpu")._dev().has_f16:
+            pytest.skip("this wgpu adapter has no shader-f16")
+    rng = np.random.default_rng(21)
+    n = 16 * 256
+    x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(dtype)
+    y = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(dtype)
+    x[:3], y[:3] = [1, -1, 7], [0.1, 0.1, 0.7]  # 1 // 0.1 is 9: the quotient rounds up to 10
+    q, r = np.zeros(n, dtype), np.zeros(n, dtype)
+    with qnb.backend(backend_name), np.errstate(all="ignore"):
+        scope["k"][n // 16](x, y, q, r)
+        np.testing.assert_array_equal(q, x // y)
+        np.testing.assert_array_equal(r, x % y)

@@ -912,15 +912,14 @@ class GpuRenderer:
         def build():
             self.open(self.function_open(name, [("a", dtype), ("b", dtype)], dtype))
             zero, one = self.literal(0, dtype), self.literal(1, dtype)
+            if dtype is f16:  # NumPy divides halves in f32 and rounds the quotient once
+                wide = self.helper_floordiv(f32)
+                a32, b32 = self.cast("a", f16, f32), self.cast("b", f16, f32)
+                self.emit(f"return {self.cast(f'{wide}({a32}, {b32})', f32, f16)};")
+                self.close()
+                return
             if dtype.is_float:
-                # NumPy's divmod where it differs from floor(a / b): an infinite a gives
-                # NaN, and a finite a over an infinite b of the other sign gives -1.
-                self.emit(
-                    f"if ({self.is_inf('a', dtype)}) {{ return {self.literal(math.nan, dtype)}; }}"
-                )
-                opposite = f"a != {zero} && (a < {zero}) != (b < {zero})"
-                self.emit(f"if ({self.is_inf('b', dtype)} && {opposite}) {{ return -{one}; }}")
-                self.emit(f"return {self.math_functions['floor']}(a / b);")
+                self.float_floordiv_body(dtype)
                 self.close()
                 return
             self.emit(f"if (b == {zero}) {{ return {zero}; }}")
@@ -932,6 +931,26 @@ class GpuRenderer:
             self.close()
 
         return self.helper(name, build)
+
+    def float_floordiv_body(self, dtype: DType) -> None:
+        """NumPy's ``divmod`` quotient: from the exact remainder (``float_remainder``),
+        ``(a - m) / b``, moved down when ``m`` and ``b`` differ in sign, then rounded to
+        the nearest integer (not floored: the division may land just below it)."""
+        zero, one = self.literal(0, dtype), self.literal(1, dtype)
+        nan = self.literal(math.nan, dtype)
+        self.emit(f"if (b == {zero}) {{ return a / b; }}")
+        undefined = (
+            f"{self.is_nan('a', dtype)} || {self.is_nan('b', dtype)} || {self.is_inf('a', dtype)}"
+        )
+        self.emit(f"if ({undefined}) {{ return {nan}; }}")
+        self.emit(self.declare_let("m", dtype, self.float_remainder("a", "b", dtype)))
+        self.emit(self.declare_var("d", dtype, "(a - m) / b"))
+        self.emit(f"if (m != {zero} && ((b < {zero}) != (m < {zero}))) {{ d = d - {one}; }}")
+        negative = self.select(f"(a < {zero}) != (b < {zero})", self.literal(-0.0, dtype), zero)
+        self.emit(f"if (d == {zero}) {{ return {negative}; }}")
+        self.emit(self.declare_let("f", dtype, f"{self.math_functions['floor']}(d)"))
+        self.emit(f"if (d - f > {self.literal(0.5, dtype)}) {{ return f + {one}; }}")
+        self.emit("return f;")
 
     def helper_mod(self, dtype: DType) -> str:
         name = f"qnb_mod_{dtype.name}"

@@ -138,7 +138,37 @@ class WgslRenderer(GpuRenderer):
         return f"{self.helper(name, build)}({a}, {b})"
 
     def float_remainder(self, a: str, b: str, dtype: DType) -> str:
-        return f"{a} - {b} * trunc({a} / {b})"
+        # C's fmod, exactly (WGSL's % is a - b * trunc(a / b), rounded twice).
+        if dtype is f16:
+            return f"f16({self.helper_fmod()}(f32({a}), f32({b})))"
+        return f"{self.helper_fmod()}({a}, {b})"
+
+    def helper_fmod(self) -> str:
+        """fmod for f32 by long division: each step subtracts b scaled by a power of two
+        into the remainder's binade, which Sterbenz's lemma makes exact."""
+        name = "qnb_fmod_f32"
+
+        def build():
+            nan = self.literal(math.nan, f32)
+            self.open(self.function_open(name, [("a", f32), ("b", f32)], f32))
+            undefined = " || ".join(
+                [self.is_nan("a", f32), self.is_nan("b", f32), self.is_inf("a", f32), "b == 0.0f"]
+            )
+            self.emit(f"if ({undefined}) {{ return {nan}; }}")
+            self.emit(f"if ({self.is_inf('b', f32)}) {{ return a; }}")
+            self.emit("var r: f32 = abs(a);")
+            self.emit("let d: f32 = abs(b);")
+            self.emit("let e: i32 = frexp(d).exp;")
+            self.open("loop {")
+            self.emit("if (r < d) { break; }")
+            self.emit("var t: f32 = ldexp(d, frexp(r).exp - e);")
+            self.emit("if (t > r) { t = t * 0.5f; }")
+            self.emit("r = r - t;")
+            self.close()
+            self.emit("return select(r, -r, a < 0.0f);")
+            self.close()
+
+        return self.helper(name, build)
 
     def prelude(self, kernel: KernelIR, layout: Layout, uses_f16: bool) -> list[str]:
         lines = [f"// qnb kernel {kernel.name!s} (generated WGSL)"]
