@@ -114,29 +114,35 @@ def _host_entry(entry: str, abi: list[dict]) -> str:
     )
 
 
-def build(source: str, entry: str, abi: list[dict]) -> ctypes.CDLL:
-    """Compile ``source`` (+ the host entry point) to a shared library and load it."""
+def compile_once(text: str, stem: str, flags: list[str]) -> pathlib.Path:
+    """``text`` compiled by g++ with ``flags`` (and the CUDA header stand-ins) into
+    ``build/cuda-host/<stem>-<digest>``, once per text, flags and shim. A compile error
+    raises BackendError with g++'s log."""
     cxx, why = compiler()
     if cxx is None:
         raise BackendError(f"backend 'cuda-host' is not available: {why}")
-    text = source + _host_entry(entry, abi)
-    name = hashlib.sha256((_shim_digest() + why + text).encode()).hexdigest()[:24]
-    library = BUILD / f"{entry}-{name}.so"
-    if not library.exists():
+    flags = [*flags, f"-I{HERE / 'include'}"]
+    key = "\0".join([_shim_digest(), why, *flags, text])
+    output = BUILD / f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
+    if not output.exists():
         BUILD.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=BUILD) as scratch:
-            cpp = pathlib.Path(scratch) / f"{entry}.cpp"
+            cpp = pathlib.Path(scratch) / f"{stem}.cpp"
             cpp.write_text(text)
-            partial = pathlib.Path(scratch) / library.name
-            command = [cxx, *CXXFLAGS, "-shared", "-include", str(_precompiled_shim())]
-            command.append(f"-I{HERE / 'include'}")
+            partial = pathlib.Path(scratch) / output.name
             done = subprocess.run(
-                [*command, str(cpp), "-o", str(partial)], capture_output=True, text=True
+                [cxx, *flags, str(cpp), "-o", str(partial)], capture_output=True, text=True
             )
             if done.returncode != 0:
                 raise BackendError(f"g++ rejected the generated CUDA code:\n{done.stderr}")
-            os.replace(partial, library)
-    return ctypes.CDLL(str(library))
+            os.replace(partial, output)
+    return output
+
+
+def build(source: str, entry: str, abi: list[dict]) -> ctypes.CDLL:
+    """Compile ``source`` (+ the host entry point) to a shared library and load it."""
+    flags = [*CXXFLAGS, "-shared", "-include", str(_precompiled_shim())]
+    return ctypes.CDLL(str(compile_once(source + _host_entry(entry, abi), entry, flags)))
 
 
 class HostDeviceArray(DeviceArray):

@@ -11,7 +11,6 @@ global, with a write among them and no barrier between, are reported.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pathlib
 import platform
@@ -58,7 +57,6 @@ int main(int argc, char** argv) {
 
 def _program(source: str, entry: str, abi: list[dict]) -> pathlib.Path:
     """The standalone TSan program for ``source`` (built once per text)."""
-    cxx, why = host.compiler()
     pointers = []
     for entry_abi in abi:
         pointers.append(1 if entry_abi["kind"] == "array" else 0)
@@ -71,22 +69,7 @@ def _program(source: str, entry: str, abi: list[dict]) -> pathlib.Path:
         + f"\nstatic const int IS_POINTER[] = {{{flags}}};\n"
         + _MAIN
     )
-    digest = hashlib.sha256((host._shim_digest() + why + text).encode()).hexdigest()[:24]
-    program = host.BUILD / f"tsan-{entry}-{digest}"
-    if not program.exists():
-        host.BUILD.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=host.BUILD) as scratch:
-            cpp = pathlib.Path(scratch) / f"{entry}.cpp"
-            cpp.write_text(text)
-            partial = pathlib.Path(scratch) / program.name
-            command = [cxx, *TSAN_FLAGS, "-include", str(host.SHIM), f"-I{host.HERE / 'include'}"]
-            done = subprocess.run(
-                [*command, str(cpp), "-o", str(partial)], capture_output=True, text=True
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"g++ -fsanitize=thread failed:\n{done.stderr}")
-            os.replace(partial, program)
-    return program
+    return host.compile_once(text, f"tsan-{entry}", [*TSAN_FLAGS, "-include", str(host.SHIM)])
 
 
 def _argument_bytes(abi: list[dict], args: list) -> list[bytes]:
