@@ -294,9 +294,6 @@ class CudaRenderer(GpuRenderer):
     def counted_loop(self, name: str, start, stop) -> str:
         return f"for (int {name} = {start}; {name} < {stop}; ++{name}) {{"
 
-    def float_remainder(self, a: str, b: str, dtype: DType) -> str:
-        return f"qnb::mod_({a}, {b})"
-
     # ---- CUDA's own ops
 
     def expr_Binary(self, node: ir.Binary) -> str:

@@ -583,7 +583,7 @@ class GpuRenderer:
 
         def build():
             self.open(self.function_open(name, [("x", dtype)], i32))
-            self.emit(f"if (!(x == x)) {{ return {self.literal(0, i32)}; }}")
+            self.emit(f"if ({self.is_nan('x', dtype)}) {{ return {self.literal(0, i32)}; }}")
             self.emit(
                 f"if (x >= {self.literal(2.0**31, dtype)}) {{ return {self.literal(2**31 - 1, i32)}; }}"
             )
@@ -716,7 +716,8 @@ class GpuRenderer:
         return f"{self.math_functions[op]}({a}, {b})"
 
     def is_nan(self, x: str, dtype: DType) -> str:
-        """A test of ``x`` for NaN that a finite-math compiler cannot fold away."""
+        """A test of ``x`` for NaN, by IEEE comparison (a target whose compiler may assume
+        there are no NaNs overrides it with a test it cannot fold away)."""
         return f"!({x} == {x})"
 
     def is_inf(self, x: str, dtype: DType) -> str:
@@ -958,14 +959,8 @@ class GpuRenderer:
         def build():
             self.open(self.function_open(name, [("a", dtype), ("b", dtype)], dtype))
             zero = self.literal(0, dtype)
-            if dtype.is_float:
-                # NumPy's fmod-based cases: NaN for an infinite a or a zero b; a itself
-                # (then moved to b's side) for an infinite b.
-                undefined = f"{self.is_inf('a', dtype)} || b == {zero}"
-                self.emit(f"if ({undefined}) {{ return {self.literal(math.nan, dtype)}; }}")
-                remainder = self.float_remainder("a", "b", dtype)
-                self.emit(self.declare_var("r", dtype, remainder))
-                self.emit(f"if ({self.is_inf('b', dtype)}) {{ r = a; }}")
+            if dtype.is_float:  # fmod's own NaNs and infinities carry NumPy's cases through
+                self.emit(self.declare_var("r", dtype, self.float_remainder("a", "b", dtype)))
             else:
                 self.emit(f"if (b == {zero}) {{ return {zero}; }}")
                 self.emit(self.declare_var("r", dtype, "a % b"))
@@ -976,7 +971,9 @@ class GpuRenderer:
         return self.helper(name, build)
 
     def float_remainder(self, a: str, b: str, dtype: DType) -> str:
-        return f"{a} % {b}"
+        """C's ``fmod(a, b)``, exactly (NaN for an infinite ``a`` or a zero ``b``, ``a`` for
+        an infinite ``b``): the float ``//`` and ``%`` helpers build NumPy's divmod on it."""
+        raise NotImplementedError
 
     def helper_pow(self, dtype: DType) -> str:
         name = f"qnb_pow_{dtype.name}"
