@@ -4,6 +4,7 @@ import linecache
 import textwrap
 
 import numpy as np
+import pytest
 
 import qnb
 from qnb import Tile16, Vec16
@@ -22,3 +23,14 @@ def define(source: str, namespace=None, prefix="test-cell"):
     scope.update(namespace or {})
     exec(compile(text, filename, "exec"), scope)  # noqa: S102 - the test's own source
     return scope, filename
+
+
+def skip_unless_dtype_runs(backend: str, dtype) -> None:
+    """Skip where ``backend`` cannot run ``dtype`` here: f16 on a wgpu adapter without
+    ``shader-f16`` (f64 on wgpu is not a skip: it must raise BackendError)."""
+    if backend != "wgpu" or np.dtype(dtype) != np.float16:
+        return
+    from qnb.backends import get
+
+    if not get("wgpu")._dev().has_f16:
+        pytest.skip("this adapter has no shader-f16")

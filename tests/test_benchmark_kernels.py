@@ -6,6 +6,7 @@ import pytest
 
 import qnb
 from benchmarks import bench_cuda
+from tests.helpers import skip_unless_dtype_runs
 
 
 @pytest.fixture(scope="module")
@@ -15,11 +16,7 @@ def kernels():
 
 @pytest.mark.parametrize(("name", "per_program"), [("tile_matmul", 16), ("block_matmul", 32)])
 def test_matmul_kernels(backend_name, kernels, name, per_program):
-    if backend_name == "wgpu":
-        from qnb.backends import get
-
-        if not get("wgpu")._dev().has_f16:
-            pytest.skip("this wgpu adapter has no shader-f16")
+    skip_unless_dtype_runs(backend_name, np.float16)
     rng = np.random.default_rng(0)
     n = 96
     a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))

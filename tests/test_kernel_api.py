@@ -6,7 +6,7 @@ import pytest
 
 import qnb
 from qnb import Tile16
-from tests.helpers import define
+from tests.helpers import define, skip_unless_dtype_runs
 
 
 @pytest.fixture(autouse=True)
@@ -272,11 +272,7 @@ def test_f16_sums_accumulate_in_f32_and_round_once(backend_name):
             t.sum(axis=1).store(rows, 0)
             t.sum(axis=0).store(cols, 0)
         """)
-    if backend_name == "wgpu":
-        from qnb.backends import get
-
-        if not get("wgpu")._dev().has_f16:
-            pytest.skip("this adapter has no shader-f16")
+    skip_unless_dtype_runs(backend_name, np.float16)
     x = np.random.default_rng(11).uniform(0, 4, (16, 16)).astype(np.float16)
     total, rows, cols = np.zeros(1, np.float16), np.zeros(16, np.float16), np.zeros(16, np.float16)
     with qnb.backend(backend_name):
@@ -460,11 +456,7 @@ def test_float_to_i32_truncates_saturates_and_sends_nan_to_zero(backend_name, dt
         with pytest.raises(qnb.BackendError, match="WGSL has no f64"), qnb.backend("wgpu"):
             scope["k"](x, out)
         return
-    if backend_name == "wgpu" and dtype == np.float16:
-        from qnb.backends import get
-
-        if not get("wgpu")._dev().has_f16:
-            pytest.skip("this wgpu adapter has no shader-f16")
+    skip_unless_dtype_runs(backend_name, dtype)
     with qnb.backend(backend_name), np.errstate(all="ignore"):
         scope["k"](x, out)
     np.testing.assert_array_equal(out, want.astype(np.int32))
@@ -530,11 +522,7 @@ def test_float_floordiv_and_mod_are_numpys_bit_for_bit(backend_name, dtype):
             (a // b).store(q, p)
             (a % b).store(r, p)
         """)
-    if backend_name == "wgpu" and dtype == np.float16:
-        from qnb.backends import get
-
-        if not get("wgpu")._dev().has_f16:
-            pytest.skip("this wgpu adapter has no shader-f16")
+    skip_unless_dtype_runs(backend_name, dtype)
     rng = np.random.default_rng(21)
     n = 16 * 256
     x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(dtype)

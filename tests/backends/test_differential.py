@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import qnb
+from tests.helpers import skip_unless_dtype_runs
 
 try:
     from tests import suite
@@ -55,15 +56,6 @@ def _run(backend: str, kernel, grid, args):
     return args
 
 
-def _skip_unless_dtype_runs(backend: str, dtype: np.dtype):
-    if backend != "wgpu" or dtype != np.float16:
-        return
-    from qnb.backends import get
-
-    if not get("wgpu")._dev().has_f16:
-        pytest.skip("this adapter has no shader-f16")
-
-
 @pytest.mark.parametrize(("case", "dtype", "grid_kind"), PARAMS)
 def test_backend_matches_cpu(gpu_backend_name, case, dtype, grid_kind):
     rng = np.random.default_rng(1234)
@@ -73,7 +65,7 @@ def test_backend_matches_cpu(gpu_backend_name, case, dtype, grid_kind):
         with pytest.raises(qnb.BackendError, match="WGSL has no f64"):
             _run("wgpu", case.kernel, grid, args)
         return
-    _skip_unless_dtype_runs(gpu_backend_name, dtype)
+    skip_unless_dtype_runs(gpu_backend_name, dtype)
     try:
         want = _run("cpu", case.kernel, grid, args)
     except qnb.QnbIndexError as cpu_error:
