@@ -455,5 +455,33 @@ def memory_and_control_cases():
         yield Case(f"memory_control_{dtype}", kernel, inputs, grid=(3, 1, 1))
 
 
+def copy_inputs(inputs: dict) -> dict:
+    """A case's inputs with every array copied (a launch writes into its arguments)."""
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+
+
+def launch(launcher, case: Case, inputs: dict) -> dict:
+    """Run ``case`` with ``launcher`` on ``inputs`` (in parameter order); returns them."""
+    launcher(case.grid, [inputs[p.name] for p in case.kernel.params])
+    return inputs
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, rtol: float, name: str) -> None:
+    """Exact for bool and int outputs; else within ``rtol`` of the cpu result, relative to
+    the output's largest magnitude (at least 1), NaN where the cpu has NaN."""
+    if want.dtype == np.bool_ or want.dtype.kind == "i":
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        return
+    scale = max(1.0, float(np.nanmax(np.abs(want.astype(np.float64)))) if want.size else 1.0)
+    np.testing.assert_allclose(
+        got.astype(np.float64),
+        want.astype(np.float64),
+        rtol=rtol,
+        atol=rtol * scale,
+        equal_nan=True,
+        err_msg=name,
+    )
+
+
 def all_cases() -> list[Case]:
     return [*elementwise_cases(), *tile_op_cases(), *linalg_cases(), *memory_and_control_cases()]

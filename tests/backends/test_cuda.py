@@ -55,39 +55,17 @@ def cpu():
 
 
 def _run(backend, case, inputs):
-    launcher = backend.load(backend.compile(case.kernel, Options()))
-    args = [inputs[p.name] for p in case.kernel.params]
-    launcher(case.grid, args)
-    return inputs
-
-
-def _copy(inputs):
-    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
-
-
-def _assert_close(got, want, rtol, name):
-    if want.dtype == np.bool_ or want.dtype.kind == "i":
-        np.testing.assert_array_equal(got, want, err_msg=name)
-        return
-    scale = max(1.0, float(np.nanmax(np.abs(want.astype(np.float64)))) if want.size else 1.0)
-    np.testing.assert_allclose(
-        got.astype(np.float64),
-        want.astype(np.float64),
-        rtol=rtol,
-        atol=rtol * scale,
-        equal_nan=True,
-        err_msg=name,
-    )
+    return CASES.launch(backend.load(backend.compile(case.kernel, Options())), case, inputs)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_case_matches_cpu(cuda, cpu, name):
     case = next(c for c in CASES.all_cases() if c.name == name)
-    want = _run(cpu, case, _copy(case.inputs))
-    got = _run(cuda, case, _copy(case.inputs))
+    want = _run(cpu, case, CASES.copy_inputs(case.inputs))
+    got = _run(cuda, case, CASES.copy_inputs(case.inputs))
     for param in case.kernel.arrays:
-        _assert_close(got[param.name], want[param.name], case.rtol, f"{name}: {param.name}")
+        CASES.assert_close(got[param.name], want[param.name], case.rtol, f"{name}: {param.name}")
 
 
 @pytest.mark.gpu
@@ -109,7 +87,7 @@ def test_cupy_arrays_and_device_arrays_run_without_copies(cuda):
 @pytest.mark.gpu
 def test_numpy_outputs_are_written_back(cuda):
     case = next(c for c in CASES.all_cases() if c.name == "transpose_f64")
-    inputs = _copy(case.inputs)
+    inputs = CASES.copy_inputs(case.inputs)
     _run(cuda, case, inputs)
     np.testing.assert_array_equal(inputs["out"], case.inputs["a"].T)
 
@@ -117,7 +95,7 @@ def test_numpy_outputs_are_written_back(cuda):
 @pytest.mark.gpu
 def test_f16_matmul_on_tensor_cores_is_exact_enough(cuda):
     case = next(c for c in CASES.all_cases() if c.name == "matmul_f16")
-    inputs = _copy(case.inputs)
+    inputs = CASES.copy_inputs(case.inputs)
     _run(cuda, case, inputs)
     want = case.inputs["a"].astype(np.float32) @ case.inputs["b"].astype(np.float32)
     np.testing.assert_allclose(inputs["out"], want, rtol=1e-5, atol=1e-4)
@@ -130,7 +108,7 @@ def test_warm_start_from_artifact_alone(cuda):
     case = next(c for c in CASES.all_cases() if c.name == "binary_mul_f32")
     artifact = cuda.compile(case.kernel, Options())
     stored = Artifact(json.loads(json.dumps(artifact.text)), bytes(artifact.binary))
-    inputs = _copy(case.inputs)
+    inputs = CASES.copy_inputs(case.inputs)
     cuda.load(stored)((1, 1, 1), [inputs[p.name] for p in case.kernel.params])
     np.testing.assert_allclose(inputs["out"], case.inputs["a"] * case.inputs["b"], rtol=1e-6)
 
@@ -138,7 +116,7 @@ def test_warm_start_from_artifact_alone(cuda):
 @pytest.mark.gpu
 def test_many_programs_and_an_empty_grid(cuda):
     case = next(c for c in CASES.all_cases() if c.name == "memory_control_i32")
-    inputs = _copy(case.inputs)
+    inputs = CASES.copy_inputs(case.inputs)
     launcher = cuda.load(cuda.compile(case.kernel, Options()))
     launcher((0, 1, 1), [inputs[p.name] for p in case.kernel.params])  # no programs: no-op
     np.testing.assert_array_equal(inputs["out"], case.inputs["out"])

@@ -42,35 +42,20 @@ def artifacts(cuda_host):
         return dict(zip(CASES, compiled))
 
 
-def _run(backend, artifact, case):
-    inputs = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in case.inputs.items()}
-    backend.load(artifact)(case.grid, [inputs[p.name] for p in case.kernel.params])
-    return inputs
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_ir_case_matches_cpu(cuda_host, artifacts, name):
     from qnb.backends import get
 
     case = CASES[name]
     cpu = get("cpu")
-    want = _run(cpu, cpu.compile(case.kernel, Options()), case)
-    got = _run(cuda_host, artifacts[name], case)
+    copy = cuda_ir_cases.copy_inputs
+    want = cuda_ir_cases.launch(
+        cpu.load(cpu.compile(case.kernel, Options())), case, copy(case.inputs)
+    )
+    got = cuda_ir_cases.launch(cuda_host.load(artifacts[name]), case, copy(case.inputs))
     for param in case.kernel.arrays:
-        w, g = want[param.name], got[param.name]
         message = f"{name}: {param.name}"
-        if w.dtype.kind in "biu":
-            np.testing.assert_array_equal(g, w, err_msg=message)
-            continue
-        scale = max(1.0, float(np.nanmax(np.abs(w.astype(np.float64)))))
-        np.testing.assert_allclose(
-            g.astype(np.float64),
-            w.astype(np.float64),
-            rtol=case.rtol,
-            atol=case.rtol * scale,
-            equal_nan=True,
-            err_msg=message,
-        )
+        cuda_ir_cases.assert_close(got[param.name], want[param.name], case.rtol, message)
 
 
 def _handwritten(body: str, barrier: bool = True) -> Artifact:
