@@ -745,6 +745,16 @@ def scalar_arithmetic(x, out, s: qnb.f32, n: qnb.i32):
 CASE_BY_NAME = {c.name: c for c in CASES}
 
 
+def lowered(case, dtype, seed=0):
+    """One launch of ``case`` as a backend takes it, without the kernel layer: (its
+    KernelIR, the grid as 3 ints, the runtime arguments in parameter order)."""
+    grid, args = case.make(np.random.default_rng(seed), dtype)
+    grid = ((grid,) if isinstance(grid, int) else tuple(grid)) + (1, 1)
+    kernel_ir, _ = case.kernel._lower_for(args)
+    _, runtime_args = case.kernel._signature(args)
+    return kernel_ir, grid[:3], runtime_args
+
+
 def tolerance(dtype, case_name=""):
     """(rtol, atol) that fit the dtype (and how much arithmetic a case does)."""
     dtype = np.dtype(dtype)

@@ -96,11 +96,7 @@ def test_a_write_outside_an_array_is_caught(cuda_host):
 
 def test_a_renderer_without_barriers_fails_against_cpu(cuda_host, monkeypatch):
     case = next(c for c in suite.CASES if c.name == "transpose_and_reduce")
-    rng = np.random.default_rng(7)
-    grid, args = case.make(rng, np.float32)
-    grid = ((grid,) if isinstance(grid, int) else tuple(grid)) + (1, 1)
-    grid = grid[:3]
-    kernel_ir, _ = case.kernel._lower_for(args)
+    kernel_ir, grid, args = suite.lowered(case, np.float32, seed=7)
     from qnb.backends import get
 
     want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]

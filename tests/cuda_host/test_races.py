@@ -25,20 +25,12 @@ RUNS = [
 ] + [(case, np.float16) for case in suite.CASES if "matmul" in case.name]
 
 
-def _launch(case, dtype):
-    grid, args = case.make(np.random.default_rng(5), dtype)
-    grid = (grid,) if isinstance(grid, int) else tuple(grid)
-    kernel_ir, _ = case.kernel._lower_for(args)
-    _, runtime_args = case.kernel._signature(args)
-    return kernel_ir, grid, runtime_args
-
-
 @pytest.fixture(scope="module")
 def reports():
     require_backend("cuda-host")
     workers = max(1, os.cpu_count() or 1)
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        found = pool.map(lambda run: race_report(*_launch(*run)), RUNS)
+        found = pool.map(lambda run: race_report(*suite.lowered(*run, seed=5)), RUNS)
         return dict(zip(((c.name, np.dtype(d).name) for c, d in RUNS), found))
 
 
@@ -59,6 +51,6 @@ def test_a_missing_barrier_is_reported_at_the_kernel_line(monkeypatch):
 
     monkeypatch.setattr(gpu_codegen.GpuRenderer, "to_shared", to_shared_without_its_barrier)
     case = next(c for c in suite.CASES if c.name == "transpose_and_reduce")
-    report = race_report(*_launch(case, np.float32))
+    report = race_report(*suite.lowered(case, np.float32, seed=5))
     assert "WARNING: ThreadSanitizer: data race" in report
     assert "qnb-kernel:" in report  # the #line directives name the user's line
