@@ -144,6 +144,20 @@ def _fast_plan(annotations) -> list[tuple] | None:
     return plan
 
 
+def _plain_array_spec(value, dtype, ndim) -> tuple | None:
+    """("array", dtype, ndim) for a C-contiguous array of a fast-path type whose dtype and
+    rank qnb supports and the annotation (``dtype``/``ndim``, None for any) allows; else
+    None, and the full check decides (and explains)."""
+    if type(value) not in FAST_ARRAY_TYPES or not value.flags.c_contiguous:
+        return None
+    got, rank = _QNB_DTYPES.get(value.dtype), value.ndim
+    if got is None or not 1 <= rank <= 3:
+        return None
+    if (dtype is not None and got is not dtype) or ndim not in (None, rank):
+        return None
+    return ("array", got, rank)
+
+
 def _param_node(parsed: ParsedFunction, name: str):
     """The ``def`` line's AST node of parameter ``name`` (errors point at it)."""
     return next((a for a in parsed.tree.args.args if a.arg == name), parsed.tree)
@@ -308,19 +322,15 @@ class Kernel:
             elif code is _FAST_INT:
                 if type(value) is not int or not -(2**31) <= value < 2**31:
                     return None
-            else:
+            elif code is _FAST_ARRAY:  # a fixed dtype and rank: the spec is the plan's own
                 if type(value) not in FAST_ARRAY_TYPES or not value.flags.c_contiguous:
                     return None
-                got, rank = _QNB_DTYPES.get(value.dtype), value.ndim
-                if code is _FAST_ARRAY:
-                    if got is not dtype or rank != ndim:
-                        return None
-                else:  # any dtype / rank the annotation allows
-                    if got is None or not 1 <= rank <= 3:
-                        return None
-                    if (dtype is not None and got is not dtype) or (ndim not in (None, rank)):
-                        return None
-                    spec = ("array", got, rank)
+                if _QNB_DTYPES.get(value.dtype) is not dtype or value.ndim != ndim:
+                    return None
+            else:
+                spec = _plain_array_spec(value, dtype, ndim)
+                if spec is None:
+                    return None
             signature.append(spec)
         return tuple(signature)
 
@@ -354,17 +364,10 @@ class Kernel:
 
     def _arg_spec(self, name, annotation, value):
         kind = annotation.kind
-        if type(value) is np.ndarray and kind != "template":  # the common case, kept cheap
-            dtype = _QNB_DTYPES.get(value.dtype)
-            ndim = value.ndim
-            if (
-                dtype is not None
-                and value.flags.c_contiguous
-                and 1 <= ndim <= 3
-                and (annotation.dtype is None or annotation.dtype is dtype)
-                and (annotation.ndim is None or annotation.ndim == ndim)
-            ):
-                return ("array", dtype, ndim), value
+        if kind != "template":  # the common case, kept cheap
+            spec = _plain_array_spec(value, annotation.dtype, annotation.ndim)
+            if spec is not None:
+                return spec, value
         if kind == "template" or (kind is None and _is_template_value(value)):
             form = canonical(value)
             if form is None:
