@@ -533,3 +533,80 @@ def test_float_floordiv_and_mod_are_numpys_bit_for_bit(backend_name, dtype):
         scope["k"][n // 16](x, y, q, r)
         np.testing.assert_array_equal(q, x // y)
         np.testing.assert_array_equal(r, x % y)
+
+
+def test_a_loaded_tile_keeps_its_values_when_the_array_is_overwritten(backend_name):
+    # Tiles are values. The cpu backend loads whole blocks as views of the array and must
+    # copy them before a store that changes what they hold (also when the store goes
+    # through another parameter bound to the same array).
+    scope, _ = define("""
+        @qnb.kernel
+        def slabs(x, y, out):
+            b = qnb.program_id(0)
+            t = Tile16.load(x[b], 0, 0)
+            u = t.T
+            (t * 2.0).store(y[b], 0, 0)
+            t.store(out[b], 0, 0)
+            u.store(out[b], 16, 0)
+
+        @qnb.kernel
+        def grid(src, dst, out):
+            i = qnb.program_id(0) * 16
+            j = qnb.program_id(1) * 16
+            t = Tile16.load(src, i, j)
+            Tile16.zeros(qnb.f32).store(dst, i, j)
+            t.store(out, i, j)
+        """)
+    rng = np.random.default_rng(8)
+    x0 = rng.standard_normal((3, 16, 16)).astype(np.float32)
+    for same in (False, True):
+        x = x0.copy()
+        y = x if same else np.full_like(x0, np.nan)
+        out = np.full((3, 32, 16), np.nan, np.float32)
+        with qnb.backend(backend_name):
+            scope["slabs"][3](x, y, out)
+        np.testing.assert_array_equal(out[:, :16], x0)
+        np.testing.assert_array_equal(out[:, 16:], x0.transpose(0, 2, 1))
+        np.testing.assert_array_equal(y, 2 * x0)
+
+    g0 = rng.standard_normal((64, 48)).astype(np.float32)
+    for same in (False, True):
+        src = g0.copy()
+        dst = src if same else np.full_like(g0, np.nan)
+        out = np.full_like(g0, np.nan)
+        with qnb.backend(backend_name):
+            scope["grid"][(4, 3)](src, dst, out)
+        np.testing.assert_array_equal(out, g0)
+        np.testing.assert_array_equal(dst, np.zeros_like(g0))
+        if not same:
+            np.testing.assert_array_equal(src, g0)
+
+
+def test_batched_cholesky_and_solve_across_many_programs():
+    # The cpu backend factors in passes of LANE_CHUNK programs; 1,100 programs cross
+    # two pass boundaries and end in a partial pass.
+    from qnb.backends import cpu
+
+    scope, _ = define("""
+        @qnb.kernel
+        def factor_solve(a, rhs, lower, x):
+            b = qnb.program_id(0)
+            t = Tile16.load(a[b], 0, 0)
+            t.cholesky_(0.0)
+            t.store(lower[b], 0, 0)
+            r = Tile16.load(rhs[b], 0, 0)
+            t.solve_triangular_(r)
+            r.store(x[b], 0, 0)
+        """)
+    count = 2 * cpu.LANE_CHUNK + 76
+    rng = np.random.default_rng(9)
+    m = rng.uniform(-1, 1, (count, 16, 16))
+    a = m @ m.transpose(0, 2, 1) + 16 * np.eye(16)
+    rhs = rng.standard_normal((count, 16, 16))
+    lower = np.full_like(a, np.nan)
+    x = np.full_like(a, np.nan)
+    scope["factor_solve"][count](a, rhs, lower, x)
+    want = np.linalg.cholesky(a)
+    np.testing.assert_allclose(lower, want, rtol=1e-12, atol=1e-12)
+    # L.solve_triangular_(B) overwrites B with X where X @ L.T == B (DESIGN.md)
+    np.testing.assert_allclose(x @ want.transpose(0, 2, 1), rhs, rtol=1e-10, atol=1e-10)

@@ -135,6 +135,47 @@ def _lanes(mask, n):
     return np.ones(n, bool) if mask is None else mask
 
 
+def _masks(r0, c0, row_end, col_end):
+    """Per-lane row and column indices of a window, and which of its elements exist."""
+    rows = r0[:, None] + _ARANGE
+    cols = c0[:, None] + _ARANGE
+    row_ok = rows < row_end[:, None]
+    col_ok = cols < col_end[:, None]
+    return rows, cols, row_ok[:, :, None] & col_ok[:, None, :]
+
+
+def _move_blocks(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src`` for two 4-D block views whose 16-element rows are contiguous:
+    each row moves as one 16-element unit, which is what makes a block gather or
+    scatter cost about a memcpy rather than a strided element loop."""
+    if dst.dtype == src.dtype and dst.strides[-1] == src.strides[-1] == dst.itemsize:
+        row = np.dtype((np.void, 16 * dst.itemsize))
+        np.copyto(dst.view(row), src.view(row))
+    else:
+        dst[...] = src
+
+
+class _GridTiles:
+    """Tiles loaded by programs that tile an array in launch order, not yet gathered:
+    ``view`` is a strided 4-D view of the array whose C-order blocks are the programs'
+    tiles. A store with the same tiling moves them block for block; any other use
+    gathers them into the usual ``(programs, 16, 16)`` value."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, view: np.ndarray):
+        self.view = view
+
+    def gather(self) -> np.ndarray:
+        out = np.empty(self.view.shape, self.view.dtype)
+        _move_blocks(out, self.view)
+        return out.reshape(-1, 16, 16)
+
+
+def _gathered(value):
+    return value.gather() if isinstance(value, _GridTiles) else value
+
+
 class _Loop:
     __slots__ = ("broken", "continued")
 
@@ -192,6 +233,10 @@ class _Executor:
         ]
         self.grid = [np.array([g], np.int32) for g in grid]
         self.env = dict(scalars)
+        # Variables whose value is a view of (or defers to) a kernel array: ``detach``
+        # copies them before a store that could change what they hold (tiles are values).
+        self.aliased: set[str] = set()
+        self.array_list = [a for a, _ in arrays.values()]
         for name, t in kernel.locals.items():
             self.env[name] = np.zeros((1, *t.shape), t.dtype.numpy)
         self.consts = {}
@@ -214,14 +259,54 @@ class _Executor:
     def assign(self, name, value, kind):
         if self.mask is None:
             self.env[name] = value
+            if isinstance(value, _GridTiles) or (
+                value.base is not None
+                and any(np.may_share_memory(value, a) for a in self.array_list)
+            ):
+                self.aliased.add(name)
+            else:
+                self.aliased.discard(name)
             return
-        old = self.env[name]
+        old = self.read(name)
         self.env[name] = np.where(_expand(self.mask, "scalar", kind), value, old)
+        self.aliased.discard(name)
+
+    def read(self, name):
+        value = self.env[name]
+        if isinstance(value, _GridTiles):
+            value = self.env[name] = value.gather()
+            self.aliased.discard(name)
+        return value
+
+    def detach(self, array):
+        """Before a store to ``array``: copy the variables that are views of it."""
+        for name in list(self.aliased):
+            value = self.env[name]
+            held = value.view if isinstance(value, _GridTiles) else value
+            if np.may_share_memory(held, array):
+                self.env[name] = np.array(_gathered(value))
+                self.aliased.discard(name)
+
+    def value_of(self, e):
+        """``ev(e)``, except that a launch-order tile load (or a variable holding one)
+        may stay a ``_GridTiles``; for a store, which can move it block for block."""
+        if self.recorder is None:
+            if isinstance(e, ir.LoadWindow):
+                return self.e_LoadWindow(e, defer=True)
+            if isinstance(e, ir.Var):
+                return self.env[e.name]
+        return self.ev(e)
 
     def s_Assign(self, s):
         if self.recorder:
             self.reads = []
-        value = self.ev(s.value)
+        if self.mask is None and self.recorder is None and isinstance(s.value, ir.LoadWindow):
+            value = self.e_LoadWindow(s.value, defer=True)
+            if isinstance(value, _GridTiles):
+                self.assign(s.name, value, "tile")
+                return
+        else:
+            value = self.ev(s.value)
         if value.dtype != s.value.type.dtype.numpy:
             value = value.astype(s.value.type.dtype.numpy)
         self.assign(s.name, value, s.value.type.kind)
@@ -352,36 +437,38 @@ class _Executor:
         return array, np.clip(batch, 0, array.shape[0] - 1)
 
     def window(self, node, v, r0, r1, c0, c1):
-        """Row/column indices and validity of a 16×16 window (per lane)."""
+        """A 16×16 window per lane: ``(array, batch, r0, c0, row_end, col_end)``, where
+        rows ``r0 .. row_end - 1`` and columns ``c0 .. col_end - 1`` exist (clamped to the
+        array). Only O(lanes) work: the per-element masks are built by :func:`_masks`
+        when a window is not a whole block."""
         array, batch = self.view(v, node)
-        rows_n, cols_n = array.shape[1], array.shape[2]
         r0, r1, c0, c1 = (self.ev(x).astype(np.int64) for x in (r0, r1, c0, c1))
         self.check(
             (r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0), f"negative window bound on {v.param!r}", node
         )
-        rows = r0[:, None] + _ARANGE
-        cols = c0[:, None] + _ARANGE
-        row_ok = rows < np.minimum(r1, rows_n)[:, None]
-        col_ok = cols < np.minimum(c1, cols_n)[:, None]
+        row_end = np.minimum(r1, array.shape[1])
+        col_end = np.minimum(c1, array.shape[2])
         if self.reads is not None:
             self.reads.append(
                 (
                     v.param,
                     batch,
                     r0,
-                    np.minimum(np.minimum(r1, rows_n), r0 + 16),
+                    np.minimum(row_end, r0 + 16),
                     c0,
-                    np.minimum(np.minimum(c1, cols_n), c0 + 16),
+                    np.minimum(col_end, c0 + 16),
                 )
             )
-        return array, batch, rows, cols, row_ok, col_ok
+        return array, batch, r0, c0, row_end, col_end
 
-    def aligned_blocks(self, array, batch, rows, cols, row_ok, col_ok):
-        """The block indices when every lane's window is a whole aligned 16×16 block."""
-        if array.shape[1] % 16 or array.shape[2] % 16 or not (row_ok.all() and col_ok.all()):
+    def aligned_blocks(self, array, batch, r0, c0, row_end, col_end):
+        """``(blocks, batch, row_block, col_block)`` when every lane's window is a whole
+        aligned 16×16 block of ``array``; None otherwise."""
+        if array.shape[1] % 16 or array.shape[2] % 16:
             return None
-        r0, c0 = rows[:, 0], cols[:, 0]
         if (r0 % 16).any() or (c0 % 16).any():
+            return None
+        if (r0 + 16 > row_end).any() or (c0 + 16 > col_end).any():
             return None
         blocks = array.reshape(array.shape[0], array.shape[1] // 16, 16, array.shape[2] // 16, 16)
         return blocks, batch, r0 // 16, c0 // 16
@@ -404,15 +491,35 @@ class _Executor:
             return slab.transpose(0, 2, 1, 3)
         return None
 
-    def e_LoadWindow(self, e):
+    def slab_blocks(self, blocks, batch, rb, cb):
+        """A view of ``blocks`` holding program k's block at [k], when the lanes read one
+        block position of consecutive slabs (``load(x[b], ...)`` with ``b`` the program
+        id: batched kernels); None otherwise."""
+        n = self.n
+        if rb.shape[0] != 1 or cb.shape[0] != 1 or batch.shape[0] != n:
+            return None
+        first = int(batch[0])
+        if n > 1 and not (int(batch[-1]) - first == n - 1 and (np.diff(batch) == 1).all()):
+            return None
+        return blocks[first : first + n, int(rb[0]), :, int(cb[0]), :]
+
+    def e_LoadWindow(self, e, defer=False):
+        """The loaded tiles. A whole-block load may return a *view* of the array (the
+        executor copies it before any store that could change it: see ``detach``);
+        with ``defer`` a launch-order tiling returns a ``_GridTiles`` instead of
+        gathering it (only an assignment asks: the value may go straight to a store)."""
         base = self.ev(e.base)
-        array, batch, rows, cols, row_ok, col_ok = self.window(e, e.view, e.r0, e.r1, e.c0, e.c1)
-        aligned = self.aligned_blocks(array, batch, rows, cols, row_ok, col_ok)
+        array, batch, r0, c0, row_end, col_end = self.window(e, e.view, e.r0, e.r1, e.c0, e.c1)
+        aligned = self.aligned_blocks(array, batch, r0, c0, row_end, col_end)
         if aligned is not None:
             blocks, b, rb, cb = aligned
             tiled = self.grid_blocks(blocks, b, rb, cb)
             if tiled is not None:
-                return tiled.reshape(self.n, 16, 16)
+                grid = _GridTiles(tiled)
+                return grid if defer else grid.gather()
+            slab = self.slab_blocks(blocks, b, rb, cb)
+            if slab is not None:
+                return slab
             if b.shape[0] == 1 and (rb.shape[0] == 1 or cb.shape[0] == 1):
                 # One block row or column is shared by every lane (a loop over k): copy
                 # that strip once, then pick whole blocks from it.
@@ -422,7 +529,7 @@ class _Executor:
                 strip = np.ascontiguousarray(blocks[b[0], rb[0]].transpose(1, 0, 2))
                 return strip[cb]
             return blocks[b, rb, :, cb, :]
-        valid = row_ok[:, :, None] & col_ok[:, None, :]
+        rows, cols, valid = _masks(r0, c0, row_end, col_end)
         r = np.clip(rows, 0, array.shape[1] - 1)
         c = np.clip(cols, 0, array.shape[2] - 1)
         flat = array.reshape(-1)
@@ -434,22 +541,35 @@ class _Executor:
     def s_StoreWindow(self, s):
         if self.recorder:
             self.reads = []
-        value = self.ev(s.value)
-        array, batch, rows, cols, row_ok, col_ok = self.window(s, s.view, s.r0, s.r1, s.c0, s.c1)
+        value = self.value_of(s.value)
+        array, batch, r0, c0, row_end, col_end = self.window(s, s.view, s.r0, s.r1, s.c0, s.c1)
         writes = self.reads.pop() if self.recorder else None
-        n = max(value.shape[0], rows.shape[0], batch.shape[0])
+        self.detach(array)
         if self.mask is None:
-            aligned = self.aligned_blocks(array, batch, rows, cols, row_ok, col_ok)
+            aligned = self.aligned_blocks(array, batch, r0, c0, row_end, col_end)
             if aligned is not None:
                 blocks, b, rb, cb = aligned
                 tiled = self.grid_blocks(blocks, b, rb, cb)
                 if tiled is not None:
-                    tiled[...] = np.broadcast_to(value, (self.n, 16, 16)).reshape(tiled.shape)
+                    if isinstance(value, _GridTiles) and value.view.shape == tiled.shape:
+                        _move_blocks(tiled, value.view)  # block for block, no gather
+                    else:
+                        value = _gathered(value)
+                        flat = np.broadcast_to(value, (self.n, 16, 16))
+                        _move_blocks(tiled, flat.reshape(tiled.shape))
+                    self.record_store(s, value, writes)
+                    return
+                value = _gathered(value)
+                slab = self.slab_blocks(blocks, b, rb, cb)
+                if slab is not None:
+                    slab[...] = value
                 else:
                     blocks[b, rb, :, cb, :] = value
                 self.record_store(s, value, writes)
                 return
-        valid = row_ok[:, :, None] & col_ok[:, None, :]
+        value = _gathered(value)
+        rows, cols, valid = _masks(r0, c0, row_end, col_end)
+        n = max(value.shape[0], rows.shape[0], batch.shape[0])
         valid = np.broadcast_to(valid, (n, 16, 16))
         if self.mask is not None:
             valid = valid & self.mask[:, None, None]
@@ -502,6 +622,7 @@ class _Executor:
         value = self.ev(s.value)
         array, batch, index, ok, _ = self.vec_window(s, s.view, s.start, s.stop, None)
         writes = self.reads.pop() if self.recorder else None
+        self.detach(array)
         n = max(value.shape[0], index.shape[0], batch.shape[0])
         ok = np.broadcast_to(ok, (n, 16))
         if self.mask is not None:
@@ -539,6 +660,7 @@ class _Executor:
         value = self.ev(s.value)
         array, batch, (r, c) = self.element(s, s.view, s.indices)
         writes = self.reads.pop() if self.recorder else None
+        self.detach(array)
         # One write per program, or one for all when nothing varies and no branch masks.
         n = max(value.shape[0], r.shape[0], c.shape[0], batch.shape[0])
         n = n if self.mask is None else self.n
@@ -563,7 +685,7 @@ class _Executor:
         return found
 
     def e_Var(self, e):
-        return self.env[e.name]
+        return self.read(e.name)
 
     def e_ProgramId(self, e):
         return self.pid[e.axis] if e.which == "id" else self.grid[e.axis]
@@ -706,35 +828,62 @@ class _Executor:
         index = np.broadcast_to(index, (n,))
         return base[lanes, index, :] if e.which == "row" else base[lanes, :, index]
 
-    # Cholesky and the triangular solve work "lanes last": (16, 16, n) arrays, so each
-    # step of the column-by-column algorithm is a contiguous vector op over all programs.
+    # Cholesky and the triangular solve work "lanes last" (see _lanes_last), so each step
+    # of the column-by-column algorithm is a contiguous vector op over many programs.
 
     def e_Cholesky(self, e):
-        a = np.moveaxis(self.ev(e.operand), 0, -1)
-        eps = self.ev(e.eps)
-        dtype = a.dtype
-        lower = np.zeros(a.shape, dtype)
-        for j in range(16):
-            row = lower[j, :j]  # L[j, k] for k < j, per program
-            s = np.einsum("kn,kn->n", row, row) if j else 0
-            d = np.sqrt(np.maximum(a[j, j] - s, eps)).astype(dtype)
-            lower[j, j] = d
-            if j < 15:
-                dots = np.einsum("ikn,kn->in", lower[j + 1 :, :j], row) if j else 0
-                lower[j + 1 :, j] = ((a[j + 1 :, j] - dots) / d).astype(dtype)
-        return np.moveaxis(lower, -1, 0)  # a strided view: copying it back costs more
+        return _lanes_last(_cholesky, self.ev(e.operand), self.ev(e.eps))
 
     def e_SolveTriangular(self, e):
-        factor = np.moveaxis(self.ev(e.lower), 0, -1)
-        rhs = np.moveaxis(self.ev(e.rhs), 0, -1)
-        n = max(factor.shape[-1], rhs.shape[-1])
-        dtype = rhs.dtype
-        x = np.zeros((16, 16, n), dtype)
-        for k in range(16):
-            # X[:, k] = (B[:, k] - sum_{m<k} X[:, m] L[k, m]) / L[k, k]
-            dots = np.einsum("imn,mn->in", x[:, :k], factor[k, :k]) if k else 0
-            x[:, k] = ((rhs[:, k] - dots) / factor[k, k]).astype(dtype)
-        return np.moveaxis(x, -1, 0)
+        return _lanes_last(_solve_lower, self.ev(e.lower), self.ev(e.rhs))
+
+
+# Programs per lanes-last pass: a pass's arrays (16×16×512 f64 = 1 MiB) stay in cache
+# for its 16 steps, and the moves in and out are in-cache transposes.
+LANE_CHUNK = 512
+
+
+def _lanes_last(fn, *operands):
+    """``fn`` over chunks of programs: each operand (``(n, ...)`` or ``(1, ...)``)
+    arrives as a contiguous ``(..., lanes)`` array; ``fn`` returns ``(16, 16, lanes)``.
+    The result is a contiguous ``(n, 16, 16)`` array."""
+    n = max(op.shape[0] for op in operands)
+    out = None
+    for start in range(0, n, LANE_CHUNK):
+        stop = min(n, start + LANE_CHUNK)
+        parts = [
+            np.ascontiguousarray(np.moveaxis(op[start:stop] if op.shape[0] > 1 else op, 0, -1))
+            for op in operands
+        ]
+        result = fn(*parts, stop - start)
+        if out is None:
+            out = np.empty((n, 16, 16), result.dtype)
+        out[start:stop] = np.moveaxis(result, -1, 0)
+    return out
+
+
+def _cholesky(a, eps, lanes):
+    dtype = a.dtype
+    lower = np.zeros((16, 16, lanes), dtype)
+    for j in range(16):
+        row = lower[j, :j]  # L[j, k] for k < j, per program
+        s = np.einsum("kn,kn->n", row, row) if j else 0
+        d = np.sqrt(np.maximum(a[j, j] - s, eps)).astype(dtype, copy=False)
+        lower[j, j] = d
+        if j < 15:
+            dots = np.einsum("ikn,kn->in", lower[j + 1 :, :j], row) if j else 0
+            lower[j + 1 :, j] = (a[j + 1 :, j] - dots) / d
+    return lower
+
+
+def _solve_lower(factor, rhs, lanes):
+    dtype = rhs.dtype
+    x = np.zeros((16, 16, lanes), dtype)
+    for k in range(16):
+        # X[:, k] = (B[:, k] - sum_{m<k} X[:, m] L[k, m]) / L[k, k]
+        dots = np.einsum("imn,mn->in", x[:, :k], factor[k, :k]) if k else 0
+        x[:, k] = (rhs[:, k] - dots) / factor[k, k]
+    return x
 
 
 # ---------------------------------------------------------------------- tracing
