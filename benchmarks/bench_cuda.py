@@ -2,7 +2,11 @@
 
 1. f16 tile matmul, 4096³ (one program per 16×16 tile of C, ``qnb.mma`` on the tensor
    cores, f32 accumulate) vs ``cupy.matmul`` (cuBLAS) on the same f16 inputs: TFLOP/s and
-   the ratio; and ``block_matmul``, the same with 2×2 tiles of C per program.
+   the ratio; and ``block_matmul``, the same with 2×2 tiles of C per program. Beside them,
+   two hand-written *layout probes* (``PROBES``): the same two algorithms with one warp per
+   program, fragments loaded straight from global memory and the accumulator kept in
+   fragments. They are not qnb output; they measure what a warp-per-program layout could
+   give these kernels, so that the layout is chosen by numbers.
 2. Batched Cholesky of 65,536 16×16 SPD f32 matrices (one program each) vs
    ``cupy.linalg.cholesky`` on the batch.
 3. Launch overhead: a cached kernel launched through qnb (``k[grid](x)``: signature check,
@@ -88,6 +92,68 @@ KERNELS = textwrap.dedent("""
 """)
 
 
+# Hand-written CUDA for the layout probes (see the module docstring). Same parameters,
+# in the same ABI, as the qnb kernels of the same algorithm; 8 warps (programs) per block.
+PROBES = textwrap.dedent("""
+    #include <cuda_fp16.h>
+    #include <mma.h>
+    using namespace nvcuda;
+
+    // One warp computes SIDE×SIDE 16×16 tiles of C = A·B (row-major, every size a
+    // multiple of 16·SIDE), with its accumulators in fragments for the whole k loop.
+    template <int SIDE>
+    __device__ void warp_matmul(const __half* a, int m, int k, const __half* b, int n,
+                                float* c) {
+      const int warp = blockIdx.x * 8 + threadIdx.x / 32;
+      const int across = n / (16 * SIDE);
+      const int ti = warp / across, tj = warp % across;
+      if (ti * 16 * SIDE >= m) return;  // the last block's spare warps, whole warps
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[SIDE][SIDE];
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[SIDE];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb[SIDE];
+      for (int i = 0; i < SIDE; ++i)
+        for (int j = 0; j < SIDE; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+      for (int kk = 0; kk < k; kk += 16) {
+        for (int i = 0; i < SIDE; ++i)
+          wmma::load_matrix_sync(fa[i], a + (size_t)((ti * SIDE + i) * 16) * k + kk, k);
+        for (int j = 0; j < SIDE; ++j)
+          wmma::load_matrix_sync(fb[j], b + (size_t)kk * n + (tj * SIDE + j) * 16, n);
+        for (int i = 0; i < SIDE; ++i)
+          for (int j = 0; j < SIDE; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+      }
+      for (int i = 0; i < SIDE; ++i)
+        for (int j = 0; j < SIDE; ++j)
+          wmma::store_matrix_sync(c + (size_t)((ti * SIDE + i) * 16) * n + (tj * SIDE + j) * 16,
+                                  acc[i][j], n, wmma::mem_row_major);
+    }
+
+    extern "C" __global__ void __launch_bounds__(256)
+    probe_warp_tile(const __half* a, int a0, int a1, const __half* b, int b0, int b1,
+                    float* c, int c0, int c1) {
+      warp_matmul<1>(a, a0, a1, b, b1, c);
+    }
+
+    extern "C" __global__ void __launch_bounds__(256)
+    probe_warp_block(const __half* a, int a0, int a1, const __half* b, int b0, int b1,
+                     float* c, int c0, int c1) {
+      warp_matmul<2>(a, a0, a1, b, b1, c);
+    }
+""")
+# name: (the qnb kernel it stands beside, 16×16 tiles of C per warp along each side)
+PROBE_KERNELS = {"probe_warp_tile": ("tile_matmul", 1), "probe_warp_block": ("block_matmul", 2)}
+PROBE_ABI = [
+    {"name": "a", "kind": "array", "dtype": "f16", "ndim": 2, "stored": False},
+    {"name": "b", "kind": "array", "dtype": "f16", "ndim": 2, "stored": False},
+    {"name": "c", "kind": "array", "dtype": "f32", "ndim": 2, "stored": True},
+]
+
+
+def probe_blocks(name: str, m: int, n: int) -> int:
+    """Blocks of 256 threads (8 warps) that a probe needs for an m×n C."""
+    side = 16 * PROBE_KERNELS[name][1]
+    return -(-(m // side) * (n // side) // 8)
+
+
 def _namespace() -> dict:
     namespace: dict = {}
     path = Path(tempfile.gettempdir()) / "qnb_bench_cuda_kernels.py"
@@ -153,6 +219,31 @@ def matmul(ns, n=4096):
             ]
         )
         measured[name] = (ours, error)
+    from qnb.backends import cuda as cuda_backend
+
+    module = cupy.RawModule(
+        code=PROBES,
+        options=("-std=c++17", *(f"-I{d}" for d in cuda_backend.include_dirs())),
+    )
+    for name, (beside, _side) in PROBE_KERNELS.items():
+        c = cupy.full((n, n), cupy.nan, cupy.float32)
+        function = module.get_function(name)
+        blocks = (probe_blocks(name, n, n),)
+        dims = (np.int32(n), np.int32(n))
+        args = (a, *dims, b, *dims, c, *dims)  # qnb's ABI: each array, then its shape
+        function(blocks, (256,), args)
+        cupy.cuda.Device().synchronize()
+        error = float(cupy.linalg.norm(c - reference) / cupy.linalg.norm(reference))
+        probe = _gpu_time(lambda f=function, g=blocks, x=args: f(g, (256,), x), 5, 1)
+        rows.append(
+            [
+                f"probe: {beside}, warp per program",
+                f"{probe * 1e3:.2f}",
+                f"{flops / probe / 1e12:.1f}",
+                f"{error:.1e}",
+            ]
+        )
+        measured[name] = (probe, error)
     rows.append(
         ["cupy.matmul (cuBLAS, f16)", f"{theirs * 1e3:.2f}", f"{flops / theirs / 1e12:.1f}", ""]
     )
@@ -162,12 +253,19 @@ def matmul(ns, n=4096):
     print(
         f"  throughput ratio qnb block_matmul / cuBLAS: {theirs / measured['block_matmul'][0]:.3f}"
     )
+    for name, (beside, _side) in PROBE_KERNELS.items():
+        print(
+            f"  {beside}: the warp-per-program probe is "
+            f"{measured[beside][0] / measured[name][0]:.1f}× as fast as qnb's kernel"
+        )
     return {
         "matmul_ratio": theirs / ours,
         "matmul_tflops": flops / ours / 1e12,
         "matmul_error": error,
         "block_matmul_ratio": theirs / measured["block_matmul"][0],
         "block_matmul_error": measured["block_matmul"][1],
+        **{f"{name}_ratio": theirs / measured[name][0] for name in PROBE_KERNELS},
+        **{f"{name}_error": measured[name][1] for name in PROBE_KERNELS},
     }
 
 

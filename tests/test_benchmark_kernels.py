@@ -39,3 +39,43 @@ def test_batched_cholesky_and_add_one(backend_name, kernels):
         kernels["add_one"](y)
     np.testing.assert_allclose(out, np.linalg.cholesky(spd), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(y, x + 1, rtol=1e-6)
+
+
+# The layout probes: hand-written CUDA that bench_cuda times beside the qnb matmuls.
+
+
+def test_layout_probes_compile_with_nvrtc():
+    from qnb.backends import cuda
+    from qnb.errors import BackendError
+
+    try:
+        cuda.nvrtc_version()
+        cuda.include_dirs()
+    except BackendError as exc:
+        pytest.skip(f"NVRTC toolchain missing: {exc.message}")
+    for arch in ("sm_80", "sm_90"):
+        cubin, ptx, _log = cuda.nvrtc_compile(bench_cuda.PROBES, arch, name="probes.cu")
+        assert cubin[:4] == b"\x7fELF"
+        for name in bench_cuda.PROBE_KERNELS:
+            assert f".entry {name}(" in ptx
+        assert "wmma.mma.sync" in ptx  # tensor cores
+
+
+@pytest.mark.parametrize("name", list(bench_cuda.PROBE_KERNELS))
+def test_layout_probes_compute_the_product_on_cuda_host(name):
+    # cuda-host runs the probe's CUDA C++ with its WMMA emulation, on a C that is not
+    # square and a grid whose last block has spare warps.
+    from qnb.backends.base import Artifact
+    from tests.conftest import require_backend
+    from tests.cuda_host.backend import CudaHostBackend
+
+    require_backend("cuda-host")
+    source = {"source": bench_cuda.PROBES, "entry": name, "abi": bench_cuda.PROBE_ABI}
+    launch = CudaHostBackend().load(Artifact(text=source))
+    rng = np.random.default_rng(2)
+    m, k, n = 64, 48, 96
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float32)
+    launch((bench_cuda.probe_blocks(name, m, n), 1, 1), [a, b, c])
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-4)
