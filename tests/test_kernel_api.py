@@ -610,3 +610,73 @@ def test_batched_cholesky_and_solve_across_many_programs():
     np.testing.assert_allclose(lower, want, rtol=1e-12, atol=1e-12)
     # L.solve_triangular_(B) overwrites B with X where X @ L.T == B (DESIGN.md)
     np.testing.assert_allclose(x @ want.transpose(0, 2, 1), rhs, rtol=1e-10, atol=1e-10)
+
+
+def test_whole_block_loads_and_stores_in_every_program_order(backend_name):
+    # The cpu backend moves whole aligned blocks without indexing when the programs tile
+    # an array in launch order (either axis first), or read consecutive slabs; other
+    # orders, partial grids and strided grids take the general path. All must agree.
+    scope, _ = define("""
+        @qnb.kernel
+        def rows_first(x, y, z):
+            i = qnb.program_id(0) * 16
+            j = qnb.program_id(1) * 16
+            Tile16.load(x, i, j).store(y, i, j)
+            t = Tile16.load(x, i, j)
+            (t * 2.0).store(z, i, j)
+
+        @qnb.kernel
+        def cols_first(x, y, z):
+            i = qnb.program_id(1) * 16
+            j = qnb.program_id(0) * 16
+            t = Tile16.load(x, i, j)
+            t.store(y, i, j)
+            (t * 2.0).store(z, i, j)
+
+        @qnb.kernel
+        def reversed_rows(x, y, z):
+            i = (qnb.num_programs(0) - 1 - qnb.program_id(0)) * 16
+            j = qnb.program_id(1) * 16
+            t = Tile16.load(x, i, j)
+            t.store(y, i, j)
+            (t * 2.0).store(z, i, j)
+
+        @qnb.kernel
+        def every_other(x, y, z):
+            i = qnb.program_id(0) * 32
+            j = qnb.program_id(1) * 16
+            t = Tile16.load(x, i, j)
+            t.store(y, i, j)
+            (t * 2.0).store(z, i, j)
+
+        @qnb.kernel
+        def reversed_slabs(x, y, z):
+            b = qnb.program_id(0)
+            t = Tile16.load(x[x.shape[0] - 1 - b], 16, 0)
+            t.store(y[b], 16, 0)
+            (t * 2.0).store(z[b], 16, 0)
+        """)
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((64, 48)).astype(np.float32)
+    cases = [  # (kernel, grid, the rows of x its programs cover)
+        ("rows_first", (4, 3), np.s_[:]),
+        ("cols_first", (3, 4), np.s_[:]),
+        ("rows_first", (2, 3), np.s_[:32]),  # a partial grid
+        ("reversed_rows", (4, 3), np.s_[:]),
+        ("every_other", (2, 3), np.s_[[*range(16), *range(32, 48)]]),
+    ]
+    for name, grid, covered in cases:
+        y, z = np.full_like(x, np.nan), np.full_like(x, np.nan)
+        with qnb.backend(backend_name):
+            scope[name][grid](x, y, z)
+        want_y, want_z = np.full_like(x, np.nan), np.full_like(x, np.nan)
+        want_y[covered], want_z[covered] = x[covered], 2 * x[covered]
+        np.testing.assert_array_equal(y, want_y, err_msg=f"{name}{grid}")
+        np.testing.assert_array_equal(z, want_z, err_msg=f"{name}{grid}")
+    slabs = rng.standard_normal((5, 32, 16)).astype(np.float32)
+    y, z = np.full_like(slabs, np.nan), np.full_like(slabs, np.nan)
+    with qnb.backend(backend_name):
+        scope["reversed_slabs"][5](slabs, y, z)
+    np.testing.assert_array_equal(y[:, 16:], slabs[::-1, 16:])
+    np.testing.assert_array_equal(z[:, 16:], 2 * slabs[::-1, 16:])
+    assert np.isnan(y[:, :16]).all() and np.isnan(z[:, :16]).all()
