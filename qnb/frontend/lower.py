@@ -25,6 +25,10 @@ from qnb.frontend.parse import KERNEL_BUILTINS, ParsedFunction
 from qnb.frontend.semantics import Py
 
 
+def _plural(count: int, one: str, many: str) -> str:
+    return one if count == 1 else many
+
+
 @dataclass
 class ParamSpec:
     """One kernel parameter as this launch sees it."""
@@ -839,7 +843,8 @@ class _Lowerer:
             raise self.error(
                 QnbTypeError,
                 f"{parsed.name}() takes {len(parsed.param_names)} "
-                f"arguments but {len(node.args)} were given",
+                f"{_plural(len(parsed.param_names), 'argument', 'arguments')} "
+                f"but {len(node.args)} {'was' if len(node.args) == 1 else 'were'} given",
                 node,
             )
         args = [self.lower_expr(a) for a in node.args]
@@ -1009,11 +1014,16 @@ class _Lowerer:
 
     def array_indices(self, view: ir.ArrayView, parts, node) -> list[ir.Expr]:
         if len(parts) != view.view_ndim:
-            raise self.error(
-                QnbTypeError,
-                f"a {view.view_ndim}-D array needs {view.view_ndim} indices, got {len(parts)}",
-                node,
-            )
+            if view.batch is not None:  # arr[b] was taken as a slab: say what arr is
+                message = (
+                    f"{view.param!r} is a 3-D array: an element is {view.param}[b, i, j], "
+                    f"got {len(parts) + 1} {_plural(len(parts) + 1, 'index', 'indices')}"
+                )
+            else:
+                message = (
+                    f"a {view.view_ndim}-D array needs {view.view_ndim} indices, got {len(parts)}"
+                )
+            raise self.error(QnbTypeError, message, node)
         return [self.to_index(self.lower_expr(p), p) for p in parts]
 
     def element_indices(self, base: ir.Expr, parts, node):

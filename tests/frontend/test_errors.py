@@ -182,6 +182,18 @@ def test_capture_of_plain_function_says_decorate():
         ("    t = Tile16.full('a')\n", (), "number", qnb.QnbTypeError),
         ("    t = Tile16.zeros(qnb.f64)\n    u = t @ Vec16.zeros()\n", (), "@", qnb.QnbTypeError),
         ("    y = x[0, 0, 0]\n", (F32_2D,), "2 indices", qnb.QnbTypeError),
+        (
+            "    x[0] = 1.0\n",
+            (np.zeros((2, 16, 16), np.float32),),
+            "x[b, i, j], got 1 index",
+            qnb.QnbTypeError,
+        ),
+        (
+            "    y = x[0, 1]\n",
+            (np.zeros((2, 16, 16), np.float32),),
+            "a 3-D array needs 3 indices, got 2",
+            qnb.QnbTypeError,
+        ),
         ("    t = Tile16.zeros()\n    y = t[0]\n", (), "indexed with 2", qnb.QnbTypeError),
         ("    y = 2**40\n    z = y + qnb.program_id(0)\n", (), "i32", qnb.QnbTypeError),
         ("    t = Tile16.zeros(qnb.f32)\n    u = t.nope()\n", (), "nope", qnb.QnbTypeError),
@@ -291,3 +303,19 @@ def test_malformed_kernels_raise_only_qnb_errors(line):
     except qnb.QnbError as err:
         assert err.lineno is not None, f"{err!r} has no location"
     # a line that is valid is fine too: the point is that nothing else escapes
+
+
+def test_func_arity_error_counts_in_words():
+    scope, _ = define("""
+        @qnb.func
+        def helper(t):
+            return t
+
+        @qnb.kernel
+        def k(x):
+            x[0, 0] = helper(1.0, 2.0)
+        """)
+    with pytest.raises(qnb.QnbTypeError) as info:
+        scope["k"](np.zeros((16, 16), np.float32))
+    assert "helper() takes 1 argument but 2 were given" in info.value.message
+    assert info.value.lineno == 8
