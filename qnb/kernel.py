@@ -245,13 +245,13 @@ class Kernel:
     def __getitem__(self, grid):
         launch = self._grids.get(grid) if isinstance(grid, int | tuple) else None
         if launch is None:
-            launch = functools.partial(self._launch, _grid(grid))
+            launch = functools.partial(self._launch, self._grid(grid))
             if len(self._grids) < 64:
                 self._grids[grid] = launch
         return launch
 
-    def __call__(self, *args):
-        return self._launch((1, 1, 1), *args)
+    def __call__(self, *args, **kwargs):
+        return self._launch((1, 1, 1), *args, **kwargs)
 
     @property
     def trace(self):
@@ -281,7 +281,9 @@ class Kernel:
 
     # ------------------------------------------------------------------ launch path
 
-    def _launch(self, grid, *args):
+    def _launch(self, grid, *args, **kwargs):
+        if kwargs:
+            args = self._positional(args, kwargs)
         started = time.perf_counter()
         backend_name = self._backend or _backends.current_name()
         snapshot = self._qnb_captures.snapshot()
@@ -305,6 +307,24 @@ class Kernel:
             prepared.launcher(grid, runtime_args)
         except QnbError as err:
             raise self._locate(err, prepared.units) from None
+
+    def _positional(self, args: tuple, kwargs: dict) -> tuple:
+        """``args`` followed by the keyword arguments, in parameter order."""
+        names = self._qnb_parsed.param_names
+        for name in kwargs:
+            if name not in names:
+                raise self._def_error(f"kernel {self.name!r} has no parameter {name!r}")
+            if names.index(name) < len(args):
+                raise self._def_error(
+                    f"kernel {self.name!r} got parameter {name!r} both by position and by name"
+                )
+        missing = [n for n in names[len(args) :] if n not in kwargs]
+        if missing:
+            raise self._def_error(
+                f"kernel {self.name!r} is missing {', '.join(map(repr, missing))} "
+                f"(its parameters are {', '.join(names)})"
+            )
+        return (*args, *(kwargs[n] for n in names[len(args) :]))
 
     def _fast_signature(self, args) -> tuple | None:
         """The signature of the common call (C-contiguous NumPy arrays, or a loaded
@@ -338,8 +358,10 @@ class Kernel:
         parsed = self._qnb_parsed
         if len(args) != len(self._annotations):
             raise self._def_error(
-                f"kernel {self.name!r} takes {len(self._annotations)} arguments "
-                f"({', '.join(parsed.param_names)}) but {len(args)} were given"
+                f"kernel {self.name!r} takes {len(self._annotations)} "
+                f"argument{'' if len(self._annotations) == 1 else 's'} "
+                f"({', '.join(parsed.param_names)}) but {len(args)} "
+                f"{'was' if len(args) == 1 else 'were'} given"
             )
         signature = []
         runtime = []
@@ -354,6 +376,13 @@ class Kernel:
                 runtime.append(runtime_value)
         return tuple(signature), runtime
 
+    def _grid(self, grid) -> tuple[int, int, int]:
+        """The launch grid as 3 ints; a bad one is reported at the kernel's ``def`` line."""
+        try:
+            return _grid(grid)
+        except QnbTypeError as err:
+            raise err.with_location(*self._qnb_parsed.position(self._qnb_parsed.tree)) from None
+
     def _arg_error(self, message):
         """An argument error; _signature points it at the parameter on the ``def`` line."""
         return QnbTypeError(message)
@@ -364,7 +393,7 @@ class Kernel:
 
     def _arg_spec(self, name, annotation, value):
         kind = annotation.kind
-        if kind != "template":  # the common case, kept cheap
+        if kind is None or kind == "array":  # the common case, kept cheap
             spec = _plain_array_spec(value, annotation.dtype, annotation.ndim)
             if spec is not None:
                 return spec, value
@@ -377,6 +406,11 @@ class Kernel:
                 )
             return ("template", type(value), value, _readable(value)), None
         if _is_array(value):
+            if kind == "scalar":
+                raise self._arg_error(
+                    f"parameter {name!r} is a {annotation.dtype} scalar; got an array "
+                    "(pass a number, or read an element inside the kernel)"
+                )
             return self._array_spec(name, annotation, value), value
         if kind == "array":
             raise self._arg_error(
@@ -565,13 +599,19 @@ class Kernel:
         return prepared
 
     def _locate(self, err: QnbError, parsed_units: dict, ir_units=()) -> QnbError:
-        """Give an error raised at an IR location the user's own file and line.
+        """Give an error raised at an IR location the user's own file and line (one with
+        no IR location: the parameter it names in ``param``, else the ``def`` line).
 
         The unit is the error's ``ir_unit`` (runtime errors carry it) or, at compile time,
         the IR's unit list entry its ``ir_loc`` names."""
-        loc = getattr(err, "ir_loc", None)
-        if loc is None or err.lineno is not None:
+        if err.lineno is not None:
             return err
+        loc = getattr(err, "ir_loc", None)
+        if loc is None:  # a launcher refused an argument: its parameter, else the def line
+            parsed = self._qnb_parsed
+            name = getattr(err, "param", None)
+            node = _param_node(parsed, name) if name in parsed.param_names else parsed.tree
+            return err.with_location(*parsed.position(node))
         unit_name = getattr(err, "ir_unit", None)
         if unit_name is None and loc.unit < len(ir_units):
             unit_name = ir_units[loc.unit].qualname
@@ -630,6 +670,8 @@ def _grid(grid) -> tuple[int, int, int]:
     values = tuple(int(v) for v in values) + (1,) * (3 - len(values))
     if any(v < 1 for v in values):
         raise QnbTypeError(f"every grid dimension must be at least 1, got {grid!r}")
+    if any(v >= 2**31 for v in values):  # program ids are i32 in every backend
+        raise QnbTypeError(f"every grid dimension must be below 2**31, got {grid!r}")
     return values
 
 
@@ -688,12 +730,14 @@ class _TraceLauncher:
         self._kernel = kernel_
 
     def __getitem__(self, grid):
-        grid3 = _grid(grid)
+        grid3 = self._kernel._grid(grid)
 
-        def run(*args):
+        def run(*args, **kwargs):
             from qnb.backends import cpu
 
             k = self._kernel
+            if kwargs:
+                args = k._positional(args, kwargs)
             signature, runtime_args = k._signature(args)
             _, _, parsed_units, roots = k._resolve()
             kernel_ir = k._lower(signature, parsed_units, roots)
@@ -704,8 +748,8 @@ class _TraceLauncher:
 
         return run
 
-    def __call__(self, *args):
-        return self[1](*args)
+    def __call__(self, *args, **kwargs):
+        return self[1](*args, **kwargs)
 
 
 __all__ = ["Kernel", "Func", "kernel", "func"]

@@ -680,3 +680,58 @@ def test_whole_block_loads_and_stores_in_every_program_order(backend_name):
     np.testing.assert_array_equal(y[:, 16:], slabs[::-1, 16:])
     np.testing.assert_array_equal(z[:, 16:], 2 * slabs[::-1, 16:])
     assert np.isnan(y[:, :16]).all() and np.isnan(z[:, :16]).all()
+
+
+def test_arguments_may_be_passed_by_name():
+    scope, _ = define("""
+        @qnb.kernel
+        def axpy(x, y, out, a: qnb.f32):
+            i = qnb.program_id(0) * 16
+            (Vec16.load(x, i) * a + Vec16.load(y, i)).store(out, i)
+        """)
+    rng = np.random.default_rng(11)
+    x, y = rng.standard_normal((2, 32)).astype(np.float32)
+    want = 3 * x + y
+    for launch in (
+        lambda out: scope["axpy"][2](x, y, out=out, a=3.0),
+        lambda out: scope["axpy"][2](a=3.0, out=out, y=y, x=x),
+        lambda out: scope["axpy"].trace[2](x, y, a=3.0, out=out),
+    ):
+        out = np.full(32, np.nan, np.float32)
+        launch(out)
+        np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def test_a_read_only_array_is_refused_only_where_the_kernel_stores(backend_name):
+    scope, filename = define("""
+        @qnb.kernel
+        def copy(src, dst):
+            Tile16.load(src, 0, 0).store(dst, 0, 0)
+        """)
+    frozen = np.arange(256, dtype=np.float32).reshape(16, 16)
+    frozen.flags.writeable = False
+    out = np.zeros((16, 16), np.float32)
+    with qnb.backend(backend_name):
+        scope["copy"](frozen, out)  # read only: fine
+        np.testing.assert_array_equal(out, frozen)
+        with pytest.raises(qnb.QnbTypeError, match="'dst' is read-only") as info:
+            scope["copy"](out, frozen)
+    assert info.value.filename == filename and info.value.lineno == 3  # the def line
+    assert "def copy(src, dst)" in str(info.value)
+
+
+def test_another_backends_device_array_is_refused_at_its_parameter(backend_name):
+    scope, filename = define("""
+        @qnb.kernel
+        def copy(src, dst):
+            Tile16.load(src, 0, 0).store(dst, 0, 0)
+        """)
+    other = "cuda-host" if backend_name == "cpu" else "cpu"
+    with qnb.backend(other):
+        foreign = qnb.to_device(np.ones((16, 16), np.float32))
+    with qnb.backend(backend_name), pytest.raises(qnb.QnbError) as info:
+        scope["copy"](foreign, np.zeros((16, 16), np.float32))
+    err = info.value
+    assert err.filename == filename and err.lineno == 3, err
+    shown, caret = str(err).splitlines()[2:4]
+    assert caret.index("^") == shown.index("src"), str(err)  # the caret is at src

@@ -11,12 +11,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from qnb.errors import QnbError, QnbTypeError
 from qnb.ir import KernelIR
 
 # Array types whose C-contiguous instances a launch may take on its fast path (NumPy's;
 # a backend adds its own, e.g. ``cupy.ndarray``, when it loads). Each must have ``dtype``
 # (a NumPy dtype), ``ndim`` and ``flags.c_contiguous``.
 FAST_ARRAY_TYPES: set[type] = set()
+
+
+def argument_error(cls: type[QnbError], param: str, message: str) -> QnbError:
+    """A launcher's error about one argument: the kernel shows it at that parameter of
+    its ``def`` line."""
+    err = cls(message)
+    err.param = param
+    return err
+
+
+def require_writable(name: str, array) -> None:
+    """Refuse, before anything runs, a read-only NumPy array that the kernel stores to
+    (a broadcast view, an ``np.frombuffer`` of bytes, ``flags.writeable = False``)."""
+    if not array.flags.writeable:
+        raise argument_error(
+            QnbTypeError,
+            name,
+            f"array {name!r} is read-only, but the kernel stores to it; "
+            "pass a writable array (np.array(x) makes a copy)",
+        )
 
 
 @dataclass

@@ -17,7 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 from qnb import ir
-from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Options
+from qnb.backends.base import (
+    Artifact,
+    Backend,
+    BackendInfo,
+    DeviceArray,
+    Options,
+    argument_error,
+    require_writable,
+)
 from qnb.dtypes import i32
 from qnb.errors import QnbIndexError, QnbTypeError
 
@@ -55,9 +63,10 @@ class CpuBackend(Backend):
 
     def load(self, artifact: Artifact):
         kernel = ir.kernel_from_json(artifact.text["ir"])
+        stored = _stored(kernel)
 
         def launch(grid, args):
-            run(kernel, grid, args)
+            run(kernel, grid, args, stored)
 
         return launch
 
@@ -65,9 +74,17 @@ class CpuBackend(Backend):
         return CpuArray(np.asarray(array))
 
 
-def run(kernel: ir.KernelIR, grid, args) -> None:
+def _stored(kernel: ir.KernelIR) -> frozenset:
+    """The array parameters the kernel stores to."""
+    stores = (ir.ArrayStore, ir.StoreWindow, ir.VecStore)
+    return frozenset(n.view.param for n in ir.walk_body(kernel.body) if isinstance(n, stores))
+
+
+def run(kernel: ir.KernelIR, grid, args, stored=None) -> None:
     """Execute ``kernel`` over ``grid`` with ``args`` (in ``kernel.params`` order)."""
     arrays, scalars = _bind(kernel, args)
+    for name in _stored(kernel) if stored is None else stored:
+        require_writable(name, arrays[name][0])
     total = grid[0] * grid[1] * grid[2]
     for start in range(0, total, CHUNK):
         count = min(CHUNK, total - start)
@@ -106,9 +123,11 @@ def _bind(kernel, args):
         if param.type.kind == "array":
             host = value.host if isinstance(value, CpuArray) else value
             if not isinstance(host, np.ndarray):
-                raise QnbTypeError(
+                raise argument_error(
+                    QnbTypeError,
+                    param.name,
                     f"the cpu backend takes NumPy arrays; {param.name!r} is a "
-                    f"{type(value).__name__} (use .numpy() or qnb.to_device on cpu)"
+                    f"{type(value).__name__} (use .numpy() or qnb.to_device on cpu)",
                 )
             arrays[param.name] = (_as_3d(host), host.shape)
         else:

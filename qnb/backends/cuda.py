@@ -35,6 +35,8 @@ from qnb.backends.base import (
     DeviceArray,
     Launcher,
     Options,
+    argument_error,
+    require_writable,
 )
 from qnb.errors import BackendError, CompileError, QnbTypeError
 from qnb.ir import KernelIR
@@ -275,27 +277,37 @@ def _launch_arguments(plan: list[tuple], args: list, cupy):
         elif isinstance(value, CudaDeviceArray):
             device = value.data
         elif isinstance(value, np.ndarray):
+            if stored:
+                require_writable(name, value)
             device = cupy.asarray(np.ascontiguousarray(value))
             if stored:
                 write_back.append((value, device))
         elif isinstance(value, DeviceArray):
-            raise BackendError(
+            raise argument_error(
+                BackendError,
+                name,
                 f"parameter {name!r} is a DeviceArray of the "
                 f"{value.backend_name!r} backend; the cuda backend needs its own "
-                "(qnb.to_device under the cuda backend) or a NumPy/CuPy array"
+                "(qnb.to_device under the cuda backend) or a NumPy/CuPy array",
             )
         else:
-            raise QnbTypeError(
-                f"parameter {name!r}: cannot pass {type(value).__name__} to the cuda backend"
+            raise argument_error(
+                QnbTypeError,
+                name,
+                f"parameter {name!r}: cannot pass {type(value).__name__} to the cuda backend",
             )
         if device.dtype != dtype or device.ndim != ndim:
-            raise QnbTypeError(
+            raise argument_error(
+                QnbTypeError,
+                name,
                 f"parameter {name!r}: expected a {ndim}-D {dtype} array, got "
-                f"{device.ndim}-D {device.dtype}"
+                f"{device.ndim}-D {device.dtype}",
             )
         if not device.flags.c_contiguous:
-            raise QnbTypeError(
-                f"parameter {name!r} is not C-contiguous; pass cupy.ascontiguousarray(x)"
+            raise argument_error(
+                QnbTypeError,
+                name,
+                f"parameter {name!r} is not C-contiguous; pass cupy.ascontiguousarray(x)",
             )
         values.append(device)
         values.extend(np.int32(n) for n in device.shape)

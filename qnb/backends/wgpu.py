@@ -18,7 +18,15 @@ import threading
 
 import numpy as np
 
-from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Options
+from qnb.backends.base import (
+    Artifact,
+    Backend,
+    BackendInfo,
+    DeviceArray,
+    Options,
+    argument_error,
+    require_writable,
+)
 from qnb.backends.wgsl import WgslRenderer
 from qnb.dtypes import as_dtype
 from qnb.errors import BackendError, CompileError, QnbTypeError
@@ -374,6 +382,8 @@ class _Launcher:
             if isinstance(value, WgpuDeviceArray):
                 buffers.append(value.buffer)
             elif isinstance(value, np.ndarray):
+                if spec["stored"]:
+                    require_writable(spec["name"], value)
                 # The same array passed twice is one buffer, as it is one memory on cpu.
                 if id(value) not in copied:
                     copied[id(value)] = self._copy_in(spec, value, write_back)
@@ -383,9 +393,11 @@ class _Launcher:
                     write_back.append((value, copied[id(value)], _storage_bytes(value)))
                 buffers.append(copied[id(value)])
             else:
-                raise QnbTypeError(
+                raise argument_error(
+                    QnbTypeError,
+                    spec["name"],
                     f"kernel {self.name!r}: {type(value).__name__} is not an array "
-                    "the wgpu backend can use (pass a NumPy array or qnb.to_device(x))"
+                    "the wgpu backend can use (pass a NumPy array or qnb.to_device(x))",
                 )
         if 0 in grid:
             return

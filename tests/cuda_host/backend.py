@@ -31,7 +31,16 @@ import tempfile
 
 import numpy as np
 
-from qnb.backends.base import Artifact, Backend, BackendInfo, DeviceArray, Launcher, Options
+from qnb.backends.base import (
+    Artifact,
+    Backend,
+    BackendInfo,
+    DeviceArray,
+    Launcher,
+    Options,
+    argument_error,
+    require_writable,
+)
 from qnb.backends.cuda import _argument_plan
 from qnb.backends.cuda_render import SCALAR_ABI, THREADS, CudaRenderer, render_cuda
 from qnb.dtypes import as_dtype
@@ -220,12 +229,18 @@ class CudaHostBackend(Backend):
                 _, name, dtype, ndim, stored = step
                 host = value.data if isinstance(value, HostDeviceArray) else value
                 if not isinstance(host, np.ndarray):
-                    raise QnbTypeError(f"parameter {name!r}: cannot pass {type(value).__name__}")
+                    raise argument_error(
+                        QnbTypeError,
+                        name,
+                        f"parameter {name!r}: cannot pass {type(value).__name__}",
+                    )
                 if host.dtype != dtype or host.ndim != ndim:
                     raise QnbTypeError(
                         f"parameter {name!r}: expected a {ndim}-D {dtype} array, got "
                         f"{host.ndim}-D {host.dtype}"
                     )
+                if stored:
+                    require_writable(name, host)
                 buffer = _Guarded(name, host)
                 guarded.append(buffer)
                 keep.append(np.array([buffer.pointer()], np.uintp))

@@ -118,6 +118,26 @@ def test_arity_and_array_problems():
     assert "int64" in err.message and "astype" in err.message
     err = launch_error(source, [1, 2], F32_2D, error=qnb.QnbTypeError)
     assert "list" in err.message
+    err = launch_error(
+        "@qnb.kernel\ndef k(x, s: qnb.f32):\n    pass\n", F32_2D, F32_2D, error=qnb.QnbTypeError
+    )
+    assert "'s' is a f32 scalar; got an array" in err.message
+    err = launch_error(source, F32_2D, F32_2D, grid=(2**31, 1), error=qnb.QnbTypeError)
+    assert "below 2**31" in err.message and err.lineno == 2
+
+
+def test_keyword_argument_problems_name_the_parameters():
+    scope, filename = define("@qnb.kernel\ndef k(x, y):\n    pass\n")
+    k = scope["k"]
+    for call, message in (
+        (lambda: k(F32_2D, z=F32_2D), "has no parameter 'z'"),
+        (lambda: k(F32_2D, x=F32_2D), "'x' both by position and by name"),
+        (lambda: k[2](y=F32_2D), "is missing 'x'"),
+        (lambda: k.trace[1](F32_2D, w=1), "has no parameter 'w'"),
+    ):
+        with pytest.raises(qnb.QnbTypeError) as info:
+            call()
+        assert message in info.value.message and info.value.filename == filename
 
 
 def test_capture_of_array_is_refused_with_fix():
