@@ -56,9 +56,22 @@ def to_device(array, backend: str | None = None) -> DeviceArray:
     import numpy as np
 
     from qnb.backends import registry as _backends
+    from qnb.dtypes import as_dtype
 
+    data = np.ascontiguousarray(array) if np.ndim(array) else np.asarray(array)
+    try:
+        as_dtype(data.dtype)
+    except TypeError:
+        raise QnbTypeError(
+            f"qnb.to_device: dtype {data.dtype} is not one qnb supports "
+            "(f16, f32, f64, int32, bool); convert it with .astype first"
+        ) from None
+    if not 1 <= data.ndim <= 3:
+        raise QnbTypeError(
+            f"qnb.to_device: qnb kernels take 1-D, 2-D or 3-D arrays, not {data.ndim}-D"
+        )
     name = backend or _backends.current_name()
-    return _backends.require(name).to_device(np.ascontiguousarray(array))
+    return _backends.require(name).to_device(data)
 
 
 def __getattr__(name):

@@ -190,6 +190,11 @@ class Kernel:
 
     def __init__(self, fn, backend: str | None = None, options: Options | None = None):
         self._qnb_parsed = parsed = parse_function(fn)
+        if backend is not None:
+            try:
+                _backends.check_name(backend)
+            except QnbError as err:
+                raise err.with_location(*parsed.position(parsed.tree)) from None
         self._qnb_captures = Captures(parsed)
         self._fn = fn
         self._backend = backend

@@ -33,10 +33,16 @@ _state = _State()
 _default = ["auto"]
 
 
+def check_name(name) -> None:
+    """Raise BackendError unless ``name`` names a backend or is "auto"."""
+    if name != "auto" and name not in _REGISTRY:
+        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)} or 'auto'")
+
+
 def get(name: str) -> Backend:
     """The backend object named ``name`` (not "auto"); raises BackendError if unknown."""
     if name not in _REGISTRY:
-        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)} or 'auto'")
+        check_name(name)
     with _lock:
         if name not in _instances:
             module_name, class_name = _REGISTRY[name].split(":")

@@ -14,7 +14,7 @@ import inspect
 import textwrap
 from dataclasses import dataclass, field
 
-from qnb.errors import QnbSyntaxError
+from qnb.errors import QnbSyntaxError, QnbTypeError
 
 # Python builtins a kernel may call.
 KERNEL_BUILTINS = ("range", "min", "max", "abs", "float", "int", "bool", "len")
@@ -125,6 +125,18 @@ class ParsedFunction:
 def parse_function(fn) -> ParsedFunction:
     """Parse and check ``fn``; raise QnbSyntaxError on anything a kernel cannot do."""
     name = getattr(fn, "__name__", "?")
+    if not inspect.isfunction(fn):
+        raise QnbTypeError(
+            f"@qnb.kernel and @qnb.func decorate a Python function, not {type(fn).__name__}"
+        )
+    if name == "<lambda>":
+        code = fn.__code__
+        raise QnbSyntaxError(
+            "a kernel or func is written with def, not lambda",
+            code.co_filename,
+            code.co_firstlineno,
+            0,
+        )
     try:
         lines, start = inspect.getsourcelines(fn)
         filename = inspect.getsourcefile(fn) or inspect.getfile(fn)

@@ -34,6 +34,8 @@ def encode(array) -> dict:
     if a.size > MAX_ELEMENTS:
         raise ValueError(f"array of {a.size} elements is too large to show; show a slice")
     dtype_name = str(a.dtype)
+    if a.dtype.kind not in "biuf":  # complex, strings, objects: not numbers to draw
+        raise TypeError(f"can show arrays of numbers (bool, int, float), not {a.dtype}")
     if a.dtype.name not in _WIRE_DTYPES:
         a = a.astype(np.float64)
     wire = a.astype(a.dtype.newbyteorder("<"), copy=False) if a.dtype.byteorder == ">" else a

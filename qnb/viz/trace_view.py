@@ -64,6 +64,13 @@ class TraceView(QnbWidget):
     regions = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's reads/writes
 
     def __init__(self, trace, **kwargs):
+        from qnb.trace import Trace
+
+        if not isinstance(trace, Trace):
+            raise TypeError(
+                f"TraceView shows a qnb.Trace (from kernel.trace[grid](*args)), "
+                f"not {type(trace).__name__}"
+            )
         super().__init__(**kwargs)
         self.trace = trace
         with self.hold_sync():

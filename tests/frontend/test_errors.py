@@ -339,3 +339,29 @@ def test_func_arity_error_counts_in_words():
         scope["k"](np.zeros((16, 16), np.float32))
     assert "helper() takes 1 argument but 2 were given" in info.value.message
     assert info.value.lineno == 8
+
+
+def test_what_the_decorators_take():
+    with pytest.raises(qnb.QnbTypeError, match="decorate a Python function, not int"):
+        qnb.kernel(3)
+    with pytest.raises(qnb.QnbTypeError, match="not builtin_function_or_method"):
+        qnb.func(len)
+    with pytest.raises(qnb.QnbSyntaxError, match="with def, not lambda"):
+        qnb.kernel(lambda x: x)
+    with pytest.raises(qnb.BackendError, match="unknown backend 'nope'") as info:
+        define("@qnb.kernel(backend='nope')\ndef k(x):\n    pass\n")
+    assert info.value.lineno == 2
+
+
+@pytest.mark.parametrize(
+    ("array", "message"),
+    [
+        ("abc", "dtype <U3"),
+        (np.zeros(3, np.int64), "dtype int64"),
+        (np.zeros((1, 1, 1, 1), np.float32), "not 4-D"),
+        (np.float32(2), "not 0-D"),
+    ],
+)
+def test_to_device_refuses_what_no_kernel_takes(array, message):
+    with pytest.raises(qnb.QnbTypeError, match=message), qnb.backend("cpu"):
+        qnb.to_device(array)

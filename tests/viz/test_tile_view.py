@@ -73,6 +73,12 @@ def test_rejects_four_dimensions():
         TileView(np.zeros((2, 2, 2, 2)))
 
 
+@pytest.mark.parametrize("value", ["abc", np.zeros((2, 2), complex), np.array([[None]])])
+def test_rejects_what_is_not_numbers(value):
+    with pytest.raises(TypeError, match="arrays of numbers"):
+        TileView(value)
+
+
 def test_mimebundle_has_widget_html_and_png():
     view = TileView(np.arange(256, dtype=np.float32).reshape(16, 16), title="A")
     data, _ = view._repr_mimebundle_()

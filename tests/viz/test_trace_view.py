@@ -131,3 +131,9 @@ def test_real_trace_from_a_kernel():
             assert view.current_step.line.strip() == line.strip()
             seen.update((r["array"], r["kind"], r["r0"]) for r in view.regions)
     assert ("x", "read", 16) in seen and ("out", "write", 16) in seen
+
+
+@pytest.mark.parametrize("value", [None, "trace", np.zeros(3)])
+def test_needs_a_trace(value):
+    with pytest.raises(TypeError, match=r"kernel\.trace"):
+        TraceView(value)
