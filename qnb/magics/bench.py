@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import linecache
 import statistics
 import sys
 import time
@@ -74,6 +75,9 @@ def synchronize() -> None:
             cupy.cuda.runtime.deviceSynchronize()
 
 
+BENCH_FILENAME = "<qbench>"  # the timed expression's frames show under this name
+
+
 def bench(
     expr: str,
     namespace: dict,
@@ -82,7 +86,9 @@ def bench(
     nbytes: float | None = None,
     flops: float | None = None,
 ) -> BenchResult:
-    code = compile(expr, "<qbench>", "eval")
+    code = compile(expr, BENCH_FILENAME, "eval")
+    # A traceback through the expression shows its text (as it does for a cell's).
+    linecache.cache[BENCH_FILENAME] = (len(expr), None, [expr + "\n"], BENCH_FILENAME)
     events_before = len(qnb.cache.events())
 
     def once() -> float:

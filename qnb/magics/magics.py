@@ -22,7 +22,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 import qnb
-from qnb.magics.bench import bench
+from qnb.magics.bench import BENCH_FILENAME, bench
 from qnb.magics.display import GeneratedSource, show_error
 from qnb.viz.events import event_detail, status_line
 
@@ -246,6 +246,11 @@ class QnbMagics(Magics):
             )
         except qnb.QnbError as err:
             raise show_error(err) from None
+        except SyntaxError as exc:
+            raise UsageError(f"%qbench cannot parse {expr.strip()!r}: {exc.msg}") from None
+        except Exception as exc:
+            _from_frame_of(exc, BENCH_FILENAME, self.shell)
+            raise
         print(result)
         return result if args.output else None
 
@@ -258,15 +263,21 @@ def _run(code, namespace, filename, shell):
     except qnb.QnbError:
         raise
     except Exception as exc:
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != filename:
-            tb = tb.tb_next
-        if tb is not None:
-            with contextlib.suppress(AttributeError):
-                exc._render_traceback_ = functools.partial(
-                    shell.InteractiveTB.structured_traceback, type(exc), exc, tb
-                )
+        _from_frame_of(exc, filename, shell)
         raise
+
+
+def _from_frame_of(exc: BaseException, filename: str, shell) -> None:
+    """Make IPython show ``exc``'s traceback from the first frame of ``filename`` (the
+    user's cell or expression), without the frames of qnb's magics above it."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    if tb is not None:
+        with contextlib.suppress(AttributeError):
+            exc._render_traceback_ = functools.partial(
+                shell.InteractiveTB.structured_traceback, type(exc), exc, tb
+            )
 
 
 @contextlib.contextmanager

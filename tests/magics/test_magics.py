@@ -216,3 +216,16 @@ def mm(a: qnb.Array[qnb.f32, 2], b: qnb.Array[qnb.f32, 2], c: qnb.Array[qnb.f32,
     assert result.flops == 2 * 16 * 16 * 32
     assert "GFLOP/s" in captured.stdout
     np.testing.assert_array_equal(ip.user_ns["c"], np.full((16, 16), 32.0))
+
+
+def test_qbench_shows_the_users_own_mistakes_only(ip):
+    with capture_output() as captured:
+        ip.run_cell("%qbench 1 +")
+    assert "cannot parse '1 +'" in captured.stdout + captured.stderr
+    assert "bench.py" not in captured.stdout + captured.stderr
+    with capture_output() as captured:
+        result = ip.run_cell("%qbench undefined_launch(1)")
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", captured.stdout)  # without the colours
+    assert isinstance(result.error_in_exec, NameError)
+    assert "undefined_launch(1)" in shown  # the expression's own line
+    assert "magics.py" not in shown and "bench.py" not in shown
