@@ -735,3 +735,36 @@ def test_another_backends_device_array_is_refused_at_its_parameter(backend_name)
     assert err.filename == filename and err.lineno == 3, err
     shown, caret = str(err).splitlines()[2:4]
     assert caret.index("^") == shown.index("src"), str(err)  # the caret is at src
+
+
+def test_a_dimension_past_i32_is_refused_before_anything_is_copied(backend_name, tmp_path):
+    # A sparse file: 2**31 f16 elements of address space and no memory; the launch must
+    # refuse the shape before it reads (or copies) any of it.
+    scope, filename = define("""
+        @qnb.kernel
+        def head(x, out):
+            Vec16.load(x, 0).store(out, 0)
+        """)
+    path = tmp_path / "huge.f16"
+    with open(path, "wb") as f:
+        f.truncate(2**32)
+    huge = np.memmap(path, np.float16, mode="r", shape=(2**31,))
+    with (
+        qnb.backend(backend_name),
+        pytest.raises(qnb.QnbTypeError, match="below 2\\*\\*31") as info,
+    ):
+        scope["head"](huge, np.zeros(16, np.float16))
+    assert info.value.filename == filename and info.value.lineno == 3
+
+
+def test_cuda_flat_offsets_are_64_bit():
+    scope, _ = define("""
+        @qnb.kernel
+        def k(x: qnb.Array[qnb.f32, 3], out: qnb.Array[qnb.f32, 2]):
+            b = qnb.program_id(0)
+            Tile16.load(x[b], 0, 0).store(out, 0, 0)
+            out[1, 2] = x[b, 3, 4]
+        """)
+    cuda, wgsl = scope["k"].source("cuda"), scope["k"].source("wgsl")
+    assert cuda.count("(long long)") >= 4  # the slab, row and element offsets
+    assert "long" not in wgsl  # WGSL indexes in i32: a storage binding is far smaller

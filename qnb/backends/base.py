@@ -28,6 +28,18 @@ def argument_error(cls: type[QnbError], param: str, message: str) -> QnbError:
     return err
 
 
+def check_dims(name: str, shape) -> None:
+    """Every dimension must be an i32: kernels index, and read ``x.shape``, in i32."""
+    for n in shape:
+        if n >= 2**31:
+            raise argument_error(
+                QnbTypeError,
+                name,
+                f"array {name!r} has a dimension of {n}; kernels index with i32, so each "
+                "dimension must be below 2**31 (reshape it, e.g. to 2-D)",
+            )
+
+
 def require_writable(name: str, array) -> None:
     """Refuse, before anything runs, a read-only NumPy array that the kernel stores to
     (a broadcast view, an ``np.frombuffer`` of bytes, ``flags.writeable = False``)."""

@@ -24,6 +24,7 @@ from qnb.backends.base import (
     DeviceArray,
     Options,
     argument_error,
+    check_dims,
     require_writable,
 )
 from qnb.dtypes import i32
@@ -129,6 +130,7 @@ def _bind(kernel, args):
                     f"the cpu backend takes NumPy arrays; {param.name!r} is a "
                     f"{type(value).__name__} (use .numpy() or qnb.to_device on cpu)",
                 )
+            check_dims(param.name, host.shape)
             arrays[param.name] = (_as_3d(host), host.shape)
         else:
             scalars[param.name] = np.array([value], dtype=param.type.dtype.numpy)

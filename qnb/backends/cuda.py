@@ -36,6 +36,7 @@ from qnb.backends.base import (
     Launcher,
     Options,
     argument_error,
+    check_dims,
     require_writable,
 )
 from qnb.errors import BackendError, CompileError, QnbTypeError
@@ -272,6 +273,7 @@ def _launch_arguments(plan: list[tuple], args: list, cupy):
             values.append(step[2](value))
             continue
         _, name, dtype, ndim, stored = step
+        check_dims(name, getattr(value, "shape", ()))
         if isinstance(value, cupy.ndarray):
             device = value
         elif isinstance(value, CudaDeviceArray):

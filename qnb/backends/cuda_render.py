@@ -219,6 +219,9 @@ class CudaRenderer(GpuRenderer):
 
     # ---- literals and conversions
 
+    def wide(self, value: str) -> str:
+        return f"(long long)({value})"
+
     def literal(self, value, dtype: DType) -> str:
         if dtype is bool_:
             return "true" if value else "false"

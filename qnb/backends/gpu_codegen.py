@@ -175,6 +175,12 @@ class GpuRenderer:
     def array_element(self, binding: str, index: str) -> str:
         return f"{binding}[{index}]"
 
+    def wide(self, value: str) -> str:
+        """An i32 index term as the type flat array offsets are computed in. WGSL keeps
+        i32 (a storage binding is far below 2**31 elements); CUDA widens to 64 bits, since
+        an array on a large GPU may hold more than 2**31 elements."""
+        return value
+
     def array_read(self, binding: str, index: str, dtype: DType) -> str:
         """An array element as a value of ``dtype`` (bool arrays may be stored as words)."""
         return self.array_element(binding, index)
@@ -472,7 +478,7 @@ class GpuRenderer:
             return ("0", "true"), dims
         batch = self.let(i32, self.expr(view.batch))
         slab = " * ".join(dims[1:]) or "1"
-        return (f"{batch} * {slab}", f"{batch} >= 0 && {batch} < {dims[0]}"), dims[1:]
+        return (f"{self.wide(batch)} * {slab}", f"{batch} >= 0 && {batch} < {dims[0]}"), dims[1:]
 
     def window(self, view, r0, r1, c0, c1):
         """(flat index, in-window condition) of this thread's element of a tile window."""
@@ -484,13 +490,13 @@ class GpuRenderer:
             f"{batch_ok} && {row} >= 0 && {col} >= 0 && {row} < min({r1}, {rows}) "
             f"&& {col} < min({c1}, {cols})",
         )
-        return f"{offset} + {row} * {cols} + {col}", ok
+        return f"{offset} + {self.wide(row)} * {cols} + {col}", ok
 
     def element(self, view, indices):
         (offset, batch_ok), dims = self.view_base(view)
         values = [self.let(i32, self.expr(e)) for e in indices]
         ok = " && ".join([batch_ok] + [f"{v} >= 0 && {v} < {d}" for v, d in zip(values, dims)])
-        flat = values[0]
+        flat = self.wide(values[0])
         for v, d in zip(values[1:], dims[1:]):
             flat = f"({flat}) * {d} + {v}"
         return f"{offset} + {flat}", ok
@@ -649,7 +655,7 @@ class GpuRenderer:
         else:
             col = self.let(i32, self.expr(node.col))
             ok += f" && {col} >= 0 && {col} < {dims[1]}"
-            index = f"{base[0]} + {pos} * {dims[1]} + {col}"
+            index = f"{base[0]} + {self.wide(pos)} * {dims[1]} + {col}"
         result = self.var(dtype, self.literal(0, dtype))
         value = self.array_read(self.binding(node.view.param), index, dtype)
         self.emit(f"if ({ok}) {{ {result} = {value}; }}")

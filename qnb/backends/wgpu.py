@@ -25,6 +25,7 @@ from qnb.backends.base import (
     DeviceArray,
     Options,
     argument_error,
+    check_dims,
     require_writable,
 )
 from qnb.backends.wgsl import WgslRenderer
@@ -374,6 +375,8 @@ class _Launcher:
                 self.word_floats[slot] = args[pos]
             else:
                 words[slot] = args[pos]
+        for pos, spec in self.array_args:
+            check_dims(spec["name"], getattr(args[pos], "shape", ()))
         for slot, pos, axis in self.dim_words:
             words[slot] = args[pos].shape[axis]
         buffers, write_back, copied = [], [], {}

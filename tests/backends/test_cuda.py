@@ -120,3 +120,35 @@ def test_many_programs_and_an_empty_grid(cuda):
     launcher = cuda.load(cuda.compile(case.kernel, Options()))
     launcher((0, 1, 1), [inputs[p.name] for p in case.kernel.params])  # no programs: no-op
     np.testing.assert_array_equal(inputs["out"], case.inputs["out"])
+
+
+@pytest.mark.gpu
+def test_arrays_of_more_than_2_31_elements(cuda):
+    # Flat offsets are 64-bit in the CUDA code (each index and dimension is still i32):
+    # the last rows of a 4 GiB f16 array are read and written where they are.
+    import cupy
+
+    import qnb
+    from tests.helpers import define
+
+    scope, _ = define("""
+        @qnb.kernel
+        def tail(x: qnb.Array[qnb.f16, 2], out: qnb.Array[qnb.f16, 2]):
+            last = x.shape[0] - 16
+            t = Tile16.load(x, last, 0)
+            t.store(out, 0, 0)
+            (t * 2.0).store(x, last, 0)
+            out[0, 0] = x[x.shape[0] - 1, 15]
+        """)
+    rows = 2**27 + 16  # × 16 columns: 2**31 + 256 elements
+    x = cupy.zeros((rows, 16), cupy.float16)
+    block = (cupy.arange(256, dtype=cupy.float32) / 8).astype(cupy.float16).reshape(16, 16)
+    x[-16:] = block
+    out = cupy.full((16, 16), cupy.nan, cupy.float16)
+    with qnb.backend("cuda"):
+        scope["tail"](x, out)
+    want = block.get().copy()
+    want[0, 0] = 2 * want[15, 15]  # the element store reads the doubled tile back
+    np.testing.assert_array_equal(out.get(), want)
+    np.testing.assert_array_equal(x[-16:].get(), 2 * block.get())
+    assert not bool(x[:-16].any())  # nothing else was written

@@ -39,6 +39,7 @@ from qnb.backends.base import (
     Launcher,
     Options,
     argument_error,
+    check_dims,
     require_writable,
 )
 from qnb.backends.cuda import _argument_plan
@@ -239,6 +240,7 @@ class CudaHostBackend(Backend):
                         f"parameter {name!r}: expected a {ndim}-D {dtype} array, got "
                         f"{host.ndim}-D {host.dtype}"
                     )
+                check_dims(name, host.shape)
                 if stored:
                     require_writable(name, host)
                 buffer = _Guarded(name, host)
