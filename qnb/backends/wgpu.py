@@ -58,7 +58,13 @@ class _Device:
         # shader-f16 is requested where the adapter has it, so one device serves
         # every kernel (and every DeviceArray) of the process.
         features = ["shader-f16"] if self.has_f16 else []
-        self.device = self.adapter.request_device_sync(required_features=features)
+        # A device gets WebGPU's default limits unless it asks: ask for the largest
+        # arrays the adapter can bind (the default is 128 MiB per storage binding).
+        limits = {k: self.adapter.limits[k] for k in _SIZE_LIMITS if k in self.adapter.limits}
+        self.device = self.adapter.request_device_sync(
+            required_features=features, required_limits=limits
+        )
+        self.max_binding = int(self.device.limits["max-storage-buffer-binding-size"])
         self.queue = self.device.queue
         self.modules: dict[str, object] = {}
         self.pipelines: dict[str, tuple] = {}
@@ -109,6 +115,23 @@ class WgpuDeviceArray(DeviceArray):
         data = dev.queue.read_buffer(self.buffer, 0, _padded(count * np.dtype(storage).itemsize))
         flat = np.frombuffer(data, dtype=storage, count=count)
         return (flat != 0 if self.dtype == np.bool_ else flat.copy()).reshape(self.shape)
+
+
+_SIZE_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size")
+
+
+def _check_fits(dev: _Device, array: np.ndarray, name: str | None = None) -> None:
+    """Refuse an array larger than one storage binding of this device, by name."""
+    nbytes = array.size * (4 if array.dtype == np.bool_ else array.itemsize)
+    if nbytes <= dev.max_binding:
+        return
+    what = f"array {name!r}" if name else "this array"
+    message = (
+        f"{what} is {nbytes / 2**20:.0f} MiB, but this wgpu device binds at most "
+        f"{dev.max_binding / 2**20:.0f} MiB per array (its adapter's limit); split "
+        "the work into smaller arrays, or use the cpu or cuda backend"
+    )
+    raise argument_error(BackendError, name, message) if name else BackendError(message)
 
 
 def _storage_bytes(array: np.ndarray) -> np.ndarray:
@@ -215,6 +238,7 @@ class WgpuBackend(Backend):
         dev = self._dev()
         if dtype.name == "f16" and not dev.has_f16:
             raise QnbTypeError("this adapter has no shader-f16; convert to float32")
+        _check_fits(dev, array)
         words = _storage_bytes(array)
         buffer = _new_buffer(dev, words.nbytes)
         if words.nbytes:
@@ -421,6 +445,7 @@ class _Launcher:
             value[...] = result != 0 if value.dtype == np.bool_ else result
 
     def _copy_in(self, spec, value: np.ndarray, write_back: list):
+        _check_fits(self.dev, value, spec["name"])
         data = _storage_bytes(value)
         buffer = self.staging.get(spec["binding"])
         if buffer is None or buffer.size < _padded(data.nbytes):

@@ -326,3 +326,28 @@ def test_operands_that_use_scratch_do_not_clobber_each_other(backend):
     a, b = inputs["a"], inputs["b"]
     got = launch(backend, kernel, inputs)["out"]
     np.testing.assert_allclose(got, a.T @ b.T + a.T, rtol=1e-5, atol=1e-5)
+
+
+def test_an_array_larger_than_one_binding_is_refused_by_name(backend):
+    import qnb
+    from tests.helpers import define
+
+    dev = backend._dev()
+    if dev.max_binding > 2**29:
+        pytest.skip(f"this adapter binds {dev.max_binding} bytes; the test would need as much")
+    scope, filename = define("""
+        @qnb.kernel
+        def head(x, out):
+            Vec16.load(x, 0).store(out, 0)
+        """)
+    big = np.zeros(dev.max_binding // 4 + 16, np.float32)  # 64 bytes over the limit
+    with qnb.backend("wgpu"):
+        with pytest.raises(BackendError, match="binds at most") as info:
+            scope["head"](big, np.zeros(16, np.float32))
+        assert "'x'" in info.value.message
+        assert info.value.filename == filename and info.value.lineno == 3
+        with pytest.raises(BackendError, match="this array is"):
+            qnb.to_device(big)
+        head = big[: dev.max_binding // 4]  # exactly the limit: fine
+        out = np.zeros(16, np.float32)
+        scope["head"](head, out)
