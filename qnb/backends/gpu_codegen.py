@@ -56,6 +56,7 @@ class Layout:
     uniform_binding: int = 0
     words: int = 0
     kinds: list[str] = field(default_factory=list)  # "array" / "scalar" per parameter, in order
+    grid_slot: int = -1  # first of 3 words holding the launch grid, where the target needs it
 
     def as_json(self) -> dict:
         return {
@@ -65,6 +66,7 @@ class Layout:
             "uniform_binding": self.uniform_binding,
             "words": self.words,
             "kinds": self.kinds,
+            "grid_slot": self.grid_slot,
         }
 
 

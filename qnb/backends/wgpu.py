@@ -134,6 +134,22 @@ def _check_fits(dev: _Device, array: np.ndarray, name: str | None = None) -> Non
     raise argument_error(BackendError, name, message) if name else BackendError(message)
 
 
+def _dispatch(grid) -> tuple[int, int, int]:
+    """The workgroups to dispatch for a launch grid: the grid itself when each axis fits
+    a dispatch, else its programs folded onto x and y (the kernel recovers each program's
+    id from the grid in its parameters, and workgroups past the last program return)."""
+    if max(grid) <= MAX_WORKGROUPS:
+        return tuple(grid)
+    total = grid[0] * grid[1] * grid[2]
+    if total > MAX_WORKGROUPS * MAX_WORKGROUPS:
+        raise BackendError(
+            f"wgpu runs at most {MAX_WORKGROUPS}² programs in one launch; grid {tuple(grid)} "
+            f"has {total}"
+        )
+    rows = -(-total // MAX_WORKGROUPS)
+    return (-(-total // rows), rows, 1)
+
+
 def _storage_bytes(array: np.ndarray) -> np.ndarray:
     """The array as its device words (contiguous; bool as u32)."""
     if array.dtype == np.bool_:
@@ -373,6 +389,7 @@ class _Launcher:
         ]
         self.words = np.zeros(max(4, (layout["words"] + 3) // 4 * 4), np.int32)
         self.word_floats = self.words.view(np.float32)
+        self.grid_words = self.words.view(np.uint32)[layout["grid_slot"] :][:3]
         self.written = None  # the words the uniform buffer holds now
         usage = dev.wgpu.BufferUsage
         self.uniform = dev.device.create_buffer(
@@ -384,10 +401,7 @@ class _Launcher:
     def __call__(self, grid, args) -> None:
         if len(grid) != 3:
             grid = tuple(grid) + (1,) * (3 - len(grid))
-        if grid[0] > MAX_WORKGROUPS or grid[1] > MAX_WORKGROUPS or grid[2] > MAX_WORKGROUPS:
-            raise BackendError(
-                f"wgpu dispatches at most {MAX_WORKGROUPS} programs per axis; grid {tuple(grid)}"
-            )
+        dispatch = _dispatch(grid)
         if len(args) != self.param_count:
             raise QnbTypeError(
                 f"kernel {self.name!r} takes {self.param_count} arguments, got {len(args)}"
@@ -403,6 +417,7 @@ class _Launcher:
             check_dims(spec["name"], getattr(args[pos], "shape", ()))
         for slot, pos, axis in self.dim_words:
             words[slot] = args[pos].shape[axis]
+        self.grid_words[:] = grid
         buffers, write_back, copied = [], [], {}
         for pos, spec in self.array_args:
             value = args[pos]
@@ -436,7 +451,7 @@ class _Launcher:
         compute = encoder.begin_compute_pass()
         compute.set_pipeline(self.pipeline)
         compute.set_bind_group(0, self._bind_group(buffers))
-        compute.dispatch_workgroups(grid[0], grid[1], grid[2])
+        compute.dispatch_workgroups(*dispatch)
         compute.end()
         dev.queue.submit([encoder.finish()])
         for value, buffer, data in write_back:

@@ -89,8 +89,17 @@ class WgslRenderer(GpuRenderer):
         return f"{self.array_element(binding, index)} = {value};"
 
     def program_id(self, which: str, axis: int) -> str:
-        source = "q_wid" if which == "id" else "q_nwg"
-        return f"i32({source}.{'xyz'[axis]})"
+        if which == "id":
+            return f"i32(q_pid.{'xyz'[axis]})"
+        return f"i32(prm.q_grid_{'xyz'[axis]})"
+
+    def _layout(self, kernel: KernelIR) -> Layout:
+        # The launch grid travels in the parameters: a dispatch has at most 65535
+        # workgroups per axis, so the launcher may fold a larger grid (see entry_open).
+        layout = super()._layout(kernel)
+        layout.grid_slot = layout.words
+        layout.words += 3
+        return layout
 
     def uniform_load(self, slot: str, target: str) -> list[str]:
         # workgroupUniformLoad is a barrier whose result the uniformity analysis
@@ -181,8 +190,7 @@ class WgslRenderer(GpuRenderer):
             lines.append(f"  {self.param_field(scalar['name'])}: {spelled},")
         for dim in layout.dims:
             lines.append(f"  {self.dim_field(dim['name'], dim['axis'])}: i32,")
-        if not layout.words:
-            lines.append("  q_unused: i32,")
+        lines += [f"  q_grid_{axis}: u32," for axis in "xyz"]
         lines.append("}")
         lines.append("")
         for array in layout.arrays:
@@ -210,6 +218,12 @@ class WgslRenderer(GpuRenderer):
             "fn main(@builtin(local_invocation_index) q_lid: u32,",
             "        @builtin(workgroup_id) q_wid: vec3<u32>,",
             "        @builtin(num_workgroups) q_nwg: vec3<u32>) {",
+            "  // program ids from the workgroup's place in the dispatch, which is the grid",
+            "  // itself or, past 65535 programs on an axis, the grid folded onto x and y",
+            "  let q_lin: u32 = q_wid.x + q_nwg.x * (q_wid.y + q_nwg.y * q_wid.z);",
+            "  if (q_lin >= prm.q_grid_x * prm.q_grid_y * prm.q_grid_z) { return; }",
+            "  let q_pid = vec3<u32>(q_lin % prm.q_grid_x, (q_lin / prm.q_grid_x) % prm.q_grid_y,",
+            "                        q_lin / (prm.q_grid_x * prm.q_grid_y));",
             "  let q_ti: i32 = i32(q_lid / 16u);",
             "  let q_tj: i32 = i32(q_lid % 16u);",
         ]
