@@ -93,7 +93,8 @@ KERNELS = textwrap.dedent("""
 
 
 # Hand-written CUDA for the layout probes (see the module docstring). Same parameters,
-# in the same ABI, as the qnb kernels of the same algorithm; 8 warps (programs) per block.
+# in the same ABI (the launch grid's three ints last), as the qnb kernels of the same
+# algorithm; 8 warps (programs) per block.
 PROBES = textwrap.dedent("""
     #include <cuda_fp16.h>
     #include <mma.h>
@@ -129,13 +130,13 @@ PROBES = textwrap.dedent("""
 
     extern "C" __global__ void __launch_bounds__(256)
     probe_warp_tile(const __half* a, int a0, int a1, const __half* b, int b0, int b1,
-                    float* c, int c0, int c1) {
+                    float* c, int c0, int c1, int, int, int) {
       warp_matmul<1>(a, a0, a1, b, b1, c);
     }
 
     extern "C" __global__ void __launch_bounds__(256)
     probe_warp_block(const __half* a, int a0, int a1, const __half* b, int b0, int b1,
-                     float* c, int c0, int c1) {
+                     float* c, int c0, int c1, int, int, int) {
       warp_matmul<2>(a, a0, a1, b, b1, c);
     }
 """)
@@ -230,7 +231,8 @@ def matmul(ns, n=4096):
         function = module.get_function(name)
         blocks = (probe_blocks(name, n, n),)
         dims = (np.int32(n), np.int32(n))
-        args = (a, *dims, b, *dims, c, *dims)  # qnb's ABI: each array, then its shape
+        # qnb's ABI: each array, then its shape; then the launch grid (unused here)
+        args = (a, *dims, b, *dims, c, *dims, *(np.int32(g) for g in (*blocks, 1, 1)))
         function(blocks, (256,), args)
         cupy.cuda.Device().synchronize()
         error = float(cupy.linalg.norm(c - reference) / cupy.linalg.norm(reference))
@@ -310,7 +312,8 @@ def launch_overhead(ns, launches=2000):
     options = ("-std=c++17", *(f"-I{d}" for d in cuda_backend.include_dirs()))
     raw = cupy.RawKernel(source, "qnb_add_one", options=options)
     rows16 = np.int32(16)
-    raw((1,), (256,), (x, rows16, rows16))
+    grid = (np.int32(1),) * 3  # every qnb kernel's last parameters: the launch grid
+    raw((1,), (256,), (x, rows16, rows16, *grid))
 
     def per_launch(fn):
         cupy.cuda.Device().synchronize()
@@ -324,7 +327,7 @@ def launch_overhead(ns, launches=2000):
         return min(best)
 
     ours = per_launch(lambda: kernel(x))
-    theirs = per_launch(lambda: raw((1,), (256,), (x, rows16, rows16)))
+    theirs = per_launch(lambda: raw((1,), (256,), (x, rows16, rows16, *grid)))
     expected = 2 + 2 * 5 * launches  # every launch added 1 to each element
     assert float(x[0, 0]) == expected, (float(x[0, 0]), expected)
     _table(

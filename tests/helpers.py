@@ -34,3 +34,28 @@ def skip_unless_dtype_runs(backend: str, dtype) -> None:
 
     if not get("wgpu")._dev().has_f16:
         pytest.skip("this adapter has no shader-f16")
+
+
+def check_program_ids(backend: str, grid) -> None:
+    """Launch a kernel on ``grid`` in which every program writes its ids and the grid's
+    sizes to its own row; check every row (each program ran once, and knew who it was)."""
+    scope, _ = define("""
+        @qnb.kernel
+        def ids(out):
+            x, y, z = qnb.program_id(0), qnb.program_id(1), qnb.program_id(2)
+            n = x + qnb.num_programs(0) * (y + qnb.num_programs(1) * z)
+            out[n, 0] = x
+            out[n, 1] = y
+            out[n, 2] = z
+            out[n, 3] = qnb.num_programs(0) * 10000 + qnb.num_programs(1) * 100 + qnb.num_programs(2)
+        """)
+    full = tuple(grid) + (1,) * (3 - len(grid))
+    total = full[0] * full[1] * full[2]
+    out = np.full((total, 4), -1, np.int32)
+    with qnb.backend(backend):
+        scope["ids"][grid](out)
+    z, y, x = np.unravel_index(np.arange(total), full[::-1])
+    np.testing.assert_array_equal(out[:, 0], x)
+    np.testing.assert_array_equal(out[:, 1], y)
+    np.testing.assert_array_equal(out[:, 2], z)
+    assert (out[:, 3] == full[0] * 10000 + full[1] * 100 + full[2]).all()

@@ -768,3 +768,20 @@ def test_cuda_flat_offsets_are_64_bit():
     cuda, wgsl = scope["k"].source("cuda"), scope["k"].source("wgsl")
     assert cuda.count("(long long)") >= 4  # the slab, row and element offsets
     assert "long" not in wgsl  # WGSL indexes in i32: a storage binding is far smaller
+
+
+@pytest.mark.parametrize("grid", [(3, 5, 2), (7,), (2, 9)])
+def test_cuda_folds_a_grid_past_its_y_and_z_limits_on_cuda_host(monkeypatch, grid):
+    # CUDA launches at most 65535 blocks on y and z; past that qnb launches the programs
+    # in a row on x and the kernel recovers their ids. Run here on cuda-host with the
+    # limits lowered to 4, so that small grids take the folded path.
+    from qnb.backends import cuda
+    from tests.conftest import require_backend
+    from tests.helpers import check_program_ids
+
+    require_backend("cuda-host")
+    monkeypatch.setattr(cuda, "_MAX_GRID", (2**31 - 1, 4, 4))
+    check_program_ids("cuda-host", grid)
+    monkeypatch.setattr(cuda, "_MAX_GRID", (8, 4, 4))
+    with pytest.raises(qnb.BackendError, match="at most 8"):
+        check_program_ids("cuda-host", (3, 5))

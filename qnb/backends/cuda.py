@@ -243,6 +243,21 @@ class CudaDeviceArray(DeviceArray):
         return self.data.get()
 
 
+def dispatch(grid: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The blocks to launch for a grid of programs: the grid itself within CUDA's limits,
+    else (past 65535 programs on y or z) all its programs in a row on x; the kernel
+    recovers each program's ids from the grid it is passed."""
+    if all(g <= limit for g, limit in zip(grid, _MAX_GRID)):
+        return grid
+    total = grid[0] * grid[1] * grid[2]
+    if total > _MAX_GRID[0]:
+        raise BackendError(
+            f"grid {grid} has {total} programs; CUDA launches at most {_MAX_GRID[0]} "
+            f"(and {_MAX_GRID[1]} on y and z unless the whole grid fits on x)"
+        )
+    return (total, 1, 1)
+
+
 def _argument_plan(abi: list[dict]) -> list[tuple]:
     """Per parameter, what a launch needs, worked out once per loaded kernel:
     ("array", name, NumPy dtype, ndim, stored) or ("scalar", name, NumPy scalar type)."""
@@ -397,12 +412,12 @@ class CudaBackend(Backend):
 
         def launch(grid: tuple[int, int, int], args: list) -> None:
             grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-            if any(g > limit for g, limit in zip(grid, _MAX_GRID)):
-                raise BackendError(f"grid {grid} exceeds CUDA's limits {_MAX_GRID}")
+            blocks = dispatch(grid)
             values, write_back = _launch_arguments(plan, args, cupy)
+            values += [np.int32(g) for g in grid]  # the kernel's q_grid_x/y/z
             if min(grid) > 0:
                 try:
-                    kernel(grid, block, values)
+                    kernel(blocks, block, values)
                 except cupy.cuda.driver.CUDADriverError as exc:
                     raise BackendError(f"CUDA launch failed: {exc}") from None
             for host, device in write_back:

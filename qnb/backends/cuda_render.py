@@ -9,7 +9,10 @@ waits).
 
 Kernel ABI (see ``abi``): in ``KernelIR.params`` order, an array is a pointer (``const``
 unless the kernel stores to it) followed by one ``int`` per dimension; a scalar is passed
-by value as ``int`` (i32, bool), ``float`` (f32, f16) or ``double`` (f64).
+by value as ``int`` (i32, bool), ``float`` (f32, f16) or ``double`` (f64). Three ``int``s
+end every signature: the launch grid, from which a kernel launched folded onto x (a grid
+past CUDA's 65535 on y or z, see ``cuda.dispatch``) recovers its program ids. Flat array
+offsets are computed in 64 bits.
 
 Every generated line that comes from the kernel is preceded (when its source line changes)
 by ``#line N "qnb-kernel"`` (``"qnb-unitK"`` for the K-th inlined ``@qnb.func``), N being
@@ -283,8 +286,7 @@ class CudaRenderer(GpuRenderer):
         return field_name
 
     def program_id(self, which: str, axis: int) -> str:
-        base = "blockIdx" if which == "id" else "gridDim"
-        return f"((int){base}.{'xyz'[axis]})"
+        return f"q_{'pid' if which == 'id' else 'grid'}_{'xyz'[axis]}"
 
     def open_loop(self, increment: str | None) -> None:
         # C's for-loop runs its third clause on ``continue``: exactly the walker's contract.
@@ -371,11 +373,21 @@ class CudaRenderer(GpuRenderer):
                     f"  const {self.type_name(dtype)} {name} = "
                     f"{self.cast(name + '_arg', f32 if ctype == 'float' else i32, dtype)};"
                 )
+        params += [f"int q_grid_{axis}" for axis in "xyz"]  # the launch grid (module docstring)
         signature = ", ".join(params)
         return [
             f'extern "C" __global__ void __launch_bounds__({THREADS}) {self.entry}({signature}) {{',
             "  const unsigned int q_lid = threadIdx.x;",
             "  const int q_ti = (int)(q_lid >> 4), q_tj = (int)(q_lid & 15u);",
+            "  // The block's program: its place in the grid, or, where the grid was launched",
+            "  // folded onto x (past 65535 programs on y or z), its place in that order.",
+            "  int q_pid_x = (int)blockIdx.x, q_pid_y = (int)blockIdx.y, q_pid_z = (int)blockIdx.z;",
+            "  if (gridDim.x != (unsigned int)q_grid_x) {",
+            "    const unsigned int q_gx = (unsigned int)q_grid_x, q_gy = (unsigned int)q_grid_y;",
+            "    q_pid_x = (int)(blockIdx.x % q_gx);",
+            "    q_pid_y = (int)(blockIdx.x / q_gx % q_gy);",
+            "    q_pid_z = (int)(blockIdx.x / (q_gx * q_gy));",
+            "  }",
             *unpack,
         ]
 

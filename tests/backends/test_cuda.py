@@ -152,3 +152,11 @@ def test_arrays_of_more_than_2_31_elements(cuda):
     np.testing.assert_array_equal(out.get(), want)
     np.testing.assert_array_equal(x[-16:].get(), 2 * block.get())
     assert not bool(x[:-16].any())  # nothing else was written
+
+
+@pytest.mark.gpu
+def test_grids_past_65535_on_y_and_z(cuda):
+    from tests.helpers import check_program_ids
+
+    check_program_ids("cuda", (2, 70000))
+    check_program_ids("cuda", (3, 2, 70000))

@@ -299,29 +299,9 @@ def test_bool_arrays_and_pipeline_reuse(backend):
 def test_grids_past_a_dispatch_axis_are_folded(backend, grid):
     # A dispatch has at most 65535 workgroups per axis; qnb folds a larger grid onto x and
     # y and every program still sees its own ids and the grid's sizes.
-    import qnb
-    from tests.helpers import define
+    from tests.helpers import check_program_ids
 
-    scope, _ = define("""
-        @qnb.kernel
-        def ids(out):
-            x, y, z = qnb.program_id(0), qnb.program_id(1), qnb.program_id(2)
-            n = x + qnb.num_programs(0) * (y + qnb.num_programs(1) * z)
-            out[n, 0] = x
-            out[n, 1] = y
-            out[n, 2] = z
-            out[n, 3] = qnb.num_programs(0) * 10000 + qnb.num_programs(1) * 100 + qnb.num_programs(2)
-        """)
-    full = tuple(grid) + (1,) * (3 - len(grid))
-    total = full[0] * full[1] * full[2]
-    out = np.full((total, 4), -1, np.int32)
-    with qnb.backend("wgpu"):
-        scope["ids"][grid](out)
-    z, y, x = np.unravel_index(np.arange(total), full[::-1])
-    np.testing.assert_array_equal(out[:, 0], x)
-    np.testing.assert_array_equal(out[:, 1], y)
-    np.testing.assert_array_equal(out[:, 2], z)
-    assert (out[:, 3] == full[0] * 10000 + full[1] * 100 + full[2]).all()
+    check_program_ids("wgpu", grid)
 
 
 def test_grid_limits(backend):

@@ -42,7 +42,7 @@ from qnb.backends.base import (
     check_dims,
     require_writable,
 )
-from qnb.backends.cuda import _argument_plan
+from qnb.backends.cuda import _argument_plan, dispatch
 from qnb.backends.cuda_render import SCALAR_ABI, THREADS, CudaRenderer, render_cuda
 from qnb.dtypes import as_dtype
 from qnb.errors import BackendError, QnbTypeError
@@ -103,7 +103,8 @@ def _precompiled_shim() -> pathlib.Path:
 
 
 def _c_param_types(abi: list[dict]) -> list[str]:
-    """The C type of each kernel parameter, in signature order (the cuda ABI)."""
+    """The C type of each kernel parameter, in signature order (the cuda ABI), without
+    the launch grid's three ints, which end every signature."""
     types = []
     for entry in abi:
         if entry["kind"] == "array":
@@ -115,11 +116,15 @@ def _c_param_types(abi: list[dict]) -> list[str]:
 
 
 def _host_entry(entry: str, abi: list[dict]) -> str:
-    """``qnb_host_entry(grid, args)``: runs the kernel on every thread of every block."""
-    call = ", ".join(f"*({t}*)args[{k}]" for k, t in enumerate(_c_param_types(abi)))
+    """``qnb_host_entry(blocks, grid, args)``: runs the kernel on every thread of every
+    block of ``blocks``, passing it the launch ``grid`` (which the cuda backend's
+    ``dispatch`` may have folded into ``blocks``)."""
+    call = [f"*({t}*)args[{k}]" for k, t in enumerate(_c_param_types(abi))]
+    call += [f"(int)grid[{axis}]" for axis in range(3)]
     return (
-        '\nextern "C" long qnb_host_entry(const unsigned int* grid, void** args) {\n'
-        f"  return qnb_host::launch(grid, {THREADS}, [&] {{ {entry}({call}); }});\n"
+        '\nextern "C" long qnb_host_entry(const unsigned int* blocks, const unsigned int* grid,'
+        " void** args) {\n"
+        f"  return qnb_host::launch(blocks, {THREADS}, [&] {{ {entry}({', '.join(call)}); }});\n"
         "}\n"
     )
 
@@ -216,7 +221,11 @@ class CudaHostBackend(Backend):
         abi = artifact.text["abi"]
         library = build(artifact.text["source"], artifact.text["entry"], abi)
         entry = library.qnb_host_entry
-        entry.argtypes = [ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_void_p)]
+        entry.argtypes = [
+            ctypes.POINTER(ctypes.c_uint),
+            ctypes.POINTER(ctypes.c_uint),
+            ctypes.POINTER(ctypes.c_void_p),
+        ]
         entry.restype = ctypes.c_long
         plan = _argument_plan(abi)
 
@@ -250,8 +259,9 @@ class CudaHostBackend(Backend):
                 if stored:
                     write_back.append((host, buffer))
             pointers = (ctypes.c_void_p * max(len(keep), 1))(*(k.ctypes.data for k in keep))
+            blocks = dispatch(grid)  # the cuda backend's, limits and folding included
             if min(grid) > 0:
-                entry((ctypes.c_uint * 3)(*grid), pointers)
+                entry((ctypes.c_uint * 3)(*blocks), (ctypes.c_uint * 3)(*grid), pointers)
             for buffer in guarded:
                 buffer.check()
             for host, buffer in write_back:

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   // Array parameters are passed by pointer: the slot holds the pointer to the data.
   void** slots = (void**)calloc(count, sizeof(void*));
   for (long k = 0; k < count; ++k) slots[k] = IS_POINTER[k] ? (void*)&args[k] : args[k];
-  qnb_host_entry(grid, slots);
+  qnb_host_entry(grid, grid, slots);
   return 0;
 }
 """

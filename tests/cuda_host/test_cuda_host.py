@@ -60,7 +60,7 @@ def test_ir_case_matches_cpu(cuda_host, artifacts, name):
 
 def _handwritten(body: str, barrier: bool = True) -> Artifact:
     source = (
-        'extern "C" __global__ void qnb_probe(float* a_out, int n_out_0) {\n'
+        'extern "C" __global__ void qnb_probe(float* a_out, int n_out_0, int, int, int) {\n'
         + body.replace("BARRIER", "__syncthreads();" if barrier else "")
         + "\n}\n"
     )
