@@ -434,6 +434,8 @@ class _Executor:
 
     def check(self, bad, message, node):
         """Raise if any *active* lane is out of bounds."""
+        if self.mask is None and not bad.any():  # the common case: nothing to find
+            return
         bad = np.broadcast_to(bad, (self.n, *bad.shape[1:])) if bad.shape[:1] == (1,) else bad
         if bad.ndim > 1:
             bad = bad.reshape(bad.shape[0], -1).any(axis=1)
@@ -499,6 +501,8 @@ class _Executor:
         programs tile the array in launch order (the common ``load(x, i*16, j*16)``
         pattern); None otherwise. Reading or writing it moves whole blocks at once."""
         n = self.n
+        if n == 1:  # one program: a plain block (slab_blocks) costs less
+            return None
         if batch.shape[0] != 1 or rb.shape[0] != n or cb.shape[0] != n or self.pid[0][0] != 0:
             return None
         slab = blocks[int(batch[0])]  # (RB, 16, CB, 16)
