@@ -138,14 +138,14 @@ def _dispatch(grid) -> tuple[int, int, int]:
     """The workgroups to dispatch for a launch grid: the grid itself when each axis fits
     a dispatch, else its programs folded onto x and y (the kernel recovers each program's
     id from the grid in its parameters, and workgroups past the last program return)."""
-    if max(grid) <= MAX_WORKGROUPS:
-        return tuple(grid)
     total = grid[0] * grid[1] * grid[2]
-    if total > MAX_WORKGROUPS * MAX_WORKGROUPS:
+    if total > MAX_WORKGROUPS * MAX_WORKGROUPS:  # the kernel's u32 program arithmetic
         raise BackendError(
             f"wgpu runs at most {MAX_WORKGROUPS}² programs in one launch; grid {tuple(grid)} "
             f"has {total}"
         )
+    if max(grid) <= MAX_WORKGROUPS:
+        return tuple(grid)
     rows = -(-total // MAX_WORKGROUPS)
     return (-(-total // rows), rows, 1)
 

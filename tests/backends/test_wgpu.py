@@ -307,8 +307,9 @@ def test_grids_past_a_dispatch_axis_are_folded(backend, grid):
 def test_grid_limits(backend):
     case = CASES["transpose_f32"]
     launcher = backend.load(backend.compile(case.kernel, Options()))
-    with pytest.raises(BackendError, match="65535² programs"):
-        launcher((65536, 65536, 1), [case.inputs[p.name] for p in case.kernel.params])
+    for grid in ((65536, 65536, 1), (65535, 65535, 2)):  # folded, and not (u32 ids)
+        with pytest.raises(BackendError, match="65535² programs"):
+            launcher(grid, [case.inputs[p.name] for p in case.kernel.params])
 
 
 def test_an_array_passed_twice_is_one_buffer(backend):
