@@ -58,10 +58,10 @@ def _build_parser() -> argparse.ArgumentParser:
     cache = commands.add_parser(
         "cache",
         help="inspect or clear the on-disk kernel cache",
-        description="list: entries on disk; stats: counts and sizes; clear: delete every "
+        description="list (the default): entries on disk; stats: counts and sizes; clear: delete every "
         "entry; explain NAME: the cache key components of kernel NAME and why it last missed.",
     )
-    cache.add_argument("action", choices=CACHE_ACTIONS)
+    cache.add_argument("action", nargs="?", default="list", choices=CACHE_ACTIONS)
     cache.add_argument("rest", nargs=argparse.REMAINDER, help="arguments of the action")
     cache.set_defaults(handler=_cache)
     return parser

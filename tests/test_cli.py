@@ -102,9 +102,9 @@ def test_cache_rejects_unknown_action():
     assert "invalid choice" in result.stderr
 
 
-@pytest.mark.parametrize("action", ["stats", "list", "clear"])
+@pytest.mark.parametrize("action", [["stats"], ["list"], ["clear"], []])
 def test_cache_actions_run(tmp_path, action):
-    result = run_qnb("cache", action, cache_dir=tmp_path)
+    result = run_qnb("cache", *action, cache_dir=tmp_path)  # no action: list
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
 
