@@ -83,9 +83,7 @@ def _stored(kernel: ir.KernelIR) -> frozenset:
 
 def run(kernel: ir.KernelIR, grid, args, stored=None) -> None:
     """Execute ``kernel`` over ``grid`` with ``args`` (in ``kernel.params`` order)."""
-    arrays, scalars = _bind(kernel, args)
-    for name in _stored(kernel) if stored is None else stored:
-        require_writable(name, arrays[name][0])
+    arrays, scalars = _bind(kernel, args, stored)
     total = grid[0] * grid[1] * grid[2]
     for start in range(0, total, CHUNK):
         count = min(CHUNK, total - start)
@@ -118,7 +116,9 @@ def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units):
     return result
 
 
-def _bind(kernel, args):
+def _bind(kernel, args, stored=None):
+    """The arrays (3-D views, with their own shapes) and scalars of a launch; refuses a
+    read-only array among the ``stored`` ones (all the kernel stores to, by default)."""
     arrays, scalars = {}, {}
     for param, value in zip(kernel.params, args):
         if param.type.kind == "array":
@@ -134,6 +134,8 @@ def _bind(kernel, args):
             arrays[param.name] = (_as_3d(host), host.shape)
         else:
             scalars[param.name] = np.array([value], dtype=param.type.dtype.numpy)
+    for name in _stored(kernel) if stored is None else stored:
+        require_writable(name, arrays[name][0])
     return arrays, scalars
 
 
