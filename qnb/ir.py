@@ -411,6 +411,9 @@ class KernelIR:
     body: list[Stmt]
     locals: dict[str, Type] = field(default_factory=dict)  # every local's type
     units: list[Unit] = field(default_factory=list)
+    # IR local -> the name a trace shows (the user's own, or a temporary's description);
+    # for the trace only: not part of the serialised IR, and not compared.
+    display: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def arrays(self) -> list[Param]:

@@ -590,8 +590,10 @@ class _Executor:
                 slab = self.slab_blocks(blocks, b, rb, cb)
                 if slab is not None:
                     slab[...] = value
-                else:
-                    blocks[b, rb, :, cb, :] = value
+                else:  # where programs share a block (a race), the last program's wins
+                    n = max(value.shape[0], b.shape[0], rb.shape[0], cb.shape[0])
+                    b, rb, cb = (np.broadcast_to(x, (n,)) for x in (b, rb, cb))
+                    blocks[b, rb, :, cb, :] = np.broadcast_to(value, (n, 16, 16))
                 self.record_store(s, value, writes)
                 return
         value = _gathered(value)
@@ -1006,18 +1008,22 @@ class _Recorder:
                 )
             )
 
+    def shown(self, name: str) -> str:
+        """The name a trace shows for an IR local: the user's, not the inlined func's
+        prefixed one, and a description for a temporary."""
+        return self.kernel.display.get(name, name)
+
     def inputs(self, executor, expr, skip=None):
         found = {}
         for node in ir.walk(expr):
             if isinstance(node, ir.Var) and node.name != skip and node.name in executor.env:
-                found[node.name] = executor.env[node.name]
+                found[self.shown(node.name)] = executor.env[node.name]
         return found
 
     def assign(self, executor, stmt, value):
         inputs = self.inputs(executor, stmt.value)
-        self.record(
-            executor, stmt, _op_name(stmt.value), stmt.name, inputs, value, executor.reads, []
-        )
+        target = self.shown(stmt.name)
+        self.record(executor, stmt, _op_name(stmt.value), target, inputs, value, executor.reads, [])
         executor.reads = None
 
     def store(self, executor, stmt, value, writes):

@@ -83,6 +83,7 @@ class _Lowerer:
         self.params = params
         self.declared = declared  # variable types widened by an earlier pass
         self.joined: dict[str, ir.Type] = {}
+        self.display: dict[str, str] = {}  # IR local -> the name a trace shows
         self.widened = False
         self.units: list[ir.Unit] = []
         self.unit_index: dict[str, int] = {}
@@ -111,6 +112,13 @@ class _Lowerer:
     def fresh(self, hint: str) -> str:
         self.counter += 1
         return f"{hint}_{self.counter}"
+
+    def temporary(self, hint: str, shown: str) -> str:
+        """A fresh IR local that holds an intermediate value; a trace shows it as
+        ``shown`` (in parentheses: it is not one of the user's variables)."""
+        name = self.fresh(self.frame.prefix + hint)
+        self.display[name] = f"({shown})"
+        return name
 
     def unit_for(self, parsed: ParsedFunction) -> int:
         key = parsed.unit_name
@@ -161,7 +169,9 @@ class _Lowerer:
             body = body[:-1]
         self.lower_body(body)
         locals_ = dict(self.joined)
-        return ir.KernelIR(parsed.name, ir_params, self.block, locals_, self.units)
+        kernel = ir.KernelIR(parsed.name, ir_params, self.block, locals_, self.units)
+        kernel.display = dict(self.display)
+        return kernel
 
     # ------------------------------------------------------------------ statements
 
@@ -412,6 +422,7 @@ class _Lowerer:
         if declared.kind != type_.kind:
             declared = type_
         var = _Var(ir_name, declared)
+        self.display[ir_name] = name
         self.frame.scope[name] = var
         self.record_type(ir_name, type_, declared, node)
         return var
@@ -435,7 +446,7 @@ class _Lowerer:
         self.joined[ir_name] = joined
 
     def materialise(self, expr, hint, node) -> ir.Expr:
-        name = self.fresh(self.frame.prefix + hint)
+        name = self.temporary(hint, hint)
         self.joined[name] = expr.type
         self.emit(ir.Assign(self.loc(node), name, expr))
         return ir.Var(expr.type, self.loc(node), name)
@@ -633,7 +644,7 @@ class _Lowerer:
         """``left and/or right`` where computing ``right`` takes statements (an inlined
         func): they run only where Python would evaluate ``right``."""
         loc = self.loc(node)
-        name = self.fresh(self.frame.prefix + op)
+        name = self.temporary(op, f"… {op} …")
         self.joined[name] = ir.scalar(bool_)
         self.emit(ir.Assign(loc, name, left))
         taken = left if op == "and" else ir.Unary(ir.scalar(bool_), loc, "not", left)
@@ -691,7 +702,7 @@ class _Lowerer:
                 )
             return chosen
         loc = self.loc(node)
-        name = self.fresh(self.frame.prefix + "choice")
+        name = self.temporary("choice", "… if … else …")
         self.joined[name] = chosen.type
         if_true = self.coerce(chosen.if_true, chosen.type, node.body)
         if_false = self.coerce(chosen.if_false, chosen.type, node.orelse)
@@ -863,6 +874,7 @@ class _Lowerer:
                 frame.scope[name] = None
                 var_name = frame.prefix + name
                 self.joined[var_name] = value.type
+                self.display[var_name] = name
                 self.emit(ir.Assign(self.loc(node), var_name, value))
                 frame.scope[name] = _Var(var_name, value.type)
             else:
