@@ -64,9 +64,9 @@ class TraceView(QnbWidget):
     regions = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's reads/writes
 
     def __init__(self, trace, **kwargs):
-        from qnb.trace import Trace
+        import qnb
 
-        if not isinstance(trace, Trace):
+        if not isinstance(trace, qnb.Trace):
             raise TypeError(
                 f"TraceView shows a qnb.Trace (from kernel.trace[grid](*args)), "
                 f"not {type(trace).__name__}"
