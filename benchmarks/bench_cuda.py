@@ -8,7 +8,7 @@
    fragments. They are not qnb output; they measure what a warp-per-program layout could
    give these kernels, so that the layout is chosen by numbers.
 2. Batched Cholesky of 65,536 16×16 SPD f32 matrices (one program each) vs
-   ``cupy.linalg.cholesky`` on the batch.
+   ``cupy.linalg.cholesky`` on the batch, beside a layout probe (one warp per matrix).
 3. Launch overhead: a cached kernel launched through qnb (``k[grid](x)``: signature check,
    memo hit, launcher) vs ``cupy.RawKernel`` of the *same* generated CUDA with the same
    arguments.
@@ -139,14 +139,59 @@ PROBES = textwrap.dedent("""
                      float* c, int c0, int c1, int, int, int) {
       warp_matmul<2>(a, a0, a1, b, b1, c);
     }
+
+    // One warp per 16×16 matrix of a batch (8 per block), beside batched_cholesky: the
+    // matrix in the warp's own shared memory, factored column by column (right-looking,
+    // diagonal sqrt(max(d, 1e-20)) as cholesky_(1e-20)), __syncwarp between the steps.
+    extern "C" __global__ void __launch_bounds__(256)
+    probe_warp_cholesky(const float* a, int batch, int a1, int a2, float* out, int o0,
+                        int o1, int o2, int, int, int) {
+      __shared__ float tiles[8][16][17];  // 17: a column's elements in different banks
+      const int lane = threadIdx.x % 32;
+      const int b = blockIdx.x * 8 + threadIdx.x / 32;
+      if (b >= batch) return;  // the last block's spare warps, whole warps
+      float(*m)[17] = tiles[threadIdx.x / 32];
+      for (int e = lane; e < 256; e += 32) m[e / 16][e % 16] = a[(size_t)b * 256 + e];
+      __syncwarp();
+      for (int j = 0; j < 16; ++j) {
+        if (lane == 0) m[j][j] = sqrtf(fmaxf(m[j][j], 1e-20f));
+        __syncwarp();
+        if (lane > j && lane < 16) m[lane][j] /= m[j][j];
+        __syncwarp();
+        for (int e = lane; e < 256; e += 32) {  // the trailing lower triangle
+          const int i = e / 16, k = e % 16;
+          if (k > j && i >= k) m[i][k] -= m[i][j] * m[k][j];
+        }
+        __syncwarp();
+      }
+      for (int e = lane; e < 256; e += 32) {
+        const int i = e / 16, k = e % 16;
+        out[(size_t)b * 256 + e] = k <= i ? m[i][k] : 0.0f;
+      }
+    }
 """)
 # name: (the qnb kernel it stands beside, 16×16 tiles of C per warp along each side)
 PROBE_KERNELS = {"probe_warp_tile": ("tile_matmul", 1), "probe_warp_block": ("block_matmul", 2)}
+CHOLESKY_PROBE = "probe_warp_cholesky"  # beside batched_cholesky
+CHOLESKY_PROBE_ABI = [
+    {"name": "a", "kind": "array", "dtype": "f32", "ndim": 3, "stored": False},
+    {"name": "out", "kind": "array", "dtype": "f32", "ndim": 3, "stored": True},
+]
 PROBE_ABI = [
     {"name": "a", "kind": "array", "dtype": "f16", "ndim": 2, "stored": False},
     {"name": "b", "kind": "array", "dtype": "f16", "ndim": 2, "stored": False},
     {"name": "c", "kind": "array", "dtype": "f32", "ndim": 2, "stored": True},
 ]
+
+
+def _probe_module():
+    import cupy
+
+    from qnb.backends import cuda as cuda_backend
+
+    return cupy.RawModule(
+        code=PROBES, options=("-std=c++17", *(f"-I{d}" for d in cuda_backend.include_dirs()))
+    )
 
 
 def probe_blocks(name: str, m: int, n: int) -> int:
@@ -220,12 +265,7 @@ def matmul(ns, n=4096):
             ]
         )
         measured[name] = (ours, error)
-    from qnb.backends import cuda as cuda_backend
-
-    module = cupy.RawModule(
-        code=PROBES,
-        options=("-std=c++17", *(f"-I{d}" for d in cuda_backend.include_dirs())),
-    )
+    module = _probe_module()
     for name, (beside, _side) in PROBE_KERNELS.items():
         c = cupy.full((n, n), cupy.nan, cupy.float32)
         function = module.get_function(name)
@@ -288,13 +328,34 @@ def cholesky(ns, batch=65536):
     error = float(cupy.abs(out - reference).max() / cupy.abs(reference).max())
     ours = _gpu_time(lambda: kernel[batch](spd, out))
     theirs = _gpu_time(lambda: cupy.linalg.cholesky(spd))
+    # The layout probe: one warp per matrix (see PROBES), same inputs, poisoned output.
+    probe_out = cupy.full_like(spd, cupy.nan)
+    function = _probe_module().get_function(CHOLESKY_PROBE)
+    dims = (np.int32(batch), np.int32(16), np.int32(16))
+    blocks = (-(-batch // 8),)
+    args = (spd, *dims, probe_out, *dims, *(np.int32(g) for g in (*blocks, 1, 1)))
+    function(blocks, (256,), args)
+    probe_error = float(cupy.abs(probe_out - reference).max() / cupy.abs(reference).max())
+    probe = _gpu_time(lambda: function(blocks, (256,), args))
     rows = [
         ["qnb batched_cholesky", f"{ours * 1e3:.3f}", f"{batch / ours / 1e6:.1f}", f"{error:.1e}"],
+        [
+            "probe: warp per program",
+            f"{probe * 1e3:.3f}",
+            f"{batch / probe / 1e6:.1f}",
+            f"{probe_error:.1e}",
+        ],
         ["cupy.linalg.cholesky", f"{theirs * 1e3:.3f}", f"{batch / theirs / 1e6:.1f}", ""],
     ]
     _table(f"batched Cholesky, {batch} × 16×16 f32", ["", "ms", "Mmat/s", "max rel. error"], rows)
     print(f"  speedup qnb / cupy: {theirs / ours:.2f}×")
-    return {"cholesky_speedup": theirs / ours, "cholesky_error": error}
+    print(f"  batched_cholesky: the warp-per-program probe is {ours / probe:.1f}× as fast as qnb's")
+    return {
+        "cholesky_speedup": theirs / ours,
+        "cholesky_error": error,
+        "probe_warp_cholesky_speedup": theirs / probe,
+        "probe_warp_cholesky_error": probe_error,
+    }
 
 
 # --------------------------------------------------------------------------- 3. launch overhead

@@ -56,7 +56,7 @@ def test_layout_probes_compile_with_nvrtc():
     for arch in ("sm_80", "sm_90"):
         cubin, ptx, _log = cuda.nvrtc_compile(bench_cuda.PROBES, arch, name="probes.cu")
         assert cubin[:4] == b"\x7fELF"
-        for name in bench_cuda.PROBE_KERNELS:
+        for name in [*bench_cuda.PROBE_KERNELS, bench_cuda.CHOLESKY_PROBE]:
             assert f".entry {name}(" in ptx
         assert "wmma.mma.sync" in ptx  # tensor cores
 
@@ -79,3 +79,24 @@ def test_layout_probes_compute_the_product_on_cuda_host(name):
     c = np.full((m, n), np.nan, np.float32)
     launch((bench_cuda.probe_blocks(name, m, n), 1, 1), [a, b, c])
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-4)
+
+
+def test_cholesky_probe_factors_on_cuda_host():
+    from qnb.backends.base import Artifact
+    from tests.conftest import require_backend
+    from tests.cuda_host.backend import CudaHostBackend
+
+    require_backend("cuda-host")
+    source = {
+        "source": bench_cuda.PROBES,
+        "entry": bench_cuda.CHOLESKY_PROBE,
+        "abi": bench_cuda.CHOLESKY_PROBE_ABI,
+    }
+    launch = CudaHostBackend().load(Artifact(text=source))
+    rng = np.random.default_rng(3)
+    batch = 11  # two blocks of 8 warps: the second has 5 spare warps
+    m = rng.standard_normal((batch, 16, 16)).astype(np.float32)
+    spd = m @ m.transpose(0, 2, 1) + 16 * np.eye(16, dtype=np.float32)
+    out = np.full_like(spd, np.nan)
+    launch((2, 1, 1), [spd, out])
+    np.testing.assert_allclose(out, np.linalg.cholesky(spd), rtol=1e-4, atol=1e-5)

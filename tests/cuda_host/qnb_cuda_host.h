@@ -202,6 +202,10 @@ inline void syncthreads() {
 }  // namespace qnb_host
 
 inline void __syncthreads() { qnb_host::syncthreads(); }
+// __syncwarp is modelled as a block barrier. That orders more than the hardware does, and
+// models faithfully only code in which every warp of a block passes the same __syncwarp
+// calls (bench_cuda's layout probes); qnb's generated code has none.
+inline void __syncwarp(unsigned int = 0xffffffffu) { qnb_host::syncthreads(); }
 
 // ---------------------------------------------------------------- device functions
 
