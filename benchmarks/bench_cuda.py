@@ -22,6 +22,7 @@ CUDA events, after warm-up, median of repeats; inputs are random (never zeros).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -184,7 +185,9 @@ PROBE_ABI = [
 ]
 
 
+@functools.cache
 def _probe_module():
+    """The probes, compiled once per process by CuPy's NVRTC."""
     import cupy
 
     from qnb.backends import cuda as cuda_backend
