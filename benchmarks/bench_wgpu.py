@@ -165,7 +165,12 @@ def launch_overhead():
         layout=device.create_pipeline_layout(bind_group_layouts=[group_layout]),
         compute={"module": module, "entry_point": "main"},
     )
-    words = np.array([16, 16, 0, 0], np.int32)
+    # The parameter words as qnb lays them out: the array's dims, then the launch grid.
+    layout = artifact.text["layout"]
+    words = np.zeros(max(4, (layout["words"] + 3) // 4 * 4), np.int32)
+    for dim in layout["dims"]:
+        words[dim["slot"]] = host.shape[dim["axis"]]
+    words[layout["grid_slot"] : layout["grid_slot"] + 3] = 1
     uniform = device.create_buffer_with_data(
         data=words, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
     )
@@ -175,11 +180,18 @@ def launch_overhead():
             layout=group_layout,
             entries=[
                 {"binding": 0, "resource": {"buffer": buffer, "offset": 0, "size": buffer.size}},
-                {"binding": 1, "resource": {"buffer": uniform, "offset": 0, "size": 16}},
+                {"binding": 1, "resource": {"buffer": uniform, "offset": 0, "size": words.nbytes}},
             ],
         )
 
     raw_group = raw_bind(x.buffer)
+
+    # The baseline must compute what qnb computes: one launch of each on equal data.
+    start = np.arange(256, dtype=np.float32).reshape(16, 16)
+    want = start.copy()
+    launcher((1, 1, 1), [want])
+    checked = backend.to_device(start).buffer
+    raw_dispatch_once = raw_bind(checked)
 
     def raw_dispatch(group):
         encoder = device.create_command_encoder()
@@ -189,6 +201,11 @@ def launch_overhead():
         compute.dispatch_workgroups(1, 1, 1)
         compute.end()
         queue.submit([encoder.finish()])
+
+    raw_dispatch(raw_dispatch_once)
+    got = np.frombuffer(queue.read_buffer(checked, 0, start.nbytes), np.float32)
+    if not np.array_equal(got.reshape(16, 16), want):
+        raise AssertionError("the raw wgpu-py baseline does not compute what qnb does")
 
     # on_submitted_work_done_sync is broken in wgpu-py 0.32 (callback signature
     # mismatch with wgpu-native 29); reading 4 bytes back waits for all queued work.

@@ -100,3 +100,14 @@ def test_cholesky_probe_factors_on_cuda_host():
     out = np.full_like(spd, np.nan)
     launch((2, 1, 1), [spd, out])
     np.testing.assert_allclose(out, np.linalg.cholesky(spd), rtol=1e-4, atol=1e-5)
+
+
+def test_the_wgpu_launch_baseline_matches_qnb_and_runs():
+    # bench_wgpu's raw wgpu-py dispatch builds its own uniform words from the artifact's
+    # layout; it checks itself against qnb before timing (a layout change once broke it).
+    from benchmarks import bench_wgpu
+    from tests.conftest import require_backend
+
+    require_backend("wgpu")
+    rows = bench_wgpu.launch_overhead()
+    assert len(rows) == 3 and all(float(row[3].rstrip("x")) > 0 for row in rows)
