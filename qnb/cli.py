@@ -110,9 +110,19 @@ def _backend_records() -> list[dict]:
             "available": bool(r.available),
             "device": str(r.device),
             "reason": r.reason,
+            **({"limits": _wgpu_limits()} if r.name == "wgpu" and r.available else {}),
         }
         for r in records
     ]
+
+
+def _wgpu_limits() -> str:
+    """What the wgpu device can take: f16, and the largest array one binding holds."""
+    from qnb.backends import get
+
+    dev = get("wgpu")._dev()
+    f16 = "shader-f16" if dev.has_f16 else "no shader-f16 (f16 kernels refused)"
+    return f"{f16}; arrays up to {dev.max_binding / 2**20:.0f} MiB each"
 
 
 def _auto_choice() -> str:
@@ -214,6 +224,8 @@ def _print_doctor(report: dict) -> None:
         state = "available" if b["available"] else f"unavailable: {b['reason']}"
         print(f"  {b['name']:<5} {state}")
         print(f"        device: {b['device']}")
+        if "limits" in b:
+            print(f"        limits: {b['limits']}")
     print(f"  auto  picks {report['auto']} (cuda, then a hardware wgpu adapter, then cpu)")
     print("\nVersions")
     width = max(len(k) for k in report["versions"])

@@ -76,6 +76,8 @@ def test_doctor_json_has_the_backend_records(tmp_path):
     assert backends[report["auto"]]["available"]
     if "CPU" in backends["wgpu"]["device"] and not backends["cuda"]["available"]:
         assert report["auto"] == "cpu"
+    if backends["wgpu"]["available"]:  # what the device takes: f16, the largest array
+        assert "MiB each" in backends["wgpu"]["limits"]
     assert report["versions"]["qnb"] == metadata.version("qnb")
     assert report["cache"]["directory"] == str(tmp_path)
     assert report["cache"]["writable"] is True
