@@ -454,6 +454,17 @@ def walk_body(body: list[Stmt]):
         yield from walk(stmt)
 
 
+def array_uses(kernel: KernelIR) -> tuple[set[str], set[str]]:
+    """The array parameters the kernel's body loads from, and those it stores to."""
+    loaded, stored = set(), set()
+    for node in walk_body(kernel.body):
+        if isinstance(node, ArrayLoad | LoadWindow | VecLoad):
+            loaded.add(node.view.param)
+        elif isinstance(node, ArrayStore | StoreWindow | VecStore):
+            stored.add(node.view.param)
+    return loaded, stored
+
+
 # --------------------------------------------------------------------------- serialisation
 
 _NODE_CLASSES = {

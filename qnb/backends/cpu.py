@@ -64,7 +64,7 @@ class CpuBackend(Backend):
 
     def load(self, artifact: Artifact):
         kernel = ir.kernel_from_json(artifact.text["ir"])
-        stored = _stored(kernel)
+        _loaded, stored = ir.array_uses(kernel)
 
         def launch(grid, args):
             run(kernel, grid, args, stored)
@@ -73,12 +73,6 @@ class CpuBackend(Backend):
 
     def to_device(self, array):
         return CpuArray(np.asarray(array))
-
-
-def _stored(kernel: ir.KernelIR) -> frozenset:
-    """The array parameters the kernel stores to."""
-    stores = (ir.ArrayStore, ir.StoreWindow, ir.VecStore)
-    return frozenset(n.view.param for n in ir.walk_body(kernel.body) if isinstance(n, stores))
 
 
 def run(kernel: ir.KernelIR, grid, args, stored=None) -> None:
@@ -134,7 +128,7 @@ def _bind(kernel, args, stored=None):
             arrays[param.name] = (_as_3d(host), host.shape)
         else:
             scalars[param.name] = np.array([value], dtype=param.type.dtype.numpy)
-    for name in _stored(kernel) if stored is None else stored:
+    for name in ir.array_uses(kernel)[1] if stored is None else stored:
         require_writable(name, arrays[name][0])
     return arrays, scalars
 
@@ -312,7 +306,8 @@ class _Executor:
 
     def value_of(self, e):
         """``ev(e)``, except that a launch-order tile load (or a variable holding one)
-        may stay a ``_GridTiles``; for a store, which can move it block for block."""
+        may stay a ``_GridTiles``: for an assignment, and for a store, which can move it
+        block for block."""
         if self.recorder is None:
             if isinstance(e, ir.LoadWindow):
                 return self.e_LoadWindow(e, defer=True)
@@ -323,13 +318,11 @@ class _Executor:
     def s_Assign(self, s):
         if self.recorder:
             self.reads = []
-        if self.mask is None and self.recorder is None and isinstance(s.value, ir.LoadWindow):
-            value = self.e_LoadWindow(s.value, defer=True)
-            if isinstance(value, _GridTiles):
-                self.assign(s.name, value, "tile")
-                return
-        else:
-            value = self.ev(s.value)
+        # Unmasked, a launch-order tile load may stay deferred (masking needs its values).
+        value = self.value_of(s.value) if self.mask is None else self.ev(s.value)
+        if isinstance(value, _GridTiles):
+            self.assign(s.name, value, "tile")
+            return
         if value.dtype != s.value.type.dtype.numpy:
             value = value.astype(s.value.type.dtype.numpy)
         self.assign(s.name, value, s.value.type.kind)

@@ -280,6 +280,17 @@ def _argument_plan(abi: list[dict]) -> list[tuple]:
     return plan
 
 
+def check_array_kind(name: str, array, dtype, ndim: int) -> None:
+    """The array an ABI entry expects: its NumPy ``dtype`` and ``ndim``."""
+    if array.dtype != dtype or array.ndim != ndim:
+        raise argument_error(
+            QnbTypeError,
+            name,
+            f"parameter {name!r}: expected a {ndim}-D {dtype} array, got "
+            f"{array.ndim}-D {array.dtype}",
+        )
+
+
 def _launch_arguments(plan: list[tuple], args: list, cupy):
     """CuPy launch arguments for ``args``, and (host, device) pairs to copy back after."""
     values, write_back = [], []
@@ -313,13 +324,7 @@ def _launch_arguments(plan: list[tuple], args: list, cupy):
                 name,
                 f"parameter {name!r}: cannot pass {type(value).__name__} to the cuda backend",
             )
-        if device.dtype != dtype or device.ndim != ndim:
-            raise argument_error(
-                QnbTypeError,
-                name,
-                f"parameter {name!r}: expected a {ndim}-D {dtype} array, got "
-                f"{device.ndim}-D {device.dtype}",
-            )
+        check_array_kind(name, device, dtype, ndim)
         if not device.flags.c_contiguous:
             raise argument_error(
                 QnbTypeError,

@@ -81,17 +81,6 @@ class Rendered:
     entry: str = "main"
 
 
-def _uses(kernel: ir.KernelIR):
-    """Which arrays are loaded and stored by the kernel body."""
-    loaded, stored = set(), set()
-    for node in ir.walk_body(kernel.body):
-        if isinstance(node, ir.ArrayLoad | ir.LoadWindow | ir.VecLoad):
-            loaded.add(node.view.param)
-        elif isinstance(node, ir.ArrayStore | ir.StoreWindow | ir.VecStore):
-            stored.add(node.view.param)
-    return loaded, stored
-
-
 def _node_dtypes(node):
     t = getattr(node, "type", None)
     if isinstance(t, ir.Type):
@@ -234,7 +223,7 @@ class GpuRenderer:
         self._scratch: dict[str, DType] = {}
         self._helpers: dict[str, list[str]] = {}
         self._check_dtypes(kernel)
-        self.loaded, self.stored = _uses(kernel)
+        self.loaded, self.stored = ir.array_uses(kernel)
         self.layout = self._layout(kernel)
         self.uses_f16 = (
             any(d is f16 for node in ir.walk_body(kernel.body) for d in _node_dtypes(node))

@@ -42,7 +42,7 @@ from qnb.backends.base import (
     check_dims,
     require_writable,
 )
-from qnb.backends.cuda import _argument_plan, dispatch
+from qnb.backends.cuda import _argument_plan, check_array_kind, dispatch
 from qnb.backends.cuda_render import SCALAR_ABI, THREADS, CudaRenderer, render_cuda
 from qnb.dtypes import as_dtype
 from qnb.errors import BackendError, QnbTypeError
@@ -244,11 +244,7 @@ class CudaHostBackend(Backend):
                         name,
                         f"parameter {name!r}: cannot pass {type(value).__name__}",
                     )
-                if host.dtype != dtype or host.ndim != ndim:
-                    raise QnbTypeError(
-                        f"parameter {name!r}: expected a {ndim}-D {dtype} array, got "
-                        f"{host.ndim}-D {host.dtype}"
-                    )
+                check_array_kind(name, host, dtype, ndim)
                 check_dims(name, host.shape)
                 if stored:
                     require_writable(name, host)
