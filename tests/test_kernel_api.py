@@ -642,37 +642,32 @@ def test_whole_block_loads_and_stores_in_every_program_order(backend_name):
     # an array in launch order (either axis first), or read consecutive slabs; other
     # orders, partial grids and strided grids take the general path. All must agree.
     scope, _ = define("""
+        @qnb.func
+        def copy_and_double(x, y, z, i, j):
+            t = Tile16.load(x, i, j)
+            t.store(y, i, j)
+            (t * 2.0).store(z, i, j)
+
         @qnb.kernel
         def rows_first(x, y, z):
             i = qnb.program_id(0) * 16
             j = qnb.program_id(1) * 16
-            Tile16.load(x, i, j).store(y, i, j)
+            Tile16.load(x, i, j).store(y, i, j)  # a load straight into a store
             t = Tile16.load(x, i, j)
             (t * 2.0).store(z, i, j)
 
         @qnb.kernel
         def cols_first(x, y, z):
-            i = qnb.program_id(1) * 16
-            j = qnb.program_id(0) * 16
-            t = Tile16.load(x, i, j)
-            t.store(y, i, j)
-            (t * 2.0).store(z, i, j)
+            copy_and_double(x, y, z, qnb.program_id(1) * 16, qnb.program_id(0) * 16)
 
         @qnb.kernel
         def reversed_rows(x, y, z):
             i = (qnb.num_programs(0) - 1 - qnb.program_id(0)) * 16
-            j = qnb.program_id(1) * 16
-            t = Tile16.load(x, i, j)
-            t.store(y, i, j)
-            (t * 2.0).store(z, i, j)
+            copy_and_double(x, y, z, i, qnb.program_id(1) * 16)
 
         @qnb.kernel
         def every_other(x, y, z):
-            i = qnb.program_id(0) * 32
-            j = qnb.program_id(1) * 16
-            t = Tile16.load(x, i, j)
-            t.store(y, i, j)
-            (t * 2.0).store(z, i, j)
+            copy_and_double(x, y, z, qnb.program_id(0) * 32, qnb.program_id(1) * 16)
 
         @qnb.kernel
         def reversed_slabs(x, y, z):
@@ -727,12 +722,15 @@ def test_arguments_may_be_passed_by_name():
         np.testing.assert_allclose(out, want, rtol=1e-6)
 
 
+COPY_TILE = """
+    @qnb.kernel
+    def copy(src, dst):
+        Tile16.load(src, 0, 0).store(dst, 0, 0)
+    """
+
+
 def test_a_read_only_array_is_refused_only_where_the_kernel_stores(backend_name):
-    scope, filename = define("""
-        @qnb.kernel
-        def copy(src, dst):
-            Tile16.load(src, 0, 0).store(dst, 0, 0)
-        """)
+    scope, filename = define(COPY_TILE)
     frozen = np.arange(256, dtype=np.float32).reshape(16, 16)
     frozen.flags.writeable = False
     out = np.zeros((16, 16), np.float32)
@@ -749,11 +747,7 @@ def test_a_read_only_array_is_refused_only_where_the_kernel_stores(backend_name)
 
 
 def test_another_backends_device_array_is_refused_at_its_parameter(backend_name):
-    scope, filename = define("""
-        @qnb.kernel
-        def copy(src, dst):
-            Tile16.load(src, 0, 0).store(dst, 0, 0)
-        """)
+    scope, filename = define(COPY_TILE)
     other = "cuda-host" if backend_name == "cpu" else "cpu"
     with qnb.backend(other):
         foreign = qnb.to_device(np.ones((16, 16), np.float32))
