@@ -15,6 +15,8 @@
 4. Warm start vs cold: time to the first result of each kernel above in a fresh process
    with an empty cache directory (cold: render + NVRTC) and again with the directory the
    cold run filled (warm: the cubin from the disk cache).
+5. A kernel that holds no tile (``out[i] = a[i] * 2 + 1``, a program per element): a
+   thread per program, 128 to a block, vs the same IR rendered a block per program.
 
 Run: ``python benchmarks/bench_cuda.py`` (``main()`` prints the tables). GPU timings use
 CUDA events, after warm-up, median of repeats; inputs are random (never zeros).
@@ -406,6 +408,45 @@ def launch_overhead(ns, launches=2000):
     return {"launch_us": ours * 1e6, "raw_launch_us": theirs * 1e6}
 
 
+# --------------------------------------------------------------------------- 5. scalar programs
+
+
+def solo_layout(ns, n=1 << 22):
+    """A kernel without tiles: a thread per program vs a block per program (same IR)."""
+    from unittest import mock
+
+    import cupy
+
+    from benchmarks.bench_wgpu import map_kernel
+    from qnb import ir
+    from qnb.backends import get
+    from qnb.backends.base import Options
+
+    backend = get("cuda")
+    a = cupy.random.default_rng(1).standard_normal(n, dtype=cupy.float32)
+    want = a * 2 + 1
+    solo = backend.load(backend.compile(map_kernel(), Options()))
+    with mock.patch.object(ir, "holds_tiles", lambda kernel: True):  # the block layout
+        block = backend.load(backend.compile(map_kernel(), Options()))
+    times = {}
+    for name, launcher in (("thread per program", solo), ("block per program", block)):
+        out = cupy.full(n, cupy.nan, cupy.float32)
+        launcher((n, 1, 1), [a, out])
+        assert bool((out == want).all()), name
+        times[name] = _gpu_time(lambda run=launcher, out=out: run((n, 1, 1), [a, out]))
+    base = times["block per program"]
+    _table(
+        f"out[i] = a[i] * 2 + 1 over {n} programs (a kernel without tiles)",
+        ["layout", "ms", "GB/s", "time / block's"],
+        [
+            [name, f"{t * 1e3:.3f}", f"{8 * n / t / 1e9:.0f}", f"{t / base:.3f}"]
+            for name, t in times.items()
+        ],
+    )
+    print(f"  solo layout speedup: {base / times['thread per program']:.1f}×")
+    return {"solo_ms": times["thread per program"] * 1e3, "solo_block_ms": base * 1e3}
+
+
 # --------------------------------------------------------------------------- 4. warm vs cold
 
 _FIRST_RESULT = textwrap.dedent("""
@@ -493,7 +534,7 @@ def main() -> dict | None:
     ns = _namespace()
     results = {}
     with qnb.backend("cuda"):
-        for step in (matmul, cholesky, launch_overhead):
+        for step in (matmul, cholesky, launch_overhead, solo_layout):
             results.update(step(ns))
     results.update(warm_vs_cold())
     return results

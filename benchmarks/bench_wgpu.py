@@ -6,6 +6,9 @@
 2. Warm start vs cold: time to first result of every suite kernel on wgpu in a fresh
    process with an empty cache directory (cold) and with the directory it filled (warm).
 3. Tiled matmul and batched Cholesky on the adapter vs the cpu backend vs NumPy.
+4. A kernel that holds no tile (``out[i] = a[i] * 2 + 1``, a program per element): run a
+   program per invocation, 64 to a workgroup, against the same IR rendered a workgroup per
+   program (the layout every kernel had before), side by side (ratio).
 
 Run: ``python benchmarks/bench_wgpu.py`` (``main()`` prints the tables).
 """
@@ -109,6 +112,16 @@ def cholesky_kernel() -> ir.KernelIR:
     chol = ir.Cholesky(t, L, _load(a, _c(0), _c(0), b), _c(1e-6, D.f32))
     body = [_store(chol, out, _c(0), _c(0), b)]
     return ir.KernelIR("batched_cholesky", [a, out], body, {}, [ir.Unit("batched_cholesky")])
+
+
+def map_kernel() -> ir.KernelIR:
+    """out[i] = a[i] * 2 + 1, a program per element: every value is a scalar."""
+    a, out = (ir.Param(n, ir.Type("array", D.f32, 1)) for n in ("a", "out"))
+    i = ir.ProgramId(I32, L, "id", 0)
+    value = ir.ArrayLoad(ir.scalar(D.f32), L, _view(a), [i])
+    result = _add(_mul(value, _c(2.0, D.f32)), _c(1.0, D.f32))
+    body = [ir.ArrayStore(L, _view(out), [i], result)]
+    return ir.KernelIR("map", [a, out], body, {}, [ir.Unit("map")])
 
 
 def _timeit(fn, repeat=200, warmup=5):
@@ -394,6 +407,45 @@ def device_work():
     return rows
 
 
+# --------------------------------------------------------------------------- 4. scalar programs
+
+
+def solo_layout(n=1 << 16, repeat=5):
+    """A kernel without tiles, a program per invocation vs a workgroup per program."""
+    from unittest import mock
+
+    from qnb.backends import get
+    from qnb.backends.base import Options
+
+    backend = get("wgpu")
+    a = np.random.default_rng(1).standard_normal(n, dtype=np.float32)
+    want = a * 2 + 1
+    launchers = {"program per invocation": backend.load(backend.compile(map_kernel(), Options()))}
+    with mock.patch.object(ir, "holds_tiles", lambda kernel: True):  # the block layout
+        block = backend.load(backend.compile(map_kernel(), Options()))
+        launchers["workgroup per program"] = block
+    times = {}
+    for launcher in launchers.values():
+        out = np.full(n, np.nan, np.float32)
+        launcher((n, 1, 1), [a, out])  # warm-up, and the check
+        np.testing.assert_array_equal(out, want)
+    for _ in range(repeat):  # alternate the two, so that drift hits both alike
+        for name, launcher in launchers.items():
+            start = time.perf_counter()
+            launcher((n, 1, 1), [a, out])
+            times.setdefault(name, []).append(time.perf_counter() - start)
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    base = medians["workgroup per program"]
+    rows = [(name, f"{t * 1e3:.2f}", f"{t / base:.3f}") for name, t in medians.items()]
+    _table(
+        f"out[i] = a[i] * 2 + 1 over {n} programs (ms, median of {repeat}; "
+        f"ratio to a workgroup per program) on {backend.info().device}",
+        ("layout", "ms", "ratio"),
+        rows,
+    )
+    return medians
+
+
 def main() -> None:
     from qnb.backends import get
 
@@ -403,6 +455,7 @@ def main() -> None:
         return
     launch_overhead()
     device_work()
+    solo_layout()
     warm_vs_cold()
 
 

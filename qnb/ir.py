@@ -454,6 +454,19 @@ def walk_body(body: list[Stmt]):
         yield from walk(stmt)
 
 
+def holds_tiles(kernel: KernelIR) -> bool:
+    """Whether any value of the kernel is a tile or a vec. A kernel that holds none (every
+    value a scalar) has nothing for a program's threads to share: a GPU runs such a
+    program on one thread."""
+    if any(t.kind in ("tile", "vec") for t in kernel.locals.values()):
+        return True
+    for node in walk_body(kernel.body):
+        typ = getattr(node, "type", None)
+        if isinstance(typ, Type) and typ.kind in ("tile", "vec"):
+            return True
+    return False
+
+
 def array_uses(kernel: KernelIR) -> tuple[set[str], set[str]]:
     """The array parameters the kernel's body loads from, and those it stores to."""
     loaded, stored = set(), set()

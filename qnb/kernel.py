@@ -28,7 +28,7 @@ from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
 from qnb.language import _ArrayAnnotation, _TemplateAnnotation
 
-CACHE_SCHEMA = 2  # 2: the cpu artifact holds positional IR nodes
+CACHE_SCHEMA = 3  # 3: GPU artifacts say how many programs a workgroup/block runs
 _LANGUAGES = {"cuda": "cuda", "wgsl": "wgpu"}
 
 

@@ -5,7 +5,8 @@
 #      shared differential test (test_differential.py: every suite kernel, cuda vs cpu),
 #      plus the NVRTC compile tests,
 #   3. benchmarks/bench_cuda.py (f16 matmul vs cuBLAS and beside the warp-layout probes,
-#      batched Cholesky vs cupy, launch overhead, warm vs cold start),
+#      batched Cholesky vs cupy, launch overhead, a kernel without tiles in both layouts,
+#      warm vs cold start),
 # then prints a short table. Full logs go to $OUT (or ./gpu_check_out) when set.
 #
 # Prepare on a machine with pip access, in the repo root (downloads ~2.5 MB):
@@ -81,5 +82,5 @@ BENCH_STATUS=${PIPESTATUS[0]}
 step "summary"
 printf '  %-28s %s\n' "tests (exit $TEST_STATUS)" "$(grep -E '[0-9]+ (passed|failed)' "$OUT_DIR/pytest.log" | tail -1)"
 printf '  %-28s %s\n' "bench (exit $BENCH_STATUS)" "$(grep -E 'ratio|speedup|as fast' "$OUT_DIR/bench.log" | tr -s ' ' | paste -sd ';' -)"
-grep -E '^ +(qnb|cupy|probe|tile_matmul|batched_cholesky|add_one)' "$OUT_DIR/bench.log" | sed 's/^/  /'
+grep -E '^ +(qnb|cupy|probe|tile_matmul|batched_cholesky|add_one|thread per|block per)' "$OUT_DIR/bench.log" | sed 's/^/  /'
 exit $(( TEST_STATUS != 0 || BENCH_STATUS != 0 ))

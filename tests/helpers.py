@@ -36,24 +36,35 @@ def skip_unless_dtype_runs(backend: str, dtype) -> None:
         pytest.skip("this adapter has no shader-f16")
 
 
-def check_program_ids(backend: str, grid) -> None:
+def check_program_ids(backend: str, grid, holds_tile: bool = False) -> None:
     """Launch a kernel on ``grid`` in which every program writes its ids and the grid's
-    sizes to its own row; check every row (each program ran once, and knew who it was)."""
-    scope, _ = define("""
+    sizes to its own row; check every row (each program ran once, and knew who it was).
+
+    Both GPU program layouts: a kernel that ``holds_tile`` runs a workgroup/block per
+    program; one whose values are all scalars runs a thread per program, many programs
+    to a workgroup/block ("solo", see gpu_codegen)."""
+    # The tile variant passes its x through a tile, which makes the program a block.
+    x_of = "Tile16.full(qnb.program_id(0), qnb.i32)[15, 15]" if holds_tile else "qnb.program_id(0)"
+    scope, _ = define(f"""
         @qnb.kernel
         def ids(out):
-            x, y, z = qnb.program_id(0), qnb.program_id(1), qnb.program_id(2)
+            x, y, z = {x_of}, qnb.program_id(1), qnb.program_id(2)
             n = x + qnb.num_programs(0) * (y + qnb.num_programs(1) * z)
             out[n, 0] = x
             out[n, 1] = y
             out[n, 2] = z
             out[n, 3] = qnb.num_programs(0) * 10000 + qnb.num_programs(1) * 100 + qnb.num_programs(2)
         """)
+    solo = "one thread is one program" in scope["ids"].source("cuda", np.zeros((1, 4), np.int32))
+    assert solo != holds_tile
     full = tuple(grid) + (1,) * (3 - len(grid))
     total = full[0] * full[1] * full[2]
-    out = np.full((total, 4), -1, np.int32)
+    # Spare rows: a thread or workgroup past the last program that ran would fill them.
+    out = np.full((total + 256, 4), -1, np.int32)
     with qnb.backend(backend):
         scope["ids"][grid](out)
+    assert (out[total:] == -1).all()
+    out = out[:total]
     z, y, x = np.unravel_index(np.arange(total), full[::-1])
     np.testing.assert_array_equal(out[:, 0], x)
     np.testing.assert_array_equal(out[:, 1], y)

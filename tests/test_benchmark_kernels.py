@@ -67,10 +67,11 @@ def test_layout_probes_compute_the_product_on_cuda_host(name):
     # square and a grid whose last block has spare warps.
     from qnb.backends.base import Artifact
     from tests.conftest import require_backend
-    from tests.cuda_host.backend import CudaHostBackend
+    from tests.cuda_host.backend import ONE_PROGRAM, CudaHostBackend
 
     require_backend("cuda-host")
     source = {"source": bench_cuda.PROBES, "entry": name, "abi": bench_cuda.PROBE_ABI}
+    source.update(ONE_PROGRAM)
     launch = CudaHostBackend().load(Artifact(text=source))
     rng = np.random.default_rng(2)
     m, k, n = 64, 48, 96
@@ -84,13 +85,14 @@ def test_layout_probes_compute_the_product_on_cuda_host(name):
 def test_cholesky_probe_factors_on_cuda_host():
     from qnb.backends.base import Artifact
     from tests.conftest import require_backend
-    from tests.cuda_host.backend import CudaHostBackend
+    from tests.cuda_host.backend import ONE_PROGRAM, CudaHostBackend
 
     require_backend("cuda-host")
     source = {
         "source": bench_cuda.PROBES,
         "entry": bench_cuda.CHOLESKY_PROBE,
         "abi": bench_cuda.CHOLESKY_PROBE_ABI,
+        **ONE_PROGRAM,
     }
     launch = CudaHostBackend().load(Artifact(text=source))
     rng = np.random.default_rng(3)
@@ -111,3 +113,36 @@ def test_the_wgpu_launch_baseline_matches_qnb_and_runs():
     require_backend("wgpu")
     rows = bench_wgpu.launch_overhead()
     assert len(rows) == 3 and all(float(row[3].rstrip("x")) > 0 for row in rows)
+
+
+@pytest.mark.parametrize("layout", ["solo", "block"])
+def test_the_kernel_without_tiles_in_both_layouts(gpu_backend_name, layout, monkeypatch):
+    # bench_wgpu and bench_cuda time map_kernel as qnb renders it (a thread per program)
+    # against the same IR forced into the block layout: both must compute a * 2 + 1.
+    from benchmarks import bench_wgpu
+    from qnb import ir
+    from qnb.backends import get
+    from qnb.backends.base import Options
+
+    backend = get(gpu_backend_name)
+    if layout == "block":
+        monkeypatch.setattr(ir, "holds_tiles", lambda kernel: True)
+    artifact = backend.compile(bench_wgpu.map_kernel(), Options())
+    source = artifact.text.get("source") or artifact.text["wgsl"]
+    solo = "one thread is one program" in source or "one invocation is one program" in source
+    assert solo == (layout == "solo")
+    n = 1000  # not a multiple of any workgroup/block size
+    a = np.random.default_rng(4).standard_normal(n + 8).astype(np.float32)
+    out = np.full(n + 8, np.nan, np.float32)
+    backend.load(artifact)((n, 1, 1), [a, out])
+    np.testing.assert_array_equal(out[:n], a[:n] * 2 + 1)
+    assert np.isnan(out[n:]).all()  # no program past the grid ran
+
+
+def test_the_wgpu_layout_benchmark_runs():
+    from benchmarks import bench_wgpu
+    from tests.conftest import require_backend
+
+    require_backend("wgpu")
+    medians = bench_wgpu.solo_layout(n=300, repeat=1)  # it checks both results itself
+    assert set(medians) == {"program per invocation", "workgroup per program"}

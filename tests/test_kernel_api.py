@@ -803,10 +803,26 @@ def test_cuda_folds_a_grid_past_its_y_and_z_limits_on_cuda_host(monkeypatch, gri
 
     require_backend("cuda-host")
     monkeypatch.setattr(cuda, "_MAX_GRID", (2**31 - 1, 4, 4))
-    check_program_ids("cuda-host", grid)
+    check_program_ids("cuda-host", grid, holds_tile=True)
     monkeypatch.setattr(cuda, "_MAX_GRID", (8, 4, 4))
     with pytest.raises(qnb.BackendError, match="at most 8"):
-        check_program_ids("cuda-host", (3, 5))
+        check_program_ids("cuda-host", (3, 5), holds_tile=True)
+
+
+@pytest.mark.parametrize("grid", [(1,), (127,), (300,), (7, 50), (3, 5, 20), (2, 70000)])
+def test_cuda_runs_a_program_per_thread_when_the_kernel_holds_no_tile(monkeypatch, grid):
+    # 128 programs to a block, in a row on x whatever the grid's shape (so y and z have
+    # no 65535 limit); threads of the last block past the last program do nothing.
+    from qnb.backends import cuda
+    from tests.conftest import require_backend
+    from tests.helpers import check_program_ids
+
+    require_backend("cuda-host")
+    check_program_ids("cuda-host", grid)
+    monkeypatch.setattr(cuda, "_MAX_GRID", (2, 4, 4))  # 2 blocks: 256 programs
+    check_program_ids("cuda-host", (256,))
+    with pytest.raises(qnb.BackendError, match="at most 256"):
+        check_program_ids("cuda-host", (257,))
 
 
 def test_programs_storing_to_one_block_leave_one_of_their_values(backend_name):

@@ -42,7 +42,6 @@ from qnb.backends.base import (
 from qnb.errors import BackendError, CompileError, QnbTypeError
 from qnb.ir import KernelIR
 
-THREADS_PER_PROGRAM = 256
 CUDA_EXTRA_HINT = (
     "pip install 'qnb[cuda]' (cupy-cuda13x, nvidia-cuda-nvrtc==13.0.*, "
     "nvidia-cuda-runtime==13.0.*, nvidia-cuda-crt==13.0.*)"
@@ -243,13 +242,22 @@ class CudaDeviceArray(DeviceArray):
         return self.data.get()
 
 
-def dispatch(grid: tuple[int, int, int]) -> tuple[int, int, int]:
+def dispatch(grid: tuple[int, int, int], programs_per_block: int = 1) -> tuple[int, int, int]:
     """The blocks to launch for a grid of programs: the grid itself within CUDA's limits,
     else (past 65535 programs on y or z) all its programs in a row on x; the kernel
-    recovers each program's ids from the grid it is passed."""
+    recovers each program's ids from the grid it is passed. A solo kernel (several
+    programs per block, one per thread) always runs its programs in a row on x."""
+    total = grid[0] * grid[1] * grid[2]
+    if programs_per_block > 1:
+        blocks = -(-total // programs_per_block)
+        if blocks > _MAX_GRID[0]:
+            raise BackendError(
+                f"grid {grid} has {total} programs; CUDA launches at most "
+                f"{_MAX_GRID[0] * programs_per_block} of this kernel's"
+            )
+        return (blocks, 1, 1)
     if all(g <= limit for g, limit in zip(grid, _MAX_GRID)):
         return grid
-    total = grid[0] * grid[1] * grid[2]
     if total > _MAX_GRID[0]:
         raise BackendError(
             f"grid {grid} has {total} programs; CUDA launches at most {_MAX_GRID[0]} "
@@ -388,7 +396,8 @@ class CudaBackend(Backend):
             "ptx": ptx,
             "abi": rendered.abi,
             "line_map": rendered.line_map,
-            "threads": THREADS_PER_PROGRAM,
+            "threads": rendered.threads,
+            "programs_per_block": rendered.programs_per_block,
             "nvrtc": nvrtc_version(),
             "log": log.rstrip("\x00") if isinstance(log, str) else "",
         }
@@ -413,11 +422,12 @@ class CudaBackend(Backend):
                 f"{artifact.text.get('nvrtc')}): {exc}"
             ) from None
         plan = _argument_plan(artifact.text["abi"])
-        block = (int(artifact.text.get("threads", THREADS_PER_PROGRAM)), 1, 1)
+        block = (int(artifact.text["threads"]), 1, 1)
+        per_block = int(artifact.text["programs_per_block"])
 
         def launch(grid: tuple[int, int, int], args: list) -> None:
             grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-            blocks = dispatch(grid)
+            blocks = dispatch(grid, per_block)
             values, write_back = _launch_arguments(plan, args, cupy)
             values += [np.int32(g) for g in grid]  # the kernel's q_grid_x/y/z
             if min(grid) > 0:

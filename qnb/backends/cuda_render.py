@@ -7,6 +7,10 @@ and modulo) so that the op templates stay dtype-free. One op is CUDA's own: an f
 product runs on the tensor cores (WMMA 16×16×16, half → float, one warp while the block
 waits).
 
+A program is a block of 256 threads; a kernel that holds no tile runs a program per
+thread, 128 to a block (``solo``, see ``gpu_codegen``; ``RenderedCuda.programs_per_block``
+tells the launcher).
+
 Kernel ABI (see ``abi``): in ``KernelIR.params`` order, an array is a pointer (``const``
 unless the kernel stores to it) followed by one ``int`` per dimension; a scalar is passed
 by value as ``int`` (i32, bool), ``float`` (f32, f16) or ``double`` (f64). Three ``int``s
@@ -58,6 +62,8 @@ class RenderedCuda:
     entry: str
     line_map: list  # [generated line (1-based), unit, line, col] for each located line
     abi: list[dict]
+    threads: int = THREADS  # per block
+    programs_per_block: int = 1  # more than 1 for a kernel that holds no tile (solo)
 
 
 # ---- the prelude: helpers overloaded per dtype (half computes in float and rounds once)
@@ -216,6 +222,7 @@ class CudaRenderer(GpuRenderer):
     }
     barrier = "__syncthreads();"
     storage_barrier = "__syncthreads();"  # also orders global memory within the block
+    solo_programs = 128
 
     def __init__(self, options: Options = Options()):
         self.options = options
@@ -336,11 +343,17 @@ class CudaRenderer(GpuRenderer):
     # ---- the file around the body
 
     def prelude(self, kernel: ir.KernelIR, layout: Layout, uses_f16: bool) -> list[str]:
-        lines = [
-            f"// qnb kernel {kernel.name!r}: CUDA C++ generated from the qnb IR.",
-            "// One program = one block of 256 threads; thread (q_ti, q_tj) holds",
-            "// element [q_ti, q_tj] of every tile and [q_ti] of every vec.",
-        ]
+        lines = [f"// qnb kernel {kernel.name!r}: CUDA C++ generated from the qnb IR."]
+        if self.solo:
+            lines.append(
+                f"// The kernel holds no tile: one thread is one program, "
+                f"{self.solo_programs} programs per block."
+            )
+        else:
+            lines += [
+                "// One program = one block of 256 threads; thread (q_ti, q_tj) holds",
+                "// element [q_ti, q_tj] of every tile and [q_ti] of every vec.",
+            ]
         if uses_f16:
             lines.append("#include <cuda_fp16.h>")
         if self.uses_wmma:
@@ -375,8 +388,22 @@ class CudaRenderer(GpuRenderer):
                 )
         params += [f"int q_grid_{axis}" for axis in "xyz"]  # the launch grid (module docstring)
         signature = ", ".join(params)
+        head = f'extern "C" __global__ void __launch_bounds__({layout.threads}) '
+        head += f"{self.entry}({signature}) {{"
+        if self.solo:
+            return [
+                head,
+                "  // This thread's program: its place in the grid's programs, in order",
+                "  // (x fastest); a thread past the last program has nothing to do.",
+                "  const long long q_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+                "  const long long q_gx = q_grid_x, q_gxy = q_gx * q_grid_y;",
+                "  if (q_lin >= q_gxy * q_grid_z) return;",
+                "  const int q_pid_x = (int)(q_lin % q_gx), q_pid_y = (int)(q_lin / q_gx % q_grid_y);",
+                "  const int q_pid_z = (int)(q_lin / q_gxy);",
+                *unpack,
+            ]
         return [
-            f'extern "C" __global__ void __launch_bounds__({THREADS}) {self.entry}({signature}) {{',
+            head,
             "  const unsigned int q_lid = threadIdx.x;",
             "  const int q_ti = (int)(q_lid >> 4), q_tj = (int)(q_lid & 15u);",
             "  // The block's program: its place in the grid, or, where the grid was launched",
@@ -439,4 +466,12 @@ def render_cuda(kernel: ir.KernelIR, options: Options = Options()) -> RenderedCu
     rendered = renderer.render(kernel)
     lines = rendered.source.rstrip("\n").split("\n")
     text, line_map = _with_line_directives(lines, rendered.line_locs, f"{rendered.entry}.cu")
-    return RenderedCuda(text, rendered.entry, line_map, abi(kernel, renderer.stored))
+    layout = rendered.layout
+    return RenderedCuda(
+        text,
+        rendered.entry,
+        line_map,
+        abi(kernel, renderer.stored),
+        layout.threads,
+        layout.programs_per_group,
+    )

@@ -6,7 +6,7 @@ overrides a few hooks where the languages differ in shape rather than in words
 (declarations, bindings, the entry point, the uniform broadcast).
 
 Program model (see docs/ARCHITECTURE.md): one program is one workgroup/block of
-256 threads. Thread ``(ti, tj) = (local_index // 16, local_index % 16)`` holds
+256 threads, except in a kernel that holds no tile or vec ("solo" below). Thread ``(ti, tj) = (local_index // 16, local_index % 16)`` holds
 element ``[ti, tj]`` of every tile and element ``[ti]`` of every vec (replicated
 over ``tj``) in a private variable; scalars are held, equal, by every thread.
 Elementwise ops need no exchange. Ops that need other threads' elements go
@@ -15,6 +15,11 @@ scalars read from memory or from tiles are written by one thread to a
 broadcast slot and read back with :meth:`GpuRenderer.uniform_load`, so every
 scalar a branch or loop tests is provably uniform (WGSL's uniformity analysis
 then accepts the barriers inside).
+
+A kernel whose every value is a scalar has nothing for 256 threads to share: it
+is rendered *solo*, one thread per program and ``solo_programs`` programs per
+workgroup/block (``Layout.programs_per_group``), with no barriers, no broadcast
+and no ``q_lid``/``q_ti``/``q_tj``; a thread past the grid's last program returns.
 
 Memory ordering: scalar array reads and writes are done by thread 0 only (so a
 scalar read sees the program's own earlier scalar write); after a store to an
@@ -57,6 +62,8 @@ class Layout:
     words: int = 0
     kinds: list[str] = field(default_factory=list)  # "array" / "scalar" per parameter, in order
     grid_slot: int = -1  # first of 3 words holding the launch grid, where the target needs it
+    programs_per_group: int = 1  # programs one workgroup/block runs (more than 1: solo)
+    threads: int = THREADS  # threads (invocations) per workgroup/block
 
     def as_json(self) -> dict:
         return {
@@ -67,6 +74,8 @@ class Layout:
             "words": self.words,
             "kinds": self.kinds,
             "grid_slot": self.grid_slot,
+            "programs_per_group": self.programs_per_group,
+            "threads": self.threads,
         }
 
 
@@ -126,6 +135,7 @@ class GpuRenderer:
     barrier = "workgroupBarrier();"
     storage_barrier = "storageBarrier();"
     indent_unit = "  "
+    solo_programs = 64  # programs per workgroup/block for a kernel that holds no tile
 
     # ------------------------------------------------------------------ hooks a target overrides
 
@@ -224,7 +234,10 @@ class GpuRenderer:
         self._helpers: dict[str, list[str]] = {}
         self._check_dtypes(kernel)
         self.loaded, self.stored = ir.array_uses(kernel)
+        self.solo = not ir.holds_tiles(kernel)
         self.layout = self._layout(kernel)
+        if self.solo:
+            self.layout.programs_per_group = self.layout.threads = self.solo_programs
         self.uses_f16 = (
             any(d is f16 for node in ir.walk_body(kernel.body) for d in _node_dtypes(node))
             or any(p.type.dtype is f16 for p in kernel.params)
@@ -448,7 +461,7 @@ class GpuRenderer:
     def stmt_ArrayStore(self, stmt: ir.ArrayStore) -> None:
         value = self.expr(stmt.value)
         index, ok = self.element(stmt.view, stmt.indices)
-        self.guarded_store(stmt.view, f"q_lid == 0u && {ok}", index, value)
+        self.guarded_store(stmt.view, ok if self.solo else f"q_lid == 0u && {ok}", index, value)
 
     def guarded_store(self, view: ir.ArrayView, ok: str, index: str, value: str) -> None:
         """Write ``value`` at ``index`` of ``view``'s array where ``ok`` holds."""
@@ -457,8 +470,8 @@ class GpuRenderer:
         self.after_store(view)
 
     def after_store(self, view: ir.ArrayView) -> None:
-        if view.param in self.loaded:  # later loads by other threads must see the store
-            self.emit(self.storage_barrier)
+        if view.param in self.loaded and not self.solo:  # other threads' later loads
+            self.emit(self.storage_barrier)  # must see the store
 
     # ------------------------------------------------------------------ addressing
 
@@ -596,6 +609,10 @@ class GpuRenderer:
         index, ok = self.element(node.view, node.indices)
         dtype = node.type.dtype
         value = self.array_read(self.binding(node.view.param), index, dtype)
+        if self.solo:  # the program's one thread reads for itself
+            result = self.var(dtype, self.literal(0, dtype))
+            self.emit(f"if ({ok}) {{ {result} = {value}; }}")
+            return result
         slot = self.broadcast_slot(self.scratch_dtype(dtype))
         self.emit(self.barrier)
         self.open("if (q_lid == 0u) {")

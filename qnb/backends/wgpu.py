@@ -134,20 +134,28 @@ def _check_fits(dev: _Device, array: np.ndarray, name: str | None = None) -> Non
     raise argument_error(BackendError, name, message) if name else BackendError(message)
 
 
-def _dispatch(grid) -> tuple[int, int, int]:
+def _dispatch(grid, programs_per_group: int = 1) -> tuple[int, int, int]:
     """The workgroups to dispatch for a launch grid: the grid itself when each axis fits
     a dispatch, else its programs folded onto x and y (the kernel recovers each program's
-    id from the grid in its parameters, and workgroups past the last program return)."""
+    id from the grid in its parameters, and workgroups past the last program return).
+    A solo kernel (several programs per workgroup, one per invocation) always runs its
+    programs in a row, folded onto x and y where they need more than 65535 workgroups."""
     total = grid[0] * grid[1] * grid[2]
-    if total > MAX_WORKGROUPS * MAX_WORKGROUPS:  # the kernel's u32 program arithmetic
+    # The workgroups fold onto two axes, and the kernel numbers programs in u32.
+    limit = min(MAX_WORKGROUPS**2 * programs_per_group, 2**32 - 64)
+    if total > limit:
         raise BackendError(
-            f"wgpu runs at most {MAX_WORKGROUPS}² programs in one launch; grid {tuple(grid)} "
-            f"has {total}"
+            f"wgpu runs at most {limit} programs of this kernel in one launch; grid "
+            f"{tuple(grid)} has {total}"
         )
-    if max(grid) <= MAX_WORKGROUPS:
+    if programs_per_group > 1:
+        groups = -(-total // programs_per_group)
+    elif max(grid) <= MAX_WORKGROUPS:
         return tuple(grid)
-    rows = -(-total // MAX_WORKGROUPS)
-    return (-(-total // rows), rows, 1)
+    else:
+        groups = total
+    rows = -(-groups // MAX_WORKGROUPS)
+    return (-(-groups // rows), rows, 1)
 
 
 def _storage_bytes(array: np.ndarray) -> np.ndarray:
@@ -390,6 +398,7 @@ class _Launcher:
         self.words = np.zeros(max(4, (layout["words"] + 3) // 4 * 4), np.int32)
         self.word_floats = self.words.view(np.float32)
         self.grid_words = self.words.view(np.uint32)[layout["grid_slot"] :][:3]
+        self.programs_per_group = int(layout["programs_per_group"])
         self.written = None  # the words the uniform buffer holds now
         usage = dev.wgpu.BufferUsage
         self.uniform = dev.device.create_buffer(
@@ -401,7 +410,7 @@ class _Launcher:
     def __call__(self, grid, args) -> None:
         if len(grid) != 3:
             grid = tuple(grid) + (1,) * (3 - len(grid))
-        dispatch = _dispatch(grid)
+        dispatch = _dispatch(grid, self.programs_per_group)
         if len(args) != self.param_count:
             raise QnbTypeError(
                 f"kernel {self.name!r} takes {self.param_count} arguments, got {len(args)}"

@@ -213,6 +213,21 @@ class WgslRenderer(GpuRenderer):
         return text
 
     def entry_open(self, kernel: KernelIR, layout: Layout) -> list[str]:
+        if self.solo:
+            per_group = layout.programs_per_group
+            return [
+                f"@compute @workgroup_size({per_group})",
+                "fn main(@builtin(local_invocation_index) q_inv: u32,",
+                "        @builtin(workgroup_id) q_wid: vec3<u32>,",
+                "        @builtin(num_workgroups) q_nwg: vec3<u32>) {",
+                f"  // the kernel holds no tile: one invocation is one program, {per_group} per",
+                "  // workgroup, in the grid's order (x fastest); those past the last return",
+                f"  let q_lin: u32 = (q_wid.x + q_nwg.x * (q_wid.y + q_nwg.y * q_wid.z)) * "
+                f"{per_group}u + q_inv;",
+                "  if (q_lin >= prm.q_grid_x * prm.q_grid_y * prm.q_grid_z) { return; }",
+                "  let q_pid = vec3<u32>(q_lin % prm.q_grid_x, (q_lin / prm.q_grid_x) % prm.q_grid_y,",
+                "                        q_lin / (prm.q_grid_x * prm.q_grid_y));",
+            ]
         return [
             f"@compute @workgroup_size({WORKGROUP_SIZE})",
             "fn main(@builtin(local_invocation_index) q_lid: u32,",

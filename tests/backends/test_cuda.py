@@ -158,5 +158,7 @@ def test_arrays_of_more_than_2_31_elements(cuda):
 def test_grids_past_65535_on_y_and_z(cuda):
     from tests.helpers import check_program_ids
 
-    check_program_ids("cuda", (2, 70000))
-    check_program_ids("cuda", (3, 2, 70000))
+    for holds_tile in (True, False):  # a block per program, and a thread per program
+        check_program_ids("cuda", (2, 70000), holds_tile)
+        check_program_ids("cuda", (3, 2, 70000), holds_tile)
+        check_program_ids("cuda", (300, 7), holds_tile)

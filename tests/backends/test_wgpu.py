@@ -295,21 +295,44 @@ def test_bool_arrays_and_pipeline_reuse(backend):
     np.testing.assert_array_equal(got, inputs["a"] < inputs["b"])
 
 
+@pytest.mark.parametrize("holds_tile", [True, False], ids=["block-per-program", "solo"])
 @pytest.mark.parametrize("grid", [(70000,), (3, 70000), (2, 3, 70000), (300, 300)])
-def test_grids_past_a_dispatch_axis_are_folded(backend, grid):
+def test_grids_past_a_dispatch_axis_are_folded(backend, grid, holds_tile):
     # A dispatch has at most 65535 workgroups per axis; qnb folds a larger grid onto x and
-    # y and every program still sees its own ids and the grid's sizes.
+    # y and every program still sees its own ids and the grid's sizes. A kernel that holds
+    # no tile runs 64 programs per workgroup, always in a row.
+    from tests.helpers import check_program_ids
+
+    check_program_ids("wgpu", grid, holds_tile)
+
+
+@pytest.mark.parametrize("grid", [(1,), (63,), (65,), (7, 50), (3, 5, 20)])
+def test_a_kernel_without_tiles_runs_a_program_per_invocation(backend, grid, monkeypatch):
+    # 64 programs to a workgroup; invocations past the last program return. With the
+    # dispatch limit lowered to 3 workgroups per axis, the larger grids also fold.
+    from qnb.backends import wgpu
     from tests.helpers import check_program_ids
 
     check_program_ids("wgpu", grid)
+    monkeypatch.setattr(wgpu, "MAX_WORKGROUPS", 3)
+    check_program_ids("wgpu", grid)
+    assert wgpu._dispatch((63, 1, 1), 64) == (1, 1, 1)
+    assert wgpu._dispatch((3, 5, 20), 64) == (3, 2, 1)  # 5 workgroups, folded
 
 
 def test_grid_limits(backend):
     case = CASES["transpose_f32"]
     launcher = backend.load(backend.compile(case.kernel, Options()))
     for grid in ((65536, 65536, 1), (65535, 65535, 2)):  # folded, and not (u32 ids)
-        with pytest.raises(BackendError, match="65535² programs"):
+        with pytest.raises(BackendError, match=f"at most {65535**2} programs"):
             launcher(grid, [case.inputs[p.name] for p in case.kernel.params])
+    # 64 programs to a workgroup when the kernel holds no tile: u32 numbering binds first
+    from qnb.backends import wgpu
+
+    x, y, z = wgpu._dispatch((2**32 - 64, 1, 1), 64)
+    assert max(x, y) <= 65535 and z == 1 and x * y * 64 >= 2**32 - 64
+    with pytest.raises(BackendError, match=f"at most {2**32 - 64} programs"):
+        wgpu._dispatch((2**16, 2**16, 1), 64)
 
 
 def test_an_array_passed_twice_is_one_buffer(backend):

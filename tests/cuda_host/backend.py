@@ -43,7 +43,7 @@ from qnb.backends.base import (
     require_writable,
 )
 from qnb.backends.cuda import _argument_plan, check_array_kind, dispatch
-from qnb.backends.cuda_render import SCALAR_ABI, THREADS, CudaRenderer, render_cuda
+from qnb.backends.cuda_render import SCALAR_ABI, CudaRenderer, render_cuda
 from qnb.dtypes import as_dtype
 from qnb.errors import BackendError, QnbTypeError
 from qnb.ir import KernelIR
@@ -102,6 +102,11 @@ def _precompiled_shim() -> pathlib.Path:
     return directory / SHIM.name
 
 
+# What a hand-written artifact says of its launch shape: blocks of 256 threads, a block per
+# program (the shape of the probes and of a kernel that holds tiles).
+ONE_PROGRAM = {"threads": 256, "programs_per_block": 1}
+
+
 def _c_param_types(abi: list[dict]) -> list[str]:
     """The C type of each kernel parameter, in signature order (the cuda ABI), without
     the launch grid's three ints, which end every signature."""
@@ -115,16 +120,16 @@ def _c_param_types(abi: list[dict]) -> list[str]:
     return types
 
 
-def _host_entry(entry: str, abi: list[dict]) -> str:
+def _host_entry(entry: str, abi: list[dict], threads: int) -> str:
     """``qnb_host_entry(blocks, grid, args)``: runs the kernel on every thread of every
-    block of ``blocks``, passing it the launch ``grid`` (which the cuda backend's
-    ``dispatch`` may have folded into ``blocks``)."""
+    block of ``blocks`` (``threads`` per block), passing it the launch ``grid`` (which the
+    cuda backend's ``dispatch`` may have folded into ``blocks``)."""
     call = [f"*({t}*)args[{k}]" for k, t in enumerate(_c_param_types(abi))]
     call += [f"(int)grid[{axis}]" for axis in range(3)]
     return (
         '\nextern "C" long qnb_host_entry(const unsigned int* blocks, const unsigned int* grid,'
         " void** args) {\n"
-        f"  return qnb_host::launch(blocks, {THREADS}, [&] {{ {entry}({', '.join(call)}); }});\n"
+        f"  return qnb_host::launch(blocks, {threads}, [&] {{ {entry}({', '.join(call)}); }});\n"
         "}\n"
     )
 
@@ -154,10 +159,11 @@ def compile_once(text: str, stem: str, flags: list[str]) -> pathlib.Path:
     return output
 
 
-def build(source: str, entry: str, abi: list[dict]) -> ctypes.CDLL:
+def build(source: str, entry: str, abi: list[dict], threads: int) -> ctypes.CDLL:
     """Compile ``source`` (+ the host entry point) to a shared library and load it."""
     flags = [*CXXFLAGS, "-shared", "-include", str(_precompiled_shim())]
-    return ctypes.CDLL(str(compile_once(source + _host_entry(entry, abi), entry, flags)))
+    text = source + _host_entry(entry, abi, threads)
+    return ctypes.CDLL(str(compile_once(text, entry, flags)))
 
 
 class HostDeviceArray(DeviceArray):
@@ -213,13 +219,24 @@ class CudaHostBackend(Backend):
 
     def compile(self, ir: KernelIR, options: Options = Options()) -> Artifact:
         rendered = render_cuda(ir, options)
-        text = {"source": rendered.text, "entry": rendered.entry, "abi": rendered.abi}
-        build(text["source"], text["entry"], text["abi"])  # a compile error shows here
+        text = {
+            "source": rendered.text,
+            "entry": rendered.entry,
+            "abi": rendered.abi,
+            "threads": rendered.threads,
+            "programs_per_block": rendered.programs_per_block,
+        }
+        self._build(text)  # a compile error shows here
         return Artifact(text=text)
+
+    @staticmethod
+    def _build(text: dict) -> ctypes.CDLL:
+        return build(text["source"], text["entry"], text["abi"], text["threads"])
 
     def load(self, artifact: Artifact) -> Launcher:
         abi = artifact.text["abi"]
-        library = build(artifact.text["source"], artifact.text["entry"], abi)
+        library = self._build(artifact.text)
+        per_block = artifact.text["programs_per_block"]
         entry = library.qnb_host_entry
         entry.argtypes = [
             ctypes.POINTER(ctypes.c_uint),
@@ -255,7 +272,7 @@ class CudaHostBackend(Backend):
                 if stored:
                     write_back.append((host, buffer))
             pointers = (ctypes.c_void_p * max(len(keep), 1))(*(k.ctypes.data for k in keep))
-            blocks = dispatch(grid)  # the cuda backend's, limits and folding included
+            blocks = dispatch(grid, per_block)  # the cuda backend's, limits and folding
             if min(grid) > 0:
                 entry((ctypes.c_uint * 3)(*blocks), (ctypes.c_uint * 3)(*grid), pointers)
             for buffer in guarded:

@@ -21,6 +21,7 @@ import tempfile
 import numpy as np
 
 from qnb.backends.base import Options
+from qnb.backends.cuda import dispatch
 from qnb.backends.cuda_render import SCALAR_ABI, render_cuda
 from tests.cuda_host import backend as host
 
@@ -43,19 +44,19 @@ int main(int argc, char** argv) {
     if (bytes > 0 && fread(data, 1, bytes, in) != (size_t)bytes) return 2;
     args[k] = data;
   }
-  unsigned int grid[3];
-  if (fread(grid, sizeof grid, 1, in) != 1) return 2;
+  unsigned int blocks[3], grid[3];  // the blocks launched, and the grid they stand for
+  if (fread(blocks, sizeof blocks, 1, in) != 1 || fread(grid, sizeof grid, 1, in) != 1) return 2;
   fclose(in);
   // Array parameters are passed by pointer: the slot holds the pointer to the data.
   void** slots = (void**)calloc(count, sizeof(void*));
   for (long k = 0; k < count; ++k) slots[k] = IS_POINTER[k] ? (void*)&args[k] : args[k];
-  qnb_host_entry(grid, grid, slots);
+  qnb_host_entry(blocks, grid, slots);
   return 0;
 }
 """
 
 
-def _program(source: str, entry: str, abi: list[dict]) -> pathlib.Path:
+def _program(source: str, entry: str, abi: list[dict], threads: int) -> pathlib.Path:
     """The standalone TSan program for ``source`` (built once per text)."""
     pointers = []
     for entry_abi in abi:
@@ -65,7 +66,7 @@ def _program(source: str, entry: str, abi: list[dict]) -> pathlib.Path:
     flags = ", ".join(map(str, pointers)) or "0"
     text = (
         source
-        + host._host_entry(entry, abi)
+        + host._host_entry(entry, abi, threads)
         + f"\nstatic const int IS_POINTER[] = {{{flags}}};\n"
         + _MAIN
     )
@@ -89,14 +90,15 @@ def race_report(kernel_ir, grid, args, source: str | None = None) -> str:
     """ThreadSanitizer's report for one launch ("" if it saw no race). ``args`` in
     ``kernel_ir.params`` order; ``source`` replaces the rendered text (to check a probe)."""
     rendered = render_cuda(kernel_ir, Options())
-    program = _program(source or rendered.text, rendered.entry, rendered.abi)
+    program = _program(source or rendered.text, rendered.entry, rendered.abi, rendered.threads)
     grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
+    blocks = dispatch(grid, rendered.programs_per_block)
     parts = _argument_bytes(rendered.abi, args)
     with tempfile.NamedTemporaryFile(dir=host.BUILD, suffix=".args", delete=False) as f:
         f.write(np.int64(len(parts)).tobytes())
         for part in parts:
             f.write(np.int64(len(part)).tobytes() + part)
-        f.write(np.array(grid, np.uint32).tobytes())
+        f.write(np.array([*blocks, *grid], np.uint32).tobytes())
     try:
         env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
         command = [str(program), f.name]

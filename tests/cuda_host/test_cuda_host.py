@@ -65,7 +65,7 @@ def _handwritten(body: str, barrier: bool = True) -> Artifact:
         + "\n}\n"
     )
     abi = [{"name": "out", "kind": "array", "dtype": "f32", "ndim": 1, "stored": True}]
-    return Artifact(text={"source": source, "entry": "qnb_probe", "abi": abi})
+    return Artifact(text={"source": source, "entry": "qnb_probe", "abi": abi, **host.ONE_PROGRAM})
 
 
 REVERSE = """
