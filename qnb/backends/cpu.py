@@ -125,6 +125,8 @@ def _bind(kernel, args, stored=None):
                     f"{type(value).__name__} (use .numpy() or qnb.to_device on cpu)",
                 )
             check_dims(param.name, host.shape)
+            if type(host) is not np.ndarray:  # np.matrix, a memmap...: the same memory
+                host = host.view(np.ndarray)
             arrays[param.name] = (_as_3d(host), host.shape)
         else:
             scalars[param.name] = np.array([value], dtype=param.type.dtype.numpy)
@@ -530,6 +532,8 @@ class _Executor:
         gathering it (only an assignment asks: the value may go straight to a store)."""
         base = self.ev(e.base)
         array, batch, r0, c0, row_end, col_end = self.window(e, e.view, e.r0, e.r1, e.c0, e.c1)
+        if array.size == 0:  # nothing to read: every element keeps the base's value
+            return np.array(base)
         aligned = self.aligned_blocks(array, batch, r0, c0, row_end, col_end)
         if aligned is not None:
             blocks, b, rb, cb = aligned
@@ -631,6 +635,8 @@ class _Executor:
 
     def e_VecLoad(self, e):
         array, batch, index, ok, col = self.vec_window(e, e.view, e.start, e.stop, e.col)
+        if array.size == 0:  # nothing to read: zeros
+            return np.zeros(ok.shape, array.dtype)
         i = np.clip(index, 0, (array.shape[2] if col is None else array.shape[1]) - 1)
         if col is None:
             values = array[batch[:, None], 0, i]

@@ -300,8 +300,9 @@ def check_array_kind(name: str, array, dtype, ndim: int) -> None:
 
 
 def _launch_arguments(plan: list[tuple], args: list, cupy):
-    """CuPy launch arguments for ``args``, and (host, device) pairs to copy back after."""
-    values, write_back = [], []
+    """CuPy launch arguments for ``args``, and (host, device) pairs to copy back after.
+    A NumPy array passed for several parameters is copied once: one memory, as on cpu."""
+    values, write_back, copied = [], [], {}
     for step, value in zip(plan, args):
         if step[0] == "scalar":
             values.append(step[2](value))
@@ -315,8 +316,10 @@ def _launch_arguments(plan: list[tuple], args: list, cupy):
         elif isinstance(value, np.ndarray):
             if stored:
                 require_writable(name, value)
-            device = cupy.asarray(np.ascontiguousarray(value))
-            if stored:
+            device = copied.get(id(value))
+            if device is None:
+                device = copied[id(value)] = cupy.asarray(np.ascontiguousarray(value))
+            if stored and all(host is not value for host, _ in write_back):
                 write_back.append((value, device))
         elif isinstance(value, DeviceArray):
             raise argument_error(

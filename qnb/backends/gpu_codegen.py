@@ -22,9 +22,13 @@ workgroup/block (``Layout.programs_per_group``), with no barriers, no broadcast
 and no ``q_lid``/``q_ti``/``q_tj``; a thread past the grid's last program returns.
 
 Memory ordering: scalar array reads and writes are done by thread 0 only (so a
-scalar read sees the program's own earlier scalar write); after a store to an
-array that the kernel also reads, a storage barrier makes the store visible to
-the other threads of the program.
+scalar read sees the program's own earlier scalar write). A program's accesses to
+one array happen in program order, as on the cpu backend, although different
+threads make them: a store is preceded by a storage barrier when anything else in
+the kernel (or the store itself, in a loop) may touch the same memory, so every
+thread's earlier loads and stores come first; and a store to memory the kernel
+also loads is followed by one, so later loads see it. Memory is the same for two
+array parameters of one dtype, since one array may be passed for both.
 
 Generated names: ``v_*`` locals, ``a_*`` array bindings, ``p_*`` scalar
 parameters, ``n_*`` array dims, ``q*`` renderer temporaries, ``qs_*`` scratch.
@@ -88,6 +92,21 @@ class Rendered:
     layout: Layout
     uses_f16: bool
     entry: str = "main"
+
+
+_ACCESSES = (ir.ArrayLoad, ir.LoadWindow, ir.VecLoad, ir.ArrayStore, ir.StoreWindow, ir.VecStore)
+
+
+def _memory_accesses(kernel: ir.KernelIR) -> dict[str, int]:
+    """Per array parameter, the loads and stores in the body that may touch its memory:
+    its own and those of every array parameter of its dtype (one array may be passed
+    for several parameters)."""
+    by_dtype: dict[DType, int] = {}
+    for node in ir.walk_body(kernel.body):
+        if isinstance(node, _ACCESSES):
+            dtype = node.view.type.dtype
+            by_dtype[dtype] = by_dtype.get(dtype, 0) + 1
+    return {p.name: by_dtype.get(p.type.dtype, 0) for p in kernel.arrays}
 
 
 def _node_dtypes(node):
@@ -234,6 +253,9 @@ class GpuRenderer:
         self._helpers: dict[str, list[str]] = {}
         self._check_dtypes(kernel)
         self.loaded, self.stored = ir.array_uses(kernel)
+        self.accesses = _memory_accesses(kernel)
+        self.loaded_dtypes = {p.type.dtype for p in kernel.arrays if p.name in self.loaded}
+        self._loops = 0
         self.solo = not ir.holds_tiles(kernel)
         self.layout = self._layout(kernel)
         if self.solo:
@@ -417,11 +439,16 @@ class GpuRenderer:
             self.block(stmt.else_body)
         self.close()
 
+    def loop_body(self, body: list[ir.Stmt]) -> None:
+        self._loops += 1
+        self.block(body)
+        self._loops -= 1
+
     def stmt_While(self, stmt: ir.While) -> None:
         self.open_loop(None)
         cond = self.expr(stmt.cond)
         self.emit(f"if (!{cond}) {{ break; }}")
-        self.block(stmt.body)
+        self.loop_body(stmt.body)
         self.close_loop(None)
 
     def stmt_For(self, stmt: ir.For) -> None:
@@ -429,14 +456,20 @@ class GpuRenderer:
             self.let(i32, self.expr(e)) for e in (stmt.start, stmt.stop, stmt.step)
         )
         counter = self.var(i32, start)
-        increment = f"{counter} = {counter} + {step};"
+        # A step past the i32 range ends the loop (Python's range has no overflow): the
+        # counter then becomes ``stop``, which the test below ends the loop at.
+        past = (
+            f"({step} > 0 && {counter} > {self.literal(2**31 - 1, i32)} - {step}) || "
+            f"({step} < 0 && {counter} < {self.literal(-(2**31), i32)} - {step})"
+        )
+        increment = f"{counter} = {self.select(past, stop, self.arith('add', counter, step, i32))};"
         self.open_loop(increment)
         self.emit(
             f"if ({step} == 0 || ({step} > 0 && {counter} >= {stop}) || "
             f"({step} < 0 && {counter} <= {stop})) {{ break; }}"
         )
         self.emit(f"{self.local(stmt.var)} = {counter};")
-        self.block(stmt.body)
+        self.loop_body(stmt.body)
         self.close_loop(increment)
 
     def stmt_Break(self, stmt) -> None:
@@ -466,12 +499,15 @@ class GpuRenderer:
     def guarded_store(self, view: ir.ArrayView, ok: str, index: str, value: str) -> None:
         """Write ``value`` at ``index`` of ``view``'s array where ``ok`` holds."""
         write = self.array_write(self.binding(view.param), index, value, view.type.dtype)
+        if not self.solo and (self._loops or self.accesses[view.param] > 1):
+            # every thread's earlier loads and stores of this memory come first
+            self.emit(self.storage_barrier)
         self.emit(f"if ({ok}) {{ {write} }}")
         self.after_store(view)
 
     def after_store(self, view: ir.ArrayView) -> None:
-        if view.param in self.loaded and not self.solo:  # other threads' later loads
-            self.emit(self.storage_barrier)  # must see the store
+        if view.type.dtype in self.loaded_dtypes and not self.solo:
+            self.emit(self.storage_barrier)  # other threads' later loads must see the store
 
     # ------------------------------------------------------------------ addressing
 
@@ -995,25 +1031,12 @@ class GpuRenderer:
         def build():
             self.open(self.function_open(name, [("a", dtype), ("b", dtype)], dtype))
             zero, one = self.literal(0, dtype), self.literal(1, dtype)
-            if dtype.is_float:
-                # pow(a, b) of the target is exp2(b * log2(a)): undefined for a < 0.
-                # C99's (and NumPy's) cases first: x ** 0 == 1 ** y == 1, else NaN in, NaN out.
-                self.emit(f"if (b == {zero} || a == {one}) {{ return {one}; }}")
-                self.emit(
-                    f"if ({self.is_nan('a', dtype)} || {self.is_nan('b', dtype)}) {{ return a + b; }}"
-                )
-                self.emit(self.declare_let("m", dtype, f"{self.math_functions['pow']}(abs(a), b)"))
-                self.emit(f"if (a >= {zero}) {{ return m; }}")
-                self.emit(
-                    f"if ({self.math_functions['floor']}(b) != b) {{ return "
-                    f"{self.literal(math.nan, dtype)}; }}"
-                )
-                half = self.literal(0.5, dtype)
-                self.emit(
-                    f"if ({self.math_functions['floor']}(b * {half}) != b * {half}) "
-                    f"{{ return -m; }}"
-                )
-                self.emit("return m;")
+            if dtype is f16:  # NumPy raises halves to a power in f32 and rounds once
+                wide = self.helper_pow(f32)
+                a32, b32 = self.cast("a", f16, f32), self.cast("b", f16, f32)
+                self.emit(f"return {self.cast(f'{wide}({a32}, {b32})', f32, f16)};")
+            elif dtype.is_float:
+                self.float_pow_body(dtype)
             else:
                 # Integer power by squaring; a negative exponent gives 0.
                 self.emit(f"if (b < {zero}) {{ return {zero}; }}")
@@ -1030,6 +1053,46 @@ class GpuRenderer:
             self.close()
 
         return self.helper(name, build)
+
+    def float_pow_body(self, dtype: DType) -> None:
+        """C99's pow (Annex F), which NumPy's is. The target's pow(a, b) is
+        exp2(b * log2(a)): undefined for a <= 0 and for infinite operands, so those cases
+        are decided here, and the target's pow sees only a finite nonzero base."""
+        zero, one = self.literal(0, dtype), self.literal(1, dtype)
+        inf, nan = self.literal(math.inf, dtype), self.literal(math.nan, dtype)
+        negative_zero, half = self.literal(-0.0, dtype), self.literal(0.5, dtype)
+        floor = self.math_functions["floor"]
+        self.emit(f"if (b == {zero} || a == {one}) {{ return {one}; }}")
+        self.emit(
+            f"if ({self.is_nan('a', dtype)} || {self.is_nan('b', dtype)}) {{ return a + b; }}"
+        )
+        whole = f"{floor}(b) == b"
+        self.emit(self.declare_let("odd", bool_, f"{whole} && {floor}(b * {half}) != b * {half}"))
+        self.open(f"if ({self.is_inf('b', dtype)}) {{")  # |a| against 1 decides
+        self.emit(f"if (abs(a) == {one}) {{ return {one}; }}")
+        self.emit(self.declare_let("grows", bool_, f"(abs(a) > {one}) == (b > {zero})"))
+        self.emit(f"return {self.select('grows', inf, zero)};")
+        self.close()
+        negative = self.sign_bit("a", dtype)
+        self.open(f"if (a == {zero}) {{")  # ±0: the sign survives an odd power
+        self.emit(
+            f"if (b < {zero}) {{ return {self.select(f'odd && {negative}', f'-{inf}', inf)}; }}"
+        )
+        self.emit(f"return {self.select(f'odd && {negative}', negative_zero, zero)};")
+        self.close()
+        self.open(f"if ({self.is_inf('a', dtype)}) {{")
+        self.emit(f"if (a > {zero}) {{ return {self.select(f'b > {zero}', inf, zero)}; }}")
+        self.emit(f"if (b > {zero}) {{ return {self.select('odd', f'-{inf}', inf)}; }}")
+        self.emit(f"return {self.select('odd', negative_zero, zero)};")
+        self.close()
+        self.emit(self.declare_let("m", dtype, f"{self.math_functions['pow']}(abs(a), b)"))
+        self.emit(f"if (a > {zero}) {{ return m; }}")
+        self.emit(f"if (!({whole})) {{ return {nan}; }}")
+        self.emit(f"return {self.select('odd', '-m', 'm')};")
+
+    def sign_bit(self, x: str, dtype: DType) -> str:
+        """Whether float ``x`` has its sign bit set (true for -0.0)."""
+        return f"({x} < {self.literal(0, dtype)} || 1.0 / {x} < 0.0)"
 
     def shift_amount(self, n: int) -> str:
         return str(n)

@@ -128,8 +128,18 @@ class WgslRenderer(GpuRenderer):
         # WGSL lets a compiler assume no NaNs, so x != x may fold to false: test the bits.
         return f"((bitcast<u32>(f32({x})) & 0x7fffffffu) > 0x7f800000u)"
 
+    def sign_bit(self, x: str, dtype: DType) -> str:
+        return f"((bitcast<u32>(f32({x})) >> 31u) == 1u)"
+
     def is_inf(self, x: str, dtype: DType) -> str:
         return f"((bitcast<u32>(f32({x})) & 0x7fffffffu) == 0x7f800000u)"
+
+    def expr_Binary(self, node) -> str:
+        # Float != must hold when an operand is NaN. lavapipe compiles WGSL's != to an
+        # ordered comparison (false for NaN); == is false for NaN either way, so negate it.
+        if node.op == "ne" and node.left.type.dtype.is_float:
+            return f"(!({self.expr(node.left)} == {self.expr(node.right)}))"
+        return super().expr_Binary(node)
 
     def minmax(self, op: str, a: str, b: str, dtype: DType) -> str:
         # WGSL's max/min need not propagate NaN; NumPy's maximum/minimum do.

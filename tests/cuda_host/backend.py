@@ -248,7 +248,7 @@ class CudaHostBackend(Backend):
 
         def launch(grid: tuple[int, int, int], args: list) -> None:
             grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-            keep, guarded, write_back = [], [], []
+            keep, guarded, write_back, copied = [], [], [], {}
             for step, value in zip(plan, args):
                 if step[0] == "scalar":
                     keep.append(np.array([value], step[2]))
@@ -265,11 +265,13 @@ class CudaHostBackend(Backend):
                 check_dims(name, host.shape)
                 if stored:
                     require_writable(name, host)
-                buffer = _Guarded(name, host)
-                guarded.append(buffer)
+                buffer = copied.get(id(host))  # one array for two parameters: one copy
+                if buffer is None:
+                    buffer = copied[id(host)] = _Guarded(name, host)
+                    guarded.append(buffer)
                 keep.append(np.array([buffer.pointer()], np.uintp))
                 keep += [np.array([n], np.int32) for n in host.shape]
-                if stored:
+                if stored and all(h is not host for h, _ in write_back):
                     write_back.append((host, buffer))
             pointers = (ctypes.c_void_p * max(len(keep), 1))(*(k.ctypes.data for k in keep))
             blocks = dispatch(grid, per_block)  # the cuda backend's, limits and folding

@@ -54,3 +54,16 @@ def test_a_missing_barrier_is_reported_at_the_kernel_line(monkeypatch):
     report = race_report(*suite.lowered(case, np.float32, seed=5))
     assert "WARNING: ThreadSanitizer: data race" in report
     assert "qnb-kernel:" in report  # the #line directives name the user's line
+
+
+@pytest.mark.parametrize("name", ["shift_tile", "tile_then_elements", "sliding_window"])
+def test_stores_that_overlap_earlier_accesses_are_ordered(name):
+    # A store over memory another thread of the program loaded or stored earlier needs a
+    # barrier before it (tests/backends/test_memory_order.py checks the values).
+    require_backend("cuda-host")
+    from tests.backends.test_memory_order import KERNELS
+
+    x = np.arange(24 * 17, dtype=np.float32).reshape(24, 17)
+    args = (x, 3) if name == "sliding_window" else (x,)
+    kernel_ir = KERNELS[name]._lower_for(args)[0]
+    assert race_report(kernel_ir, (1,), list(args)) == ""

@@ -1,0 +1,128 @@
+"""Edges every backend must treat alike.
+
+- Python's ``range`` at the ends of the i32 range: a step that would carry the counter
+  past 2**31 - 1 (or below -2**31) ends the loop, as in Python, instead of wrapping
+  around and going on.
+- Arrays with no elements: a window over one reads nothing (zeros, or the tile's own
+  values for ``load_``) and writes nothing.
+"""
+
+import numpy as np
+import pytest
+
+import qnb
+from tests.helpers import define
+
+KERNELS, _ = define("""
+    @qnb.kernel
+    def count(out, start: qnb.i32, stop: qnb.i32, step: qnb.i32):
+        n = 0
+        last = 0
+        for i in range(start, stop, step):
+            n += 1
+            last = i
+            if n > 40:  # a wrapped counter would go on: stop it, so the test ends
+                break
+        out[0] = n
+        out[1] = last
+    """)
+
+BIG = 2**31 - 1
+CASES = [
+    (BIG - 3, BIG, 5),  # one step, then past the top
+    (BIG - 10, BIG, 4),
+    (-BIG - 1 + 3, -BIG - 1, -5),  # one step, then past the bottom
+    (-BIG, -BIG - 1, -1),
+    (0, BIG, BIG),  # the second step lands exactly on 2**31 - 1 + 1
+    (5, -5, -3),  # ordinary ranges still count
+    (0, 7, 2),
+]
+
+
+@pytest.mark.parametrize("with_tile", [False, True], ids=["solo", "block"])
+@pytest.mark.parametrize(("start", "stop", "step"), CASES)
+def test_range_near_the_ends_of_i32(backend_name, start, stop, step, with_tile):
+    values = list(range(start, stop, step))
+    out = np.full(2, -7, np.int32)
+    kernel = KERNELS["count"]
+    if with_tile:  # the same loop in a kernel that holds a tile (the block layout)
+        kernel = TILED["count_tiled"]
+    with qnb.backend(backend_name):
+        kernel(out, start, stop, step)
+    assert out.tolist() == [len(values), values[-1] if values else 0]
+
+
+TILED, _ = define("""
+    @qnb.kernel
+    def count_tiled(out, start: qnb.i32, stop: qnb.i32, step: qnb.i32):
+        n = 0
+        last = 0
+        for i in range(start, stop, step):
+            n += 1
+            last = i
+            if n > 40:
+                break
+        out[0] = Tile16.full(n, qnb.i32)[3, 3]
+        out[1] = last
+    """)
+
+
+EMPTY, _ = define("""
+    @qnb.kernel
+    def load_tile(x, y):
+        Tile16.load(x, 0, 0).store(y, 0, 0)
+
+    @qnb.kernel
+    def load_into(x, y):
+        t = Tile16.full(3.0, qnb.f32)
+        t[:] = x[0:16, 0:16]
+        t.store(y, 0, 0)
+
+    @qnb.kernel
+    def load_vec(v, y):
+        Vec16.load(v, 0).store(y, 0)
+
+    @qnb.kernel
+    def load_column(x, y):
+        Vec16.load(x, 0, 16, 0).store(y, 0)
+
+    @qnb.kernel
+    def store_tile(x, y):
+        Tile16.load(y, 0, 0).store(x, 0, 0)
+        x[0:16, 0:16] = Tile16.load(y, 0, 0)
+    """)
+
+
+@pytest.mark.parametrize(
+    ("name", "empty", "out_shape", "want"),
+    [
+        ("load_tile", (0, 16), (16, 16), 0.0),
+        ("load_tile", (16, 0), (16, 16), 0.0),
+        ("load_into", (16, 0), (16, 16), 3.0),
+        ("load_vec", (0,), (16,), 0.0),
+        ("load_column", (0, 3), (16,), 0.0),
+    ],
+)
+def test_loads_from_an_empty_array(backend_name, name, empty, out_shape, want):
+    out = np.full(out_shape, np.nan, np.float32)
+    with qnb.backend(backend_name):
+        EMPTY[name](np.zeros(empty, np.float32), out)
+    assert (out == want).all()
+
+
+def test_stores_to_an_empty_array(backend_name):
+    x = np.zeros((0, 16), np.float32)
+    y = np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32)
+    with qnb.backend(backend_name):
+        EMPTY["store_tile"](x, y)
+    assert x.shape == (0, 16)
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix
+def test_an_ndarray_subclass_is_its_memory(backend_name):
+    # np.matrix indexes differently from an ndarray; qnb reads and writes its memory.
+    x = np.asmatrix(np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32))
+    y = np.asmatrix(np.full((16, 16), np.nan, np.float32))
+    with qnb.backend(backend_name):
+        EMPTY["load_tile"](x, y)
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(x))
