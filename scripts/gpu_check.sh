@@ -72,7 +72,8 @@ timeout 330 $PY -m pytest -q -p no:cacheprovider $XDIST -k "not wgpu and not cud
     --timeout 120 -rfE \
     tests/backends/test_cuda.py tests/backends/test_differential.py \
     tests/backends/test_debug_checks.py tests/test_kernel_api.py tests/test_benchmark_kernels.py \
-    tests/backends/test_cuda_compile.py 2>&1 | tee "$OUT_DIR/pytest.log" | tail -40
+    tests/backends/test_memory_order.py tests/backends/test_float_specials.py \
+    tests/backends/test_edge_cases.py tests/backends/test_cuda_compile.py 2>&1 | tee "$OUT_DIR/pytest.log" | tail -40
 TEST_STATUS=${PIPESTATUS[0]}
 
 step "benchmarks/bench_cuda.py"
