@@ -11,10 +11,8 @@ import json
 import os
 import platform
 import sys
-import tempfile
 from collections.abc import Sequence
 from importlib import metadata
-from pathlib import Path
 
 CACHE_ACTIONS = ("list", "stats", "clear", "explain")
 
@@ -177,45 +175,29 @@ def _nvrtc_runtime_version() -> str | None:
 
 
 def _cache_directory_report() -> dict:
-    try:
-        import qnb.cache
+    """The cache settings as the library reads them (its own parsing and directory
+    check), so doctor says what a launch will do."""
+    from qnb.cache import store
 
-        directory = Path(qnb.cache.directory())
-        how = "qnb.cache.directory()"
-    except (ImportError, AttributeError):
-        directory = _default_cache_directory()
-        how = "default location; qnb.cache.directory() is not available"
-    disk = os.environ.get("QNB_CACHE", "1") != "0"
+    directory = store.directory()
+    problem = store.directory_problem(directory)
+    environment = {
+        name: os.environ[name]
+        for name in ("QNB_CACHE", "QNB_ALWAYS_COMPILE", "QNB_CACHE_MAX_BYTES")
+        if name in os.environ
+    }
+    size = environment.get("QNB_CACHE_MAX_BYTES")
     return {
         "directory": str(directory),
-        "source": how,
         "exists": directory.is_dir(),
-        "writable": _is_writable(directory),
-        "disk_cache_enabled": disk,
-        "always_compile": os.environ.get("QNB_ALWAYS_COMPILE", "0") == "1",
+        "writable": problem is None,
+        "problem": problem,
+        "disk_level_wanted": store.disk_enabled(),
+        "disk_cache_enabled": store.disk_enabled() and problem is None,
+        "always_compile": store.always_compile(),
+        "max_bytes": store.DEFAULT_MAX_BYTES if not size else store.parse_max_bytes(size),
+        "environment": environment,
     }
-
-
-def _default_cache_directory() -> Path:
-    if os.environ.get("QNB_CACHE_DIR"):
-        return Path(os.environ["QNB_CACHE_DIR"]).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("qnb"))
-
-
-def _is_writable(directory: Path) -> bool:
-    """Whether qnb could write cache entries there, checked without creating the directory."""
-    if directory.is_dir():
-        try:
-            with tempfile.TemporaryFile(dir=directory):
-                return True
-        except OSError:
-            return False
-    parent = directory.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    return parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
 
 
 def _print_doctor(report: dict) -> None:
@@ -232,15 +214,31 @@ def _print_doctor(report: dict) -> None:
     for name, version in report["versions"].items():
         print(f"  {name:<{width}}  {version}")
     cache = report["cache"]
+    environment = cache["environment"]
     print("\nKernel cache")
     print(f"  directory  {cache['directory']}")
-    print(f"             ({cache['source']})")
-    exists = "exists" if cache["exists"] else "not created yet"
-    writable = "writable" if cache["writable"] else "NOT writable: the cache stays in memory"
-    print(f"  state      {exists}, {writable}")
-    print(f"  disk level {'on' if cache['disk_cache_enabled'] else 'off (QNB_CACHE=0)'}")
+    if not cache["writable"]:
+        state = f"NOT usable: {cache['problem']}; kernels are cached in memory only"
+    elif cache["exists"]:
+        state = "exists, writable"
+    else:
+        state = "not created yet, writable (made at the first compile)"
+    print(f"  state      {state}")
+    if cache["disk_cache_enabled"]:
+        disk = "on"
+    elif not cache["disk_level_wanted"]:
+        disk = f"off (QNB_CACHE={environment.get('QNB_CACHE')})"
+    else:
+        disk = "off (the directory is not usable)"
+    print(f"  disk level {disk}")
+    if cache["max_bytes"] is None:
+        raw = environment["QNB_CACHE_MAX_BYTES"]
+        bound = f"QNB_CACHE_MAX_BYTES={raw!r} is not a number of bytes: ignored (1 GiB)"
+    else:
+        bound = f"{cache['max_bytes']:,} bytes"
+    print(f"  size bound {bound}")
     if cache["always_compile"]:
-        print("  QNB_ALWAYS_COMPILE=1: every launch compiles")
+        print(f"  QNB_ALWAYS_COMPILE={environment['QNB_ALWAYS_COMPILE']}: every launch compiles")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 
-def run_qnb(*args, cache_dir=None, timeout=180):
-    """``python -m qnb ARGS`` with a private cache dir; returns the CompletedProcess."""
-    env = dict(os.environ)
+def run_qnb(*args, cache_dir=None, timeout=180, env=None):
+    """``python -m qnb ARGS`` with a private cache dir (and ``env`` set); returns the
+    CompletedProcess."""
+    settings = ("QNB_CACHE", "QNB_ALWAYS_COMPILE", "QNB_CACHE_MAX_BYTES")
+    env = {k: v for k, v in os.environ.items() if k not in settings} | (env or {})
     if cache_dir is not None:
         env["QNB_CACHE_DIR"] = str(cache_dir)
     return subprocess.run(
@@ -115,3 +117,53 @@ def test_cache_clear_then_list_in_a_private_dir(tmp_path):
     assert run_qnb("cache", "clear", cache_dir=tmp_path).returncode == 0
     result = run_qnb("cache", "list", cache_dir=tmp_path)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "off", "false", "no"])
+def test_doctor_says_the_disk_level_is_off_as_the_library_does(tmp_path, value):
+    result = run_qnb("doctor", cache_dir=tmp_path, env={"QNB_CACHE": value})
+    assert result.returncode == 0, result.stderr
+    assert f"disk level off (QNB_CACHE={value})" in result.stdout
+    report = json.loads(
+        run_qnb("doctor", "--json", cache_dir=tmp_path, env={"QNB_CACHE": value}).stdout
+    )
+    assert report["cache"]["disk_cache_enabled"] is False
+
+
+@pytest.mark.parametrize("value", ["1", "true", "yes", "on"])
+def test_doctor_says_every_launch_compiles_as_the_library_does(tmp_path, value):
+    result = run_qnb("doctor", cache_dir=tmp_path, env={"QNB_ALWAYS_COMPILE": value})
+    assert f"QNB_ALWAYS_COMPILE={value}: every launch compiles" in result.stdout
+
+
+def test_doctor_flags_a_cache_dir_that_is_a_regular_file(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = run_qnb("doctor", cache_dir=blocker)
+    assert "NOT usable: it is not a directory" in result.stdout
+    assert "disk level off (the directory is not usable)" in result.stdout
+    cache = json.loads(run_qnb("doctor", "--json", cache_dir=blocker).stdout)["cache"]
+    assert cache["writable"] is False and cache["disk_cache_enabled"] is False
+
+
+def test_doctor_flags_an_invalid_size_bound(tmp_path):
+    result = run_qnb("doctor", cache_dir=tmp_path, env={"QNB_CACHE_MAX_BYTES": "abc"})
+    assert "QNB_CACHE_MAX_BYTES='abc' is not a number of bytes: ignored" in result.stdout
+
+
+def test_cache_clear_reports_what_it_could_not_remove(tmp_path):
+    blocked = tmp_path / f"k-{'f' * 64}.json"
+    blocked.mkdir()  # unlink fails for a directory, even for root
+    result = run_qnb("cache", "clear", cache_dir=tmp_path)
+    assert result.returncode == 1
+    assert f"could not remove 1 entry: {blocked.name}: Is a directory" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_cache_list_and_explain_skip_a_deeply_nested_entry(tmp_path):
+    (tmp_path / f"k-{'a' * 64}.json").write_text("[" * 100_000 + "]" * 100_000)
+    listed = run_qnb("cache", "list", cache_dir=tmp_path)
+    assert listed.returncode == 0 and "no entries" in listed.stdout, listed.stderr
+    explained = run_qnb("cache", "explain", "k", cache_dir=tmp_path)
+    assert explained.returncode == 1 and "no entries for kernel 'k'" in explained.stdout
+    assert "Traceback" not in listed.stderr + explained.stderr

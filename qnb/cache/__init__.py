@@ -1,8 +1,8 @@
 """The kernel cache: in memory per process, and verified entries on disk.
 
 Public API (contract, DESIGN.md "Kernel cache"): :func:`events`, :class:`CacheEvent`,
-:func:`stats`, :func:`clear`, :func:`explain`, :func:`directory`,
-:class:`CacheWarning`, :func:`add_listener` / :func:`remove_listener`.
+:func:`stats`, :func:`clear` (it returns a :class:`ClearResult`), :func:`explain`,
+:func:`directory`, :class:`CacheWarning`, :func:`add_listener` / :func:`remove_listener`.
 
 The kernel layer builds a :class:`CacheKey` from the seven named components and
 calls :func:`get_or_compile`; its launch fast path calls :func:`record_memory_hit`.
@@ -25,13 +25,14 @@ from qnb.cache.lookup import (
     stats,
 )
 from qnb.cache.report import explain
-from qnb.cache.store import CacheWarning, directory
+from qnb.cache.store import CacheWarning, ClearResult, directory
 
 __all__ = [
     "COMPONENTS",
     "CacheEvent",
     "CacheKey",
     "CacheWarning",
+    "ClearResult",
     "Difference",
     "add_listener",
     "canonical_json",

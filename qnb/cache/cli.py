@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -31,9 +32,18 @@ def _size(count: int) -> str:
     return str(count)
 
 
-def run(argv: list[str], out=None) -> int:
+def disk_state(root) -> str:
+    """ "on", or "off" and why, as a launch in a new process would find it."""
+    if not store.disk_enabled():
+        return f"off (QNB_CACHE={os.environ.get('QNB_CACHE', '')})"
+    why = store.directory_problem(root)
+    return "on" if why is None else f"off: {why} (kernels are cached in memory only)"
+
+
+def run(argv: list[str], out=None, err=None) -> int:
     """Run one ``qnb cache`` command; returns the exit status."""
     out = out or sys.stdout
+    err = err or sys.stderr
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -57,14 +67,16 @@ def run(argv: list[str], out=None) -> int:
     if args.command == "stats":
         entries, size = store.disk_usage(root)
         print(f"directory  {root}", file=out)
-        state = "on" if store.disk_enabled() else "off (QNB_CACHE=0)"
-        print(f"disk cache {state}", file=out)
+        print(f"disk cache {disk_state(root)}", file=out)
         print(f"entries    {entries}", file=out)
         print(f"size       {_size(size)} of {_size(store.max_bytes())}", file=out)
         return 0
     if args.command == "clear":
-        removed = store.clear_disk(root)
-        print(f"removed {removed} entr{'y' if removed == 1 else 'ies'} from {root}", file=out)
+        result = store.clear_disk(root)
+        if result.failed:
+            print(f"qnb cache clear: {result}", file=err)
+            return 1
+        print(result, file=out)
         return 0
     if args.command == "explain":
         text = explain_disk(args.name)

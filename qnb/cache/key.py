@@ -240,16 +240,16 @@ def _render_tagged(value: list | tuple) -> str | None:
     if len(value) != 2:
         return None
     tag, payload = value
+    if tag.startswith("np.") and isinstance(payload, bool | int | str):  # np.float32(1.0)
+        number = _render_float(payload) if isinstance(payload, str) else repr(payload)
+        return f"{tag}({number})"
     if tag == "bool" and isinstance(payload, bool):
         return "True" if payload else "False"
     if tag == "int" and isinstance(payload, int) and not isinstance(payload, bool):
         return repr(payload)
     if tag == "float":
         if isinstance(payload, str):
-            try:
-                return repr(float.fromhex(payload))
-            except ValueError:
-                return payload
+            return _render_float(payload)
         if isinstance(payload, float):
             return repr(payload)
         return None
@@ -263,6 +263,14 @@ def _render_tagged(value: list | tuple) -> str | None:
         items = [_render(item) for item in payload]
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     return None
+
+
+def _render_float(text: str) -> str:
+    """A float stored as ``float.hex()`` text, as Python writes it (other text as is)."""
+    try:
+        return repr(float.fromhex(text))
+    except ValueError:
+        return text
 
 
 def describe_text_change(old: Any, new: Any) -> str:

@@ -159,8 +159,11 @@ def stats() -> dict:
 generation = [0]
 
 
-def clear() -> None:
-    """Empty both levels and forget the events, counts and miss history."""
+def clear() -> store.ClearResult:
+    """Empty both levels and forget the events, counts and miss history.
+
+    Returns what happened on disk (``removed``, and ``failed``: the entries that could
+    not be deleted, with why); a failure there also gives one CacheWarning."""
     with _lock:
         generation[0] += 1
         _memory.clear()
@@ -169,7 +172,10 @@ def clear() -> None:
         for outcome in _counts:
             _counts[outcome] = 0
             _seconds[outcome] = 0.0
-    store.clear_disk()
+    result = store.clear_disk()
+    if result.failed:
+        store.warn(f"qnb kernel cache: {result}")
+    return result
 
 
 # ---------------------------------------------------------------------------------

@@ -29,27 +29,48 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qnb.cache.key import CacheKey, canonical_json, same_json
+from qnb.cache.key import COMPONENTS, CacheKey, canonical_json, same_json
 
 SCHEMA = 2
 DEFAULT_MAX_BYTES = 1 << 30
 SUFFIX = ".json"
 TEMP_SUFFIX = ".tmp"
-_DIGEST_LENGTH = 64
 _STALE_TEMP_SECONDS = 3600.0
+# The only files qnb counts, evicts or clears: its entries, ``<kernel>-<sha256>.json``
+# (the kernel name as sanitise() writes it), and its temp files, ``.<entry name's
+# first 40 characters>.<mkstemp's 8 random characters>.tmp``. Anything else in the
+# directory (a user's settings.json, another tool's data) is left alone.
+_ENTRY_NAME = re.compile(r"[A-Za-z0-9_.]{1,80}-[0-9a-f]{64}\.json")
+_TEMP_NAME = re.compile(r"\.[A-Za-z0-9_][A-Za-z0-9_.-]{0,39}\.[a-z0-9_]{8}\.tmp")
+# Deeper key components than this are not a key qnb wrote: listing skips them, so
+# showing one (which recurses) stays far from Python's recursion limit.
+MAX_COMPONENT_DEPTH = 100
 
 log = logging.getLogger("qnb.cache")
 
 
 class CacheWarning(UserWarning):
     """A cache entry was discarded, or the disk cache is unusable (contract)."""
+
+
+_QNB_PACKAGE = str(Path(__file__).parents[1]) + os.sep
+
+
+def warn(message: str) -> None:
+    """A CacheWarning shown at the first frame outside qnb: the user's launch line,
+    not the cache's internals."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_QNB_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, CacheWarning, stacklevel=level if frame is not None else 2)
 
 
 # ---------------------------------------------------------------------------------
@@ -77,16 +98,35 @@ def always_compile() -> bool:
     return os.environ.get("QNB_ALWAYS_COMPILE", "0").strip().lower() in ("1", "true", "yes", "on")
 
 
+def parse_max_bytes(raw: str) -> int | None:
+    """A ``QNB_CACHE_MAX_BYTES`` value in bytes; None if it is not a number of bytes."""
+    try:
+        bound = int(raw)
+    except ValueError:
+        return None
+    return bound if bound >= 0 else None
+
+
+_warned_max_bytes: set[str] = set()  # the invalid values already warned about
+
+
 def max_bytes() -> int:
-    """The size bound of the directory (``QNB_CACHE_MAX_BYTES``, default 1 GiB)."""
+    """The size bound of the directory (``QNB_CACHE_MAX_BYTES``, default 1 GiB); an
+    invalid value is ignored, with one warning per process."""
     raw = os.environ.get("QNB_CACHE_MAX_BYTES")
     if not raw:
         return DEFAULT_MAX_BYTES
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        log.warning("ignoring QNB_CACHE_MAX_BYTES=%r (not an integer)", raw)
-        return DEFAULT_MAX_BYTES
+    bound = parse_max_bytes(raw)
+    if bound is not None:
+        return bound
+    if raw not in _warned_max_bytes:
+        _warned_max_bytes.add(raw)
+        log.warning(
+            "ignoring QNB_CACHE_MAX_BYTES=%r (not a number of bytes); using %d",
+            raw,
+            DEFAULT_MAX_BYTES,
+        )
+    return DEFAULT_MAX_BYTES
 
 
 # ---------------------------------------------------------------------------------
@@ -106,15 +146,36 @@ def usable_directory() -> Path | None:
     path = directory()
     if str(path) in _unusable:
         return None
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        _degrade(path, f"cannot create it ({exc.strerror or exc})")
-        return None
-    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
-        _degrade(path, "it is not writable")
+    why = directory_problem(path)
+    if why is None:
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            why = f"cannot create it ({exc.strerror or exc})"
+    if why is not None:
+        _degrade(path, why)
         return None
     return path
+
+
+def directory_problem(path: Path) -> str | None:
+    """Why ``path`` cannot hold the disk cache, or None if it can (creating it where
+    needed). Creates nothing: ``qnb doctor`` asks this too, so it says what a launch
+    will find."""
+    if path.is_dir():
+        if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            return "it is not writable"
+        return None
+    if path.exists() or path.is_symlink():
+        return "it is not a directory"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot create it ({parent} is not a directory)"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot create it ({parent} is not writable)"
+    return None
 
 
 def _degrade(path: Path, why: str) -> None:
@@ -127,7 +188,7 @@ def _degrade(path: Path, why: str) -> None:
     message = f"qnb kernel cache directory {path} is unusable: {why}; caching in memory only"
     if first:
         log.warning("%s", message)
-        warnings.warn(message, CacheWarning, stacklevel=4)
+        warn(message)
     else:
         log.debug("%s", message)
 
@@ -152,14 +213,20 @@ def entry_path(root: Path, kernel_name: str, digest: str) -> Path:
     return root / f"{sanitise(kernel_name)}-{digest}{SUFFIX}"
 
 
+def is_entry_name(name: str) -> bool:
+    """Whether a file name is one qnb gives its entries."""
+    return _ENTRY_NAME.fullmatch(name) is not None
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether a file name is one of qnb's temp files (an entry being written)."""
+    return _TEMP_NAME.fullmatch(name) is not None
+
+
 def digest_from_filename(path: Path) -> str | None:
-    stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else None
-    if stem is None or "-" not in stem:
+    if not is_entry_name(path.name):
         return None
-    digest = stem.rsplit("-", 1)[1]
-    if len(digest) != _DIGEST_LENGTH or not re.fullmatch(r"[0-9a-f]+", digest):
-        return None
-    return digest
+    return path.name[: -len(SUFFIX)].rsplit("-", 1)[1]
 
 
 def payload_checksum(payload: str, binary: bytes | None) -> str:
@@ -274,12 +341,16 @@ def verify(data: bytes, path: Path, digest: str, expected_components=None):
 
     ``expected_components`` (the requested key's, as JSON gives them back) lets a warm
     start skip re-hashing: stored components exactly equal to them hash to ``digest``."""
+    try:
+        return _verify(data, path, digest, expected_components)
+    except RecursionError:  # a crafted entry: JSON nested deeper than Python recurses
+        raise CorruptEntry("not a cache entry (JSON nested too deeply)") from None
+
+
+def _verify(data: bytes, path: Path, digest: str, expected_components):
     from qnb.backends.base import Artifact
 
-    try:
-        entry = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CorruptEntry(f"not valid JSON ({_first_line(exc)})") from None
+    entry = _parse(data)
     if not isinstance(entry, dict):
         raise CorruptEntry("not a cache entry (JSON but not an object)")
     if entry.get("schema") != SCHEMA:
@@ -317,11 +388,20 @@ def verify(data: bytes, path: Path, digest: str, expected_components=None):
     return Artifact(text=text, binary=binary)
 
 
+def _parse(data: bytes):
+    """The JSON value in ``data``; CorruptEntry if it is not JSON (RecursionError,
+    for JSON nested too deeply, is the caller's to turn into one)."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptEntry(f"not valid JSON ({_first_line(exc)})") from None
+
+
 def discard(path: Path, why: str, inode: int | None = None) -> None:
     """Warn about and delete a bad entry (unless another process replaced it since)."""
     message = f"qnb kernel cache: discarding {path.name}: {why}; recompiling"
     log.warning("%s", message)
-    warnings.warn(message, CacheWarning, stacklevel=4)
+    warn(message)
     try:
         if inode is None or os.stat(path).st_ino == inode:
             path.unlink()
@@ -347,11 +427,7 @@ def _entry_files(root: Path, prefix: str = "") -> list[os.DirEntry]:
     try:
         with os.scandir(root) as scan:
             return [
-                item
-                for item in scan
-                if item.name.endswith(SUFFIX)
-                and item.name.startswith(prefix)
-                and not item.name.startswith(".")
+                item for item in scan if item.name.startswith(prefix) and is_entry_name(item.name)
             ]
     except OSError:
         return []
@@ -372,11 +448,10 @@ def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
             stat = item.stat()
         except OSError:
             continue
-        if item.name.endswith(TEMP_SUFFIX):
+        if is_temp_name(item.name):
             if now - stat.st_mtime > _STALE_TEMP_SECONDS:  # left by a crashed writer
                 _unlink_quietly(Path(item.path))
-            continue
-        if item.name.endswith(SUFFIX):
+        elif is_entry_name(item.name):
             sized.append((stat.st_mtime, item.name, stat.st_size, Path(item.path)))
     total = sum(size for _, _, size, _ in sized)
     deleted = []
@@ -404,29 +479,78 @@ def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
 
 
 def read_info(path: Path) -> EntryInfo | None:
-    """An entry's metadata and components, without verifying it (None if unreadable)."""
+    """An entry's metadata and components, without verifying its payload; None if it
+    cannot be read or is not an entry qnb wrote (malformed or foreign), so listing
+    and explaining skip it."""
     try:
         stat = path.stat()
-        entry = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        data = path.read_bytes()
+    except OSError:
         return None
+    try:
+        entry = _parse(data)
+    except (CorruptEntry, RecursionError):
+        return None
+    if not isinstance(entry, dict) or entry.get("schema") != SCHEMA:
+        return None
+    kernel, backend, digest = entry.get("kernel"), entry.get("backend"), entry.get("digest")
+    components = entry.get("components")
     if (
-        not isinstance(entry, dict)
-        or entry.get("schema") != SCHEMA
-        or not isinstance(entry.get("components"), dict)
+        not isinstance(kernel, str)
+        or not isinstance(backend, str)
+        or not isinstance(digest, str)
+        or digest != digest_from_filename(path)
+        or not _is_key(components, digest)
     ):
         return None
-    created = entry.get("created")
     return EntryInfo(
         path=path,
-        kernel=str(entry.get("kernel", "?")),
-        backend=str(entry.get("backend", "?")),
-        digest=str(entry.get("digest", "")),
-        components=entry["components"],
-        created=float(created) if isinstance(created, (int, float)) else stat.st_mtime,
+        kernel=kernel,
+        backend=backend,
+        digest=digest,
+        components=components,
+        created=_timestamp(entry.get("created"), stat.st_mtime),
         last_used=stat.st_mtime,
         file_size=stat.st_size,
     )
+
+
+def _is_key(components: Any, digest: str) -> bool:
+    """Whether ``components`` are a whole key (every component, nothing nested deeper
+    than a key qnb writes) that hashes to ``digest``."""
+    if not isinstance(components, dict) or set(components) != set(COMPONENTS):
+        return False
+    if _depth(components) > MAX_COMPONENT_DEPTH:
+        return False
+    try:
+        return CacheKey(components).digest == digest
+    except (TypeError, ValueError):
+        return False
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and dicts nest in a JSON value (without recursing)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            deepest = max(deepest, depth)
+            if depth <= MAX_COMPONENT_DEPTH:
+                pending.extend((item, depth + 1) for item in value)
+    return deepest
+
+
+def _timestamp(value: Any, fallback: float) -> float:
+    """``value`` if it is a time a clock can show, else ``fallback`` (the file's mtime)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return fallback
+    try:
+        time.localtime(value)
+    except (OverflowError, OSError, ValueError):
+        return fallback
+    return float(value)
 
 
 def list_entries(
@@ -472,23 +596,56 @@ def disk_usage(root: Path | None = None) -> tuple[int, int]:
     return count, size
 
 
-def clear_disk(root: Path | None = None) -> int:
-    """Delete every entry (and leftover temp file); returns how many entries went."""
+@dataclass(repr=False)
+class ClearResult:
+    """What clearing the disk level did: ``removed`` entries, and the ``failed`` ones
+    as (path, why) pairs (the directory itself, when it could not be listed)."""
+
+    directory: Path
+    removed: int = 0
+    failed: list[tuple[Path, str]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        text = f"removed {_entries(self.removed)} from {self.directory}"
+        if not self.failed:
+            return text
+        path, why = self.failed[0]
+        if path == self.directory:
+            return f"could not clear {self.directory}: {why}"
+        more = f" (and {len(self.failed) - 1} more)" if len(self.failed) > 1 else ""
+        return f"{text}; could not remove {_entries(len(self.failed))}: {path.name}: {why}{more}"
+
+    def __repr__(self) -> str:  # what a notebook shows for qnb.cache.clear()
+        return f"<qnb.cache.ClearResult: {self}>"
+
+
+def _entries(count: int) -> str:
+    return f"{count} entr{'y' if count == 1 else 'ies'}"
+
+
+def clear_disk(root: Path | None = None) -> ClearResult:
+    """Delete every entry (and leftover temp file); says what went and what could not."""
     if root is None:
         root = directory()
-    removed = 0
+    result = ClearResult(root)
     try:
         with os.scandir(root) as scan:
             items = list(scan)
-    except OSError:
-        return 0
+    except FileNotFoundError:
+        return result
+    except OSError as exc:
+        result.failed.append((root, f"cannot list it ({exc.strerror or exc})"))
+        return result
     for item in items:
-        if item.name.endswith(SUFFIX) and digest_from_filename(Path(item.name)) is not None:
+        if is_entry_name(item.name):
             try:
                 os.unlink(item.path)
-                removed += 1
-            except OSError:
-                pass
-        elif item.name.startswith(".") and item.name.endswith(TEMP_SUFFIX):
+            except FileNotFoundError:  # another process removed it first
+                continue
+            except OSError as exc:
+                result.failed.append((Path(item.path), exc.strerror or str(exc)))
+                continue
+            result.removed += 1
+        elif is_temp_name(item.name):
             _unlink_quietly(Path(item.path))
-    return removed
+    return result

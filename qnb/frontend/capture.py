@@ -2,10 +2,12 @@
 
 Every global or closure name a kernel (or a func it calls) reads is re-read at each
 launch. :meth:`Captures.snapshot` is the fast path: a tuple that compares equal only
-when nothing a kernel reads has changed (types included, so ``1``, ``1.0`` and
-``True`` differ). :func:`classify` is the slow path, run only when the snapshot
-changed: it turns each value into a compile-time constant with a canonical,
-JSON-able form for the cache key, or raises :class:`QnbCaptureError`.
+when nothing a kernel reads has changed (types included at every level, so ``1``,
+``1.0`` and ``True`` differ, also inside tuples; floats by their bits, so ``0.0`` and
+``-0.0`` differ and a NaN equals itself). :func:`classify` is the slow path, run only
+when the snapshot changed: it turns each value into a compile-time constant with a
+canonical, JSON-able form for the cache key (a NumPy scalar keeps its type there), or
+raises :class:`QnbCaptureError`.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class Captures:
         cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
         self._globals = fn.__globals__
         self._readers = []
+        self._tokens: dict[tuple[str, ...], tuple[object, object]] = {}  # chain → (value, token)
         for chain in parsed.chains:
             root = chain[0]
             self._readers.append((chain, cells.get(root)))
@@ -129,12 +132,53 @@ class Captures:
                 seen = seen | {id(value)}
                 out.append((chain, value, value._qnb_captures.snapshot(seen)))
                 continue
-            try:
-                hash(value)
-            except TypeError:
-                return (_Unhashable(),)  # never equal: the slow path reports the error
-            out.append((chain, type(value), value))
+            kind = type(value)
+            if kind is float:  # the common case of _exact, inline: this is the launch path
+                if value != value or value == 0:
+                    value = value.hex()
+            elif kind not in _EQUAL_MEANS_SAME:  # (those are hashable, and exact as they are)
+                value = self._token(chain, value)
+                if value is None:
+                    return (_Unhashable(),)  # never equal: the slow path reports the error
+            out.append((chain, kind, value))
         return tuple(out)
+
+    def _token(self, chain, value):
+        """``_exact(value)``, or None if unhashable. A token depends only on immutable
+        parts of its value (tuples, floats), so the same object gives the same token
+        and a captured tuple costs one identity test while it is not rebound."""
+        last = self._tokens.get(chain)
+        if last is not None and last[0] is value:
+            return last[1]
+        token = _exact(value)
+        try:
+            hash(token)
+        except TypeError:
+            return None
+        self._tokens[chain] = (value, token)
+        return token
+
+
+# Types whose ``==`` already means "the same compile-time value" once the types match.
+_EQUAL_MEANS_SAME = frozenset({int, bool, str, type(None), types.ModuleType, types.FunctionType})
+_FLOATS = (float, np.floating)
+
+
+def _exact(value):
+    """The snapshot's token for ``value`` (its type is kept beside it): equal to
+    another token only when the values have the same type at every level (inside
+    tuples too) and, for floats, the same bits.
+
+    ``==`` alone is too loose for a cache: ``0.0 == -0.0``, ``(1,) == (1.0,)`` and
+    ``(True,) == (1,)`` although each pair compiles differently, and ``nan != nan``
+    would miss the launch memo every time."""
+    if type(value) is tuple:
+        return tuple([(type(item), _exact(item)) for item in value])
+    if isinstance(value, _FLOATS) and (value != value or value == 0):
+        # Equal floats other than zeros and NaNs have the same bits; those two are
+        # told apart by their exact text (the one canonical() stores).
+        return float(value).hex()
+    return value
 
 
 class _Unhashable:
@@ -145,12 +189,17 @@ class _Unhashable:
         return 0
 
 
+_NUMPY_NUMBERS = (np.bool_, np.integer, np.floating)
+
+
 def canonical(value):
     """The JSON-able canonical form of a compile-time constant, or None if it is not one."""
     if value is None:
         return ["none"]
-    if isinstance(value, bool | np.bool_):
-        return ["bool", bool(value)]
+    if isinstance(value, _NUMPY_NUMBERS):
+        return _numpy_canonical(value)
+    if isinstance(value, bool):
+        return ["bool", value]
     if isinstance(value, enum.Enum):
         kind = type(value)
         return [
@@ -158,9 +207,9 @@ def canonical(value):
             f"{kind.__module__}.{kind.__qualname__}.{value.name}",
             canonical(value.value),
         ]
-    if isinstance(value, int | np.integer):
+    if isinstance(value, int):
         return ["int", int(value)]
-    if isinstance(value, float | np.floating):
+    if isinstance(value, float):
         return ["float", float(value).hex()]
     if isinstance(value, str):
         return ["str", value]
@@ -175,6 +224,19 @@ def canonical(value):
         items = [canonical(v) for v in value]
         return None if any(i is None for i in items) else ["tuple", items]
     return None
+
+
+def _numpy_canonical(value):
+    """A NumPy number names its type: ``qnb.static`` computes in that type
+    (``np.float32(1.0) + 1e-9 == 1.0``), so it is not the Python number of equal value."""
+    tag = "np." + type(value).__name__
+    if isinstance(value, np.bool_):
+        return [tag, bool(value)]
+    if isinstance(value, np.integer):
+        return [tag, int(value)]
+    if value.itemsize > 8:  # longer than a Python float: its shortest exact decimal text
+        return [tag, np.format_float_scientific(value, unique=True)]
+    return [tag, float(value).hex()]
 
 
 def describe(value) -> str:

@@ -1,4 +1,8 @@
-"""``%qbench``: time a launch expression with warm-up and a device sync after each run."""
+"""``%qbench``: time a launch expression with warm-up and a device sync after each run.
+
+The first run's cache events say which backends the expression launches on; every
+later run then waits for those backends' devices before its clock stops (a launch
+with device arrays returns once its work is queued)."""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ import linecache
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import qnb
+from qnb.backends import registry
 
 TARGET_SECONDS = 0.5
 MIN_RUNS, MAX_RUNS = 3, 1000
@@ -63,12 +69,18 @@ def _duration(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} µs"
 
 
-def synchronize() -> None:
-    """Wait for queued device work. Launches with NumPy arrays already wait (results are
-    copied back); CuPy arrays on the cuda backend need the device synchronised."""
-    sync = getattr(qnb, "synchronize", None)
-    if callable(sync):
-        sync()
+def device_sync(backend_name: str) -> Callable[[], None] | None:
+    """How to wait for the work a launch on ``backend_name`` left queued on its device
+    (the backend's ``synchronize``); None for cpu, whose launch returns when done."""
+    if backend_name == "cpu":
+        return None
+    try:
+        return registry.get(backend_name).synchronize
+    except qnb.QnbError:
+        return None
+
+
+def _cupy_sync() -> None:
     cupy = sys.modules.get("cupy")
     if cupy is not None:
         with contextlib.suppress(Exception):  # no device: nothing ran there
@@ -86,29 +98,51 @@ def bench(
     nbytes: float | None = None,
     flops: float | None = None,
 ) -> BenchResult:
-    code = compile(expr, BENCH_FILENAME, "eval")
+    code = compile(expr, BENCH_FILENAME, "eval", dont_inherit=True)
     # A traceback through the expression shows its text (as it does for a cell's).
     linecache.cache[BENCH_FILENAME] = (len(expr), None, [expr + "\n"], BENCH_FILENAME)
-    events_before = len(qnb.cache.events())
+    syncs: list[Callable[[], None]] = []
+    backends: list[str] = []
+
+    def first() -> float:
+        """The first run: its cache events name the backends to wait for."""
+        seen: list = []
+        qnb.cache.add_listener(seen.append)
+        try:
+            start = time.perf_counter()
+            eval(code, namespace)
+        finally:
+            qnb.cache.remove_listener(seen.append)
+        for name in dict.fromkeys(event.backend for event in seen):
+            backends.append(name)
+            sync = device_sync(name)
+            if sync is not None:
+                sync()
+                syncs.append(sync)
+        if not seen:  # no qnb launch: perhaps the user's own CuPy work
+            _cupy_sync()
+            syncs.append(_cupy_sync)
+        return time.perf_counter() - start
 
     def once() -> float:
         start = time.perf_counter()
         eval(code, namespace)
-        synchronize()
+        for sync in syncs:
+            sync()
         return time.perf_counter() - start
 
-    for _ in range(max(0, warmup)):
-        once()
     times = []
+    if warmup > 0:
+        first()
+        for _ in range(warmup - 1):
+            once()
+    else:
+        times.append(first())
     if runs > 0:
-        times = [once() for _ in range(runs)]
+        times += [once() for _ in range(runs - len(times))]
     else:
         while len(times) < MAX_RUNS and (len(times) < MIN_RUNS or sum(times) < TARGET_SECONDS):
             times.append(once())
-    backend = None
-    recent = qnb.cache.events()[events_before:]
-    if recent:
-        backend = recent[-1].backend
     estimate = ""
     if nbytes is None or flops is None:
         kernel, args = _launch_parts(expr, namespace)
@@ -120,30 +154,39 @@ def bench(
             flops, how = _matmul_flops(arrays)
             if how:
                 estimate = "; ".join(filter(None, [estimate, how]))
+    backend = backends[-1] if backends else None
     return BenchResult(expr.strip(), backend, times, nbytes, flops, estimate)
 
 
 def _launch_parts(expr: str, namespace: dict) -> tuple[object, list]:
-    """The kernel and arguments of a launch ``k[grid](a, b, ...)`` or ``k(a, b)``,
-    evaluating only names, attributes and constants (nothing with side effects)."""
+    """The kernel and arguments (in parameter order) of a launch ``k[grid](a, b=b, ...)``
+    or ``k(a, b)``, evaluating only names, attributes and constants (nothing with side
+    effects)."""
     try:
         tree = ast.parse(expr.strip(), mode="eval").body
     except SyntaxError:
         return None, []
-    if not isinstance(tree, ast.Call):
+    if not isinstance(tree, ast.Call) or any(k.arg is None for k in tree.keywords):  # **kw
         return None, []
-    simple = (ast.Name, ast.Attribute, ast.Constant)
     callee = tree.func.value if isinstance(tree.func, ast.Subscript) else tree.func
-    if not isinstance(callee, simple) or not all(isinstance(a, simple) for a in tree.args):
+    nodes = [callee, *tree.args, *(keyword.value for keyword in tree.keywords)]
+    if not all(isinstance(node, ast.Name | ast.Attribute | ast.Constant) for node in nodes):
         return None, []
+
+    def value_of(node):
+        code = compile(ast.Expression(node), BENCH_FILENAME, "eval", dont_inherit=True)
+        return eval(code, namespace)
+
     try:
-        kernel, *args = (
-            eval(compile(ast.Expression(node), "<qbench>", "eval"), namespace)
-            for node in [callee, *tree.args]
-        )
+        kernel = value_of(callee)
+        args = [value_of(node) for node in tree.args]
+        keywords = {keyword.arg: value_of(keyword.value) for keyword in tree.keywords}
     except Exception:
         return None, []
-    return kernel, args
+    names = getattr(kernel, "param_names", None)
+    if keywords and isinstance(names, list) and set(keywords) <= set(names[len(args) :]):
+        args += [keywords.pop(name) for name in names[len(args) :] if name in keywords]
+    return kernel, args + list(keywords.values())  # (left over: counted, not ordered)
 
 
 def _has_matmul(kernel, args) -> bool:

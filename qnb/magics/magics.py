@@ -15,6 +15,7 @@ import inspect
 import linecache
 import os
 import shlex
+import warnings
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -123,7 +124,10 @@ class QnbMagics(Magics):
             for node in tree.body
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         ]
-        _run(compile(tree, filename, "exec"), namespace, filename, self.shell)
+        # dont_inherit: this module's own `from __future__ import annotations` must not
+        # turn the cell's annotations into strings.
+        code = compile(tree, filename, "exec", dont_inherit=True)
+        _run(code, namespace, filename, self.shell)
         kernels = {}
         for name in defined:
             value = namespace.get(name)
@@ -137,7 +141,8 @@ class QnbMagics(Magics):
         result = None
         if last is not None:
             expression = ast.Expression(last.value)
-            result = _run(compile(expression, filename, "eval"), namespace, filename, self.shell)
+            code = compile(expression, filename, "eval", dont_inherit=True)
+            result = _run(code, namespace, filename, self.shell)
         return result, list(kernels.values())
 
     def _compile_and_report(self, kernel, args) -> None:
@@ -178,6 +183,11 @@ class QnbMagics(Magics):
     def qcache(self, line):
         """The kernel cache: ``%qcache [list|stats|clear|explain NAME]``."""
         args = parse_argstring(self.qcache, line)
+        if args.name is not None and args.action != "explain":
+            raise UsageError(
+                f"%qcache {args.action} takes no argument (got {args.name!r}); "
+                "only %qcache explain NAME does"
+            )
         if args.action == "list":
             print(_event_table(qnb.cache.events()))
         elif args.action == "stats":
@@ -185,8 +195,12 @@ class QnbMagics(Magics):
             width = max(len(k) for k in stats) if stats else 0
             print("\n".join(f"{key:<{width}}  {value}" for key, value in stats.items()))
         elif args.action == "clear":
-            qnb.cache.clear()
-            print("qnb kernel cache cleared (memory and disk)")
+            with warnings.catch_warnings():  # the failure is said here, once
+                warnings.simplefilter("ignore", qnb.cache.CacheWarning)
+                result = qnb.cache.clear()
+            if result.failed:  # the cell fails, with the message only
+                raise show_error(OSError(f"qnb kernel cache: memory cleared; on disk {result}"))
+            print(f"qnb kernel cache cleared: memory, and {result}")
         else:
             if not args.name:
                 raise UsageError("%qcache explain needs a kernel name: %qcache explain NAME")
@@ -225,16 +239,26 @@ class QnbMagics(Magics):
     @argument("expr", nargs="*", help="the launch expression, e.g. k[4, 4](a, b, c)")
     @line_magic
     def qbench(self, line):
-        """Time a launch: ``%qbench [-n RUNS] [-w WARMUP] [--bytes B] [--flops F] EXPR``.
+        """Time a launch: ``%qbench [-n RUNS] [-w WARMUP] [--bytes B] [--flops F] [-o] [--] EXPR``.
 
         Runs EXPR (after warm-up runs) with a device sync after each, and prints the
         median time, and GB/s and GFLOP/s where bytes and flops are known or can be
         estimated from the array arguments.
         """
         options, expr = _split_options(self.qbench, line)
+        if options is None:
+            print(self.qbench.parser.format_help())
+            return None
         args = parse_argstring(self.qbench, options)
         if not expr.strip():
             raise UsageError("%qbench needs a launch expression, e.g. %qbench k[4, 4](a, b, c)")
+        for name, flag in (("runs", "-n/--runs"), ("warmup", "-w/--warmup")):
+            if getattr(args, name) < 0:
+                raise UsageError(f"%qbench {flag} must be 0 or more, not {getattr(args, name)}")
+        for name in ("bytes", "flops"):
+            value = getattr(args, name)
+            if value is not None and not value >= 0:  # (also refuses nan)
+                raise UsageError(f"%qbench --{name} must be 0 or more, not {value}")
         try:
             result = bench(
                 expr,
@@ -293,25 +317,53 @@ def _environment(name: str, value: str):
             os.environ[name] = previous
 
 
-def _split_options(magic, line: str) -> tuple[str, str]:
-    """Split ``line`` into its leading options and the rest, kept verbatim (an expression
-    may hold spaces and quotes). Options are known from the magic's own parser."""
+_HELP = ("-h", "--help")
+
+
+def _split_options(magic, line: str) -> tuple[str | None, str]:
+    """Split ``line`` into its leading options (as text for the magic's parser) and the
+    expression, kept verbatim (it may hold spaces and quotes). Options are known from
+    the magic's own parser; ``--`` ends them; ``-n2`` and ``--runs=2`` work as
+    ``-n 2``. The options are None when the line asks for help."""
+    name = f"%{magic.__name__}"
     actions = magic.parser._option_string_actions
-    rest = line.lstrip()
+    rest = line.strip()
     taken = []
     while rest.startswith("-"):
-        word, _, after = rest.partition(" ")
-        flag = word.split("=", 1)[0]
+        word, after = _first_word(rest)
+        if not word[1:2].isalpha() and word[:2] != "--":
+            break  # an expression that starts with a minus: -1, -(k(x))
+        rest = after
+        if word == "--":
+            break
+        if word in _HELP:
+            return None, rest
+        flag, attached = word, None
+        if word.startswith("--") and "=" in word:
+            flag, attached = word.split("=", 1)
+        elif not word.startswith("--") and len(word) > 2:
+            flag, attached = word[:2], word[2:]
         action = actions.get(flag)
         if action is None:
-            break
-        taken.append(word)
-        rest = after.lstrip()
-        if action.nargs != 0 and "=" not in word:
-            value, _, after = rest.partition(" ")
-            taken.append(value)
-            rest = after.lstrip()
+            known = ", ".join(sorted(o for o in actions if o.startswith("--")))
+            raise UsageError(f"{name}: unknown option {word!r} (options: {known}, -h)")
+        taken.append(flag)
+        if action.nargs == 0:
+            if attached is not None:
+                raise UsageError(f"{name}: option {flag} takes no value (got {word!r})")
+            continue
+        if attached is None:
+            if not rest:
+                raise UsageError(f"{name}: option {flag} needs a value")
+            attached, rest = _first_word(rest)
+        taken.append(attached)
     return " ".join(shlex.quote(w) for w in taken), rest
+
+
+def _first_word(text: str) -> tuple[str, str]:
+    """The first word of ``text`` and the rest, without leading whitespace."""
+    parts = text.split(None, 1)
+    return parts[0], parts[1] if len(parts) > 1 else ""
 
 
 def _event_table(events) -> str:

@@ -165,6 +165,38 @@ def test_captured_tile_size_flip_is_a_miss_naming_it(tmp_path):
     check_flip(tmp_path, "tile_kernel", CAPTURED_INT, 16, 8, expect, "captured.TILE: 16 → 8")
 
 
+CAPTURED_NUMPY_SCALAR = """
+    import numpy as np
+    import qnb
+
+    C = 1.0
+
+
+    @qnb.kernel
+    def k(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+        t = qnb.Tile16.load(x, 0, 0)
+        if qnb.static(C + 1e-9 > 1.0):  # False in float32 arithmetic
+            t = t * 2.0
+        else:
+            t = t + 100.0
+        t.store(y, 0, 0)
+
+
+    def run(x, y, variant):
+        global C
+        C = np.float32(1.0) if variant == "np.float32" else 1.0
+        k(x, y)
+"""
+
+
+def test_numpy_scalar_and_python_float_of_equal_value_never_share_an_entry(tmp_path):
+    check_flip(
+        tmp_path, "numpy_scalar_kernel", CAPTURED_NUMPY_SCALAR, "float", "np.float32",
+        lambda kind: x_input() + 100.0 if kind == "np.float32" else x_input() * 2.0,
+        "captured.C: 1.0 → np.float32(1.0)",
+    )  # fmt: skip
+
+
 TEMPLATE = """
     import qnb
 

@@ -92,6 +92,7 @@ def _bad_base64(data: bytes) -> bytes:
 
 
 CORRUPTIONS = {
+    "deeply-nested": lambda data: b"[" * 100_000 + b"]" * 100_000,
     "truncated": lambda data: data[: len(data) // 2],
     "empty": lambda data: b"",
     "bit-flip": _flip_a_payload_bit,

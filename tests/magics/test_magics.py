@@ -229,3 +229,142 @@ def test_qbench_shows_the_users_own_mistakes_only(ip):
     assert isinstance(result.error_in_exec, NameError)
     assert "undefined_launch(1)" in shown  # the expression's own line
     assert "magics.py" not in shown and "bench.py" not in shown
+
+
+def test_cell_annotations_are_the_users_not_this_modules_future_import(ip):
+    # magics.py has `from __future__ import annotations`; a cell must not inherit it.
+    cell = (
+        "class Point:\n"
+        "    x: int\n"
+        'def quoted(out: "qnb.Array[qnb.f32, 2]"):\n'
+        "    qnb.Tile16.ones(qnb.f32).store(out, 0, 0)\n"
+    )
+    captured, _ = run(ip, "-b cpu", cell)
+    assert ip.user_ns["Point"].__annotations__ == {"x": int}
+    assert STATUS.search(captured.stdout).group(1) == "quoted", captured.stdout
+
+
+@pytest.fixture
+def bench_arrays(ip):
+    run(ip, "-b cpu", DOUBLE)
+    ip.run_cell("a = np.ones((32, 16), np.float32)\nout = np.zeros_like(a)")
+    with qnb.backend("cpu"):
+        yield
+
+
+@pytest.mark.parametrize(
+    "options", ["-n2", "-n 2", "--runs=2", "--runs 2", "-n 2 --", "-n2 -w0", "-w 0 -o -n 2"]
+)
+def test_qbench_option_spellings(ip, bench_arrays, options):
+    with capture_output():
+        result = ip.run_line_magic("qbench", f"-o {options} double[2](a, out)")
+    assert len(result.times) == 2 and result.expr == "double[2](a, out)"
+
+
+def test_qbench_help_shows_the_options(ip):
+    for flag in ("-h", "--help"):
+        with capture_output() as captured:
+            result = ip.run_cell(f"%qbench {flag}")
+        assert result.error_in_exec is None
+        assert "-n RUNS" in captured.stdout and "--bytes" in captured.stdout
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ("-n -3", "-n/--runs must be 0 or more, not -3"),
+        ("-w -1", "-w/--warmup must be 0 or more, not -1"),
+        ("--warmup=-1", "-w/--warmup must be 0 or more, not -1"),
+        ("--bytes -5", "--bytes must be 0 or more"),
+        ("--flops nan", "--flops must be 0 or more"),
+        ("-n", "option -n needs a value"),
+        ("--bogus 3", "unknown option '--bogus'"),
+        ("-o3", "option -o takes no value"),
+        ("-n abc", "invalid int value"),
+    ],
+)
+def test_qbench_refuses_bad_options_with_a_usage_error(ip, bench_arrays, options, message):
+    line = options if options == "-n" else f"{options} double[2](a, out)"
+    with capture_output() as captured:
+        result = ip.run_cell(f"%qbench {line}")
+    assert type(result.error_in_exec).__name__ == "UsageError"
+    assert message in captured.stdout + captured.stderr
+
+
+@pytest.mark.parametrize("call", ["double[2](a=a, out=out)", "double[2](a, out=out)"])
+def test_qbench_counts_keyword_array_arguments(ip, bench_arrays, call):
+    with capture_output() as captured:
+        result = ip.run_line_magic("qbench", f"-n 2 -w 1 -o {call}")
+    assert result.nbytes == 2 * 32 * 16 * 4
+    assert "GB/s" in captured.stdout
+
+
+def test_qbench_waits_for_the_launch_backends_device(ip, monkeypatch):
+    """After each run the backend the launch used is synchronised, and only it."""
+    from qnb.backends import registry
+    from qnb.magics import bench
+
+    key = qnb.cache.CacheKey({name: {} for name in qnb.cache.COMPONENTS})
+    waits = []
+
+    class QueuedBackend:  # a backend whose launches return before the device is done
+        def synchronize(self):
+            waits.append(len(launches))
+
+    launches = []
+
+    def launch():
+        launches.append(1)
+        qnb.cache.record_memory_hit("k", "queued", key, 0.0)
+
+    real_get = registry.get
+    monkeypatch.setattr(
+        registry, "get", lambda name: QueuedBackend() if name == "queued" else real_get(name)
+    )
+    result = bench.bench("launch()", {"launch": launch}, runs=3, warmup=2)
+    assert result.backend == "queued"
+    assert waits == [1, 2, 3, 4, 5]  # after every run, warm-up ones included
+
+
+def test_qbench_waits_for_the_wgpu_queue(ip, monkeypatch):
+    from qnb.backends.wgpu import WgpuBackend
+    from tests.conftest import require_backend
+
+    require_backend("wgpu")
+    waits = []
+    wait = WgpuBackend.synchronize
+
+    def counted(self):
+        waits.append(1)
+        wait(self)  # the real wait, on the real device
+
+    monkeypatch.setattr(WgpuBackend, "synchronize", counted)
+    run(ip, "-b wgpu", DOUBLE.replace("double", "double_wgpu"))
+    ip.run_cell(
+        "a_dev = qnb.to_device(np.ones((32, 16), np.float32), backend='wgpu')\n"
+        "out_dev = qnb.to_device(np.zeros((32, 16), np.float32), backend='wgpu')"
+    )
+    with capture_output():
+        result = ip.run_line_magic("qbench", "-n 3 -w 1 -o double_wgpu[2](a_dev, out_dev)")
+    assert result.backend == "wgpu" and len(waits) == 4
+    np.testing.assert_array_equal(ip.user_ns["out_dev"].numpy(), np.full((32, 16), 2.0))
+
+
+@pytest.mark.parametrize("line", ["stats extra", "clear extra", "list extra"])
+def test_qcache_refuses_an_argument_its_action_does_not_take(ip, line):
+    with capture_output() as captured:
+        result = ip.run_cell(f"%qcache {line}")
+    assert type(result.error_in_exec).__name__ == "UsageError"
+    assert "takes no argument" in captured.stdout + captured.stderr
+
+
+def test_qcache_clear_says_what_it_could_not_remove(ip, tmp_path, monkeypatch):
+    monkeypatch.setenv("QNB_CACHE_DIR", str(tmp_path))
+    blocked = tmp_path / f"k-{'f' * 64}.json"
+    blocked.mkdir()  # unlink fails for a directory, even for root
+    with capture_output() as captured:
+        result = ip.run_cell("%qcache clear")
+    shown = captured.stdout + captured.stderr
+    assert isinstance(result.error_in_exec, OSError)
+    assert f"could not remove 1 entry: {blocked.name}: Is a directory" in shown
+    assert "Traceback" not in shown and "CacheWarning" not in shown
