@@ -117,6 +117,11 @@ class Backend:
     def to_device(self, array):
         raise NotImplementedError(f"backend {self.name!r} has no device arrays")
 
+    def synchronize(self) -> None:
+        """Wait until the work launched so far has finished on the device. A launch with
+        NumPy arrays returns when its results are back; one with device arrays may
+        return while its work is queued (``%qbench`` waits here after each run)."""
+
 
 class DeviceArray:
     """An array that lives on a backend's device; launches use it without copies.

@@ -444,6 +444,11 @@ class CudaBackend(Backend):
         launch.module = module  # keeps the module alive with the launcher
         return launch
 
+    def synchronize(self) -> None:
+        cupy = sys.modules.get("cupy")
+        if cupy is not None and _device_probe()[0] is not None:
+            cupy.cuda.runtime.deviceSynchronize()
+
     def to_device(self, array) -> CudaDeviceArray:
         cupy = _import_cupy()
         self.device_arch()

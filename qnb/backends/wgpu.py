@@ -66,6 +66,9 @@ class _Device:
         )
         self.max_binding = int(self.device.limits["max-storage-buffer-binding-size"])
         self.queue = self.device.queue
+        # 4 bytes to read back: a queue runs its work in order, so the read completes
+        # after everything submitted before it (see WgpuBackend.synchronize).
+        self.fence = self.device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
         self.modules: dict[str, object] = {}
         self.pipelines: dict[str, tuple] = {}
         self.layouts: dict[tuple, tuple] = {}
@@ -247,6 +250,13 @@ class WgpuBackend(Backend):
     def load(self, artifact: Artifact) -> _Launcher:
         dev = self._dev()
         return _Launcher(dev, artifact, _pipeline(dev, artifact))
+
+    def synchronize(self) -> None:
+        # (wgpu-py 0.32's queue.on_submitted_work_done_sync() raises a TypeError with its
+        # bundled wgpu-native, pygfx/wgpu-py#834; a read back works with every version.)
+        dev = _device_state.get("device")
+        if dev is not None:  # no device yet: nothing was launched
+            dev.queue.read_buffer(dev.fence, 0, 4)
 
     def to_device(self, array) -> WgpuDeviceArray:
         array = np.asarray(array)
