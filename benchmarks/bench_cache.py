@@ -173,12 +173,12 @@ for case in suite.CASES:
     _, args = case.make(rng, dtype)
     kernel = case.kernel
     signature = kernel._signature(args)[0]
-    captured, sources, units, roots = kernel._resolve()
-    components = kernel._key_components(reference, signature, captured, sources)
+    resolved = kernel._resolve()
+    components = kernel._key_components(reference, signature, resolved.captured, resolved.sources)
     components["backend"] = {"name": name}
     start = time.perf_counter()  # cold: key, lower, compile, store
     key = CacheKey(components)
-    ir = kernel._lower(signature, units, roots)
+    ir = kernel._lower(signature, resolved)
     try:
         artifact = compile_artifact(ir, Options())
     except Exception as exc:  # e.g. f64 on WGSL

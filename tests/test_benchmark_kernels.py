@@ -146,3 +146,13 @@ def test_the_wgpu_layout_benchmark_runs():
     require_backend("wgpu")
     medians = bench_wgpu.solo_layout(n=300, repeat=1)  # it checks both results itself
     assert set(medians) == {"program per invocation", "workgroup per program"}
+
+
+def test_the_cache_benchmark_runs(tmp_path):
+    # bench_cache drives qnb's internals (key components, lowering) directly; an internal
+    # change once broke it unseen. Its warm-vs-cold step, on cpu, must still run.
+    from benchmarks import bench_cache
+
+    (tmp_path / "cache_suite.py").write_text(bench_cache.suite_source())
+    result = bench_cache.qnb_side("cpu", str(tmp_path))
+    assert result["kernels"] >= 20 and result["cold"] > 0 and result["warm"] > 0

@@ -212,7 +212,7 @@ _BINARY = {
     "mod": np.mod,
     "max": np.maximum,
     "min": np.minimum,
-    "pow": np.power,
+    "pow": lambda a, b: _int_power(a, b) if a.dtype.kind in "iu" else np.power(a, b),
     "lt": np.less,
     "le": np.less_equal,
     "gt": np.greater,
@@ -223,6 +223,21 @@ _BINARY = {
     "or": np.logical_or,
     "xor": np.logical_xor,
 }
+
+
+def _int_power(a, b):
+    """i32 ** i32, wrapping; a negative exponent gives the true power truncated toward zero
+    (1 for a base of 1, ±1 for -1, else 0; 0 for a base of 0, as ``x // 0`` is)."""
+    a, b = np.broadcast_arrays(a, b)
+    with np.errstate(over="ignore"):
+        result = np.power(a, np.maximum(b, 0))
+    negative = b < 0
+    if negative.any():
+        unit = np.where(b % 2 == 1, a, 1)  # (-1) ** odd == -1
+        result = np.where(negative, np.where(np.abs(a) == 1, unit, 0), result)
+    return result
+
+
 _UNARY = {
     "neg": np.negative,
     "not": np.logical_not,

@@ -90,8 +90,9 @@ __device__ __forceinline__ float floor_(float x) { return floorf(x); }
 __device__ __forceinline__ double floor_(double x) { return floor(x); }
 __device__ __forceinline__ float pow_(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double pow_(double a, double b) { return pow(a, b); }
-__device__ __forceinline__ int pow_(int a, int b) {  // by squaring; a negative exponent gives 0
-  if (b < 0) return 0;
+// by squaring, wrapping; a negative exponent gives the true power truncated toward zero
+__device__ __forceinline__ int pow_(int a, int b) {
+  if (b < 0) return (a == 1 || a == -1) ? ((b & 1) ? a : 1) : 0;
   unsigned r = 1u, x = (unsigned)a;
   for (; b; b >>= 1, x *= x) if (b & 1) r *= x;
   return (int)r;

@@ -1038,8 +1038,15 @@ class GpuRenderer:
             elif dtype.is_float:
                 self.float_pow_body(dtype)
             else:
-                # Integer power by squaring; a negative exponent gives 0.
-                self.emit(f"if (b < {zero}) {{ return {zero}; }}")
+                # By squaring, wrapping; a negative exponent gives the true power
+                # truncated toward zero (±1 for a base of ±1, else 0).
+                self.open(f"if (b < {zero}) {{")
+                self.emit(
+                    f"if (a == {one} || (a == -{one} && (b & {one}) == {zero})) {{ return {one}; }}"
+                )
+                self.emit(f"if (a == -{one}) {{ return a; }}")
+                self.emit(f"return {zero};")
+                self.close()
                 self.emit(self.declare_var("r", dtype, one))
                 self.emit(self.declare_var("x", dtype, "a"))
                 self.emit(self.declare_var("e", dtype, "b"))

@@ -126,3 +126,30 @@ def test_an_ndarray_subclass_is_its_memory(backend_name):
     with qnb.backend(backend_name):
         EMPTY["load_tile"](x, y)
     np.testing.assert_array_equal(np.asarray(y), np.asarray(x))
+
+
+POWER, _ = define("""
+    @qnb.kernel
+    def int_power(a, b, out):
+        (Tile16.load(a, 0, 0) ** Tile16.load(b, 0, 0)).store(out, 0, 0)
+        out[0, 1] = a[0, 1] ** b[0, 1]  # the scalar op too
+    """)
+
+
+def test_integer_power_wraps_and_truncates(backend_name):
+    # i32 ** i32 is i32 and wraps (NumPy's for exponents >= 0); a negative exponent gives
+    # the true power truncated toward zero: ±1 for a base of ±1, else 0.
+    bases = [0, 1, -1, 2, -2, 3, 7, -7, 46341, 65536, 2**31 - 1, -(2**31), 5, 10, -3, 1]
+    exponents = [-3, -2, -1, 0, 1, 2, 3, 9, 10, 20, 31, 32, -(2**31), 2**31 - 1, 4, 5]
+    a, b = (np.array(x, np.int64) for x in np.meshgrid(bases, exponents, indexing="ij"))
+
+    def truth(x, y):
+        if y < 0:
+            return (-1 if y % 2 else 1) if x == -1 else int(x == 1)
+        return pow(int(x), int(y), 2**32)
+
+    want = np.vectorize(truth)(a, b).astype(np.uint32).view(np.int32)
+    out = np.full((16, 16), 7, np.int32)
+    with qnb.backend(backend_name):
+        POWER["int_power"](a.astype(np.int32), b.astype(np.int32), out)
+    np.testing.assert_array_equal(out, want)
