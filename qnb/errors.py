@@ -8,6 +8,8 @@ own line, never a compiler traceback.
 from __future__ import annotations
 
 import linecache
+import os
+import sys
 
 
 class QnbError(Exception):
@@ -62,6 +64,19 @@ class QnbError(Exception):
             self.__class__,
             (self.message, self.filename, self.lineno, self.col, self._source_line),
         )
+
+
+def caller_position() -> tuple[str | None, int | None]:
+    """The file and line of the innermost frame outside the qnb package: the user's own
+    line that called into qnb (for errors that have no AST node to point at)."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(package):
+            return filename, frame.f_lineno
+        frame = frame.f_back
+    return None, None
 
 
 class QnbSyntaxError(QnbError):

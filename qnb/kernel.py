@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import pathlib
+import sys
 import time
 import types
 
@@ -22,10 +23,11 @@ from qnb.backends import registry as _backends
 from qnb.backends.base import FAST_ARRAY_TYPES, DeviceArray, Options
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
 from qnb.errors import QnbCaptureError, QnbError, QnbIndexError, QnbTypeError
-from qnb.frontend.capture import Captures, canonical, classify
+from qnb.frontend.capture import Captures, canonical, classify, describe
 from qnb.frontend.checks import add_bounds_checks
 from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
+from qnb.frontend.semantics import unsupported_call_message
 from qnb.language import _ArrayAnnotation, _TemplateAnnotation
 
 CACHE_SCHEMA = 3  # 3: GPU artifacts say how many programs a workgroup/block runs
@@ -68,7 +70,13 @@ def _compiler_digest() -> str:
 
 
 class Func:
-    """A ``@qnb.func`` helper: inlined into the kernels that call it."""
+    """A ``@qnb.func`` helper: inlined into the kernels that call it.
+
+    Arguments behave as in Python: a Tile16/Vec16 variable passed in is the caller's tile,
+    so in-place ops on the parameter (``t.load_``, ``t.eye_()``, ``t[i, j] = s``,
+    ``t += u``) change it, as on a NumPy array; assigning the parameter (``t = t + 1``)
+    makes a value of the func's own and leaves the caller's tile alone. Numbers are copied.
+    """
 
     def __init__(self, fn):
         self._qnb_parsed: ParsedFunction = parse_function(fn)
@@ -173,6 +181,36 @@ def _readable(value) -> str:
         except TypeError:
             return str(np.dtype(value))
     return repr(value)
+
+
+class _Resolved:
+    """A launch's view of the functions a kernel reaches: each one's unit name, source and
+    captured roots, and the captured constants (the ``captured`` key component)."""
+
+    def __init__(self):
+        self.captured: dict[str, object] = {}
+        self.sources: dict[str, str] = {}
+        self.parsed_units: dict[str, ParsedFunction] = {}
+        self.roots: dict[str, dict] = {}
+        self.names: dict[int, str] = {}  # id(parsed) -> unit name; this launch only, no key
+
+    def add(self, parsed: ParsedFunction, roots: dict) -> str:
+        name, count = parsed.unit_name, 1
+        while name in self.parsed_units:
+            count += 1
+            name = f"{parsed.unit_name}#{count}"
+        self.names[id(parsed)] = name
+        self.parsed_units[name] = parsed
+        self.sources[name] = parsed.source
+        self.roots[name] = roots
+        return name
+
+    def unit_of(self, parsed: ParsedFunction) -> tuple[str, dict]:
+        """(unit name, captured roots) of a function the lowering meets."""
+        name = self.names.get(id(parsed))
+        if name is None:  # reached through a compile-time value, not a captured name
+            name = self.add(parsed, Captures(parsed).roots())
+        return name, self.roots[name]
 
 
 class _Prepared:
@@ -301,7 +339,10 @@ class Kernel:
         if self._memo_generation != cache.lookup.generation[0]:
             self._memo.clear()  # qnb.cache.clear() ran: the next launch must look again
             self._memo_generation = cache.lookup.generation[0]
-        prepared = self._memo.get((backend_name, snapshot, signature))
+        if cache.store.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
+            prepared = None
+        else:
+            prepared = self._memo.get((backend_name, snapshot, signature))
         if prepared is None:
             prepared = self._prepare(backend_name, snapshot, signature)
         else:
@@ -407,7 +448,7 @@ class Kernel:
             if form is None:
                 raise self._arg_error(
                     f"Template parameter {name!r} must be a bool, int, float, str, "
-                    f"None, dtype or tuple of these, not {type(value).__name__}"
+                    f"None, dtype or tuple of these, not {_not_constant(value)}"
                 )
             return ("template", type(value), value, _readable(value)), None
         if _is_array(value):
@@ -487,37 +528,41 @@ class Kernel:
 
     # ------------------------------------------------------------------ specialisation
 
-    def _resolve(self):
-        """Classify every captured value (kernel and funcs, transitively)."""
-        captured: dict[str, object] = {}
-        sources: dict[str, str] = {}
-        parsed_units: dict[str, ParsedFunction] = {}
-        roots: dict[str, dict] = {}
+    def _resolve(self) -> _Resolved:
+        """Classify every captured value (kernel and funcs, transitively).
 
-        def visit(owner_parsed: ParsedFunction, owner_captures: Captures, prefix: str):
-            unit = owner_parsed.unit_name
-            if unit in parsed_units:
+        Each function object is its own unit, named ``module:qualname``: two funcs made by
+        one factory share that name but not their captured values, so the second one met
+        is ``module:qualname#2`` (met in the order of the captured names, the same in
+        every process). A func's captured names enter the key under its unit name."""
+        resolved = _Resolved()
+
+        def visit(owner_parsed: ParsedFunction, owner_captures: Captures, is_kernel: bool):
+            if id(owner_parsed) in resolved.names:
                 return
-            parsed_units[unit] = owner_parsed
-            sources[unit] = owner_parsed.source
-            roots[unit] = owner_roots = owner_captures.roots()
+            unit = resolved.add(owner_parsed, owner_captures.roots())
+            owner_roots = resolved.roots[unit]
+            prefix = "" if is_kernel else f"{unit}."
             for chain, value in owner_captures.values():
                 try:
                     kind = classify(owner_parsed, chain, value)
                 except QnbCaptureError as err:
                     where = owner_parsed.position(_first_use(owner_parsed, chain))
+                    if _is_library_callable(value):  # print, math.sin: no @qnb.func helps
+                        message = unsupported_call_message(".".join(chain))
+                        raise QnbCaptureError(message, *where) from None
                     raise err.with_location(*where) from None
                 if kind[0] == "const" and _is_qnb_module(owner_roots.get(chain[0])):
                     continue  # qnb.f32 and friends: the language itself (the `qnb` component)
                 if kind[0] == "const":
-                    captured[prefix + ".".join(chain)] = kind[1]
+                    resolved.captured[prefix + ".".join(chain)] = kind[1]
                 elif kind[0] == "callable":
-                    visit(value._qnb_parsed, value._qnb_captures, f"{value._qnb_parsed.name}.")
+                    visit(value._qnb_parsed, value._qnb_captures, False)
                 elif kind[0] == "undefined":
-                    captured[prefix + ".".join(chain)] = ["undefined"]
+                    resolved.captured[prefix + ".".join(chain)] = ["undefined"]
 
-        visit(self._qnb_parsed, self._qnb_captures, "")
-        return captured, sources, parsed_units, roots
+        visit(self._qnb_parsed, self._qnb_captures, True)
+        return resolved
 
     def _param_specs(self, signature) -> list[ParamSpec]:
         specs = []
@@ -550,34 +595,36 @@ class Kernel:
             "options": self._options.as_component(),
         }
 
-    def _lower(self, signature, parsed_units, roots) -> ir.KernelIR:
-        def roots_of(parsed):
-            return roots.get(parsed.unit_name) or Captures(parsed).roots()
-
+    def _lower(self, signature, resolved: _Resolved) -> ir.KernelIR:
         try:
-            return lower_kernel(self._qnb_parsed, roots_of, self._param_specs(signature))
+            return lower_kernel(self._qnb_parsed, resolved.unit_of, self._param_specs(signature))
         except RecursionError:
             message = f"kernel {self.name!r} is nested too deeply to compile"
             raise self._qnb_parsed.error(QnbTypeError, message, self._qnb_parsed.tree) from None
 
     def _lower_for(self, args):
         signature, _ = self._signature(self._example_args(args))
-        _, _, parsed_units, roots = self._resolve()
-        return self._lower(signature, parsed_units, roots), parsed_units
+        resolved = self._resolve()
+        return self._lower(signature, resolved), resolved.parsed_units
 
     def _prepare(self, backend_name, snapshot, signature) -> _Prepared:
         from qnb import cache
 
-        backend = _backends.require(backend_name)
-        captured, sources, parsed_units, roots = self._resolve()
-        key = cache.CacheKey(self._key_components(backend, signature, captured, sources))
+        try:
+            backend = _backends.require(backend_name)
+        except QnbError as err:  # unknown or unavailable here: shown at the kernel's def
+            raise err.with_location(*self._qnb_parsed.position(self._qnb_parsed.tree)) from None
+        resolved = self._resolve()
+        parsed_units = resolved.parsed_units
+        components = self._key_components(backend, signature, resolved.captured, resolved.sources)
+        key = cache.CacheKey(components)
 
         # Debug mode on a GPU: bounds checks become IR (the cpu backend checks as it runs).
         debug_checks = self._options.debug and backend_name != "cpu"
         tables = []
 
         def lowered():
-            kernel_ir = self._lower(signature, parsed_units, roots)
+            kernel_ir = self._lower(signature, resolved)
             if debug_checks:
                 kernel_ir, table = add_bounds_checks(kernel_ir)
                 tables.append(table)
@@ -721,6 +768,28 @@ def _checked(launcher, table):
     return launch
 
 
+def _is_library_callable(value) -> bool:
+    """A function or class of Python's standard library or NumPy (``print``, ``math.sin``,
+    ``np.zeros``, ``enumerate``): a kernel cannot call it, and no @qnb.func makes it so."""
+    if not callable(value) or isinstance(value, Kernel | Func):
+        return False
+    module = (getattr(value, "__module__", None) or "").partition(".")[0]
+    if isinstance(value, np.ufunc) or module == "numpy":
+        return True
+    return module in sys.stdlib_module_names or module == "builtins"
+
+
+def _not_constant(value, where: str = "") -> str:
+    """What in a Template value is not a compile-time constant (for its error message)."""
+    if isinstance(value, tuple):
+        for index, item in enumerate(value):
+            if canonical(item) is None:
+                return _not_constant(item, f"{where}[{index}]")
+    if where:
+        return f"a tuple whose element {where} is of type {describe(value)}"
+    return describe(value)
+
+
 def _first_use(parsed: ParsedFunction, chain):
     import ast
 
@@ -744,8 +813,9 @@ class _TraceLauncher:
             if kwargs:
                 args = k._positional(args, kwargs)
             signature, runtime_args = k._signature(args)
-            _, _, parsed_units, roots = k._resolve()
-            kernel_ir = k._lower(signature, parsed_units, roots)
+            resolved = k._resolve()
+            parsed_units = resolved.parsed_units
+            kernel_ir = k._lower(signature, resolved)
             try:
                 return cpu.trace(kernel_ir, grid3, runtime_args, k._qnb_parsed, parsed_units)
             except QnbError as err:

@@ -8,6 +8,7 @@ tag and lowers it to IR. Called outside a kernel, an intrinsic raises a clear er
 from __future__ import annotations
 
 from qnb.dtypes import DType, as_dtype, f32
+from qnb.errors import QnbTypeError, caller_position
 
 TILE_SIZE = 16
 
@@ -216,11 +217,16 @@ class _ArrayAnnotation:
         if not isinstance(item, tuple):
             item = (item,)
         if len(item) not in (1, 2):
-            raise TypeError("use qnb.Array[dtype] or qnb.Array[dtype, ndim]")
-        dtype = None if item[0] is None else as_dtype(item[0])
+            raise QnbTypeError("use qnb.Array[dtype] or qnb.Array[dtype, ndim]", *caller_position())
+        try:
+            dtype = None if item[0] is None else as_dtype(item[0])
+        except TypeError as exc:
+            raise QnbTypeError(f"qnb.Array[...]: {exc}", *caller_position()) from None
         ndim = item[1] if len(item) == 2 else None
-        if ndim is not None and ndim not in (1, 2, 3):
-            raise TypeError("qnb arrays have 1, 2 or 3 dimensions")
+        if ndim is not None and (isinstance(ndim, bool) or ndim not in (1, 2, 3)):
+            raise QnbTypeError(
+                f"qnb arrays have 1, 2 or 3 dimensions, not {ndim!r}", *caller_position()
+            )
         return _ArrayAnnotation(dtype, ndim)
 
     def __repr__(self) -> str:

@@ -840,3 +840,57 @@ def test_programs_storing_to_one_block_leave_one_of_their_values(backend_name):
         scope["race"][3](out)
     assert np.isin(out[16:], [1.0, 2.0, 3.0]).all(), out[16:]
     assert (out[:16] == 0).all()
+
+
+def test_each_func_object_enters_the_key_under_its_own_unit():
+    # Two modules with a func of one name, each reading its own FACTOR: both values
+    # must be in the key (one of them missing would serve a stale kernel across processes).
+    moda, _ = define(
+        "FACTOR = 2.0\n@qnb.func\ndef scale(t):\n    return t * FACTOR\n", {"__name__": "moda"}
+    )
+    modb, _ = define(
+        "FACTOR = 1.0\n@qnb.func\ndef scale(t):\n    return t * FACTOR\n", {"__name__": "modb"}
+    )
+
+    def make(s):
+        @qnb.func
+        def f(t):
+            return t * s
+
+        return f
+
+    f2, f3 = make(2.0), make(3.0)
+    scope, _ = define(
+        """
+        @qnb.kernel
+        def k(o):
+            t = Tile16.ones(qnb.f32)
+            (scale_a(t) + scale_b(t) * 10.0 + f2(t) * 100.0 + f3(t) * 1000.0).store(o, 0, 0)
+        """,
+        {"scale_a": moda["scale"], "scale_b": modb["scale"], "f2": f2, "f3": f3},
+    )
+    out = np.zeros((16, 16), np.float32)
+    scope["k"](out)
+    assert out[0, 0] == 2 + 10 + 200 + 3000
+    components = qnb.cache.events()[-1].components
+    factory = f"{__name__}:{make.__qualname__}.<locals>.f"
+    assert set(components["captured"]) == {
+        "moda:scale.FACTOR",
+        "modb:scale.FACTOR",
+        f"{factory}.s",
+        f"{factory}#2.s",
+    }
+    assert {"moda:scale", "modb:scale", factory, f"{factory}#2"} <= set(components["source"])
+
+
+def test_always_compile_compiles_every_launch(monkeypatch):
+    scope, _ = define("@qnb.kernel\ndef k(y):\n    y[0] = 1\n")
+    y = np.zeros(1, np.int32)
+    scope["k"](y)
+    monkeypatch.setenv("QNB_ALWAYS_COMPILE", "1")
+    scope["k"](y)
+    scope["k"](y)
+    assert [e.outcome for e in qnb.cache.events()[-2:]] == ["miss", "miss"]
+    monkeypatch.delenv("QNB_ALWAYS_COMPILE")
+    scope["k"](y)
+    assert qnb.cache.events()[-1].outcome == "memory-hit"

@@ -21,7 +21,7 @@ from qnb.dtypes import DType, bool_, i32, is_dtype_like
 from qnb.errors import QnbError, QnbSyntaxError, QnbTypeError
 from qnb.frontend import semantics as sem
 from qnb.frontend.capture import UNDEFINED, foreign_intrinsic, is_qnb_callable
-from qnb.frontend.parse import KERNEL_BUILTINS, ParsedFunction
+from qnb.frontend.parse import KERNEL_BUILTINS, ParsedFunction, is_negative_literal
 from qnb.frontend.semantics import Py
 
 
@@ -54,22 +54,65 @@ class _Var:
     type: ir.Type
 
 
+class _Ambiguous:
+    """A name that runtime control flow leaves bound to different compile-time values
+    (an array, a tuple, a dtype…) on different paths: reading it is an error."""
+
+    __slots__ = ("name", "node")
+
+    def __init__(self, name: str, node: ast.AST):
+        self.name = name
+        self.node = node  # the assignment under the runtime condition
+
+
+class _Known(ast.expr):
+    """An expression already lowered, standing in for its AST (evaluated once)."""
+
+    _fields = ()
+
+    def __init__(self, value, like: ast.AST):
+        super().__init__()
+        self.value = value
+        self.source = getattr(like, "source", like)  # the user's expression (for messages)
+        ast.copy_location(self, like)
+
+
+class _LoopWatch:
+    """Compile-time bindings a runtime loop's body reads before it may rebind them."""
+
+    def __init__(self, frame, entry: dict):
+        self.frame = frame
+        self.entry = entry
+        self.reads: dict[str, ast.AST] = {}
+
+
+_UNBOUND = object()
+
+
 class _Frame:
     """One function being lowered: the kernel itself or an inlined func."""
 
-    def __init__(self, parsed: ParsedFunction, unit: int, roots: dict, prefix: str):
+    def __init__(self, parsed: ParsedFunction, unit: int, unit_name: str, roots: dict, prefix: str):
         self.parsed = parsed
         self.unit = unit
+        self.unit_name = unit_name
         self.roots = roots
         self.prefix = prefix
         self.scope: dict[str, object] = {}
+        # Parameters bound to the caller's Tile16/Vec16 variable: in-place ops reach it.
+        self.aliases: set[str] = set()
+        # Aliased parameters reassigned under a runtime condition (name -> that statement):
+        # whether they still are the caller's tile depends on the run.
+        self.detached: dict[str, ast.AST] = {}
+        self.bound_at: dict[str, ast.AST] = {}  # where a compile-time binding was made
 
 
-def lower_kernel(parsed: ParsedFunction, roots_of, params: list[ParamSpec]) -> ir.KernelIR:
-    """Lower a kernel. ``roots_of(parsed)`` gives a function's captured root values."""
+def lower_kernel(parsed: ParsedFunction, unit_of, params: list[ParamSpec]) -> ir.KernelIR:
+    """Lower a kernel. ``unit_of(parsed)`` gives a function's unit name (unique per
+    function object: two funcs from one factory are two units) and its captured roots."""
     declared: dict[str, ir.Type] = {}
     for _ in range(4):
-        lowerer = _Lowerer(parsed, roots_of, params, declared)
+        lowerer = _Lowerer(parsed, unit_of, params, declared)
         kernel = lowerer.run()
         if lowerer.joined == declared or not lowerer.widened:
             return kernel
@@ -78,8 +121,8 @@ def lower_kernel(parsed: ParsedFunction, roots_of, params: list[ParamSpec]) -> i
 
 
 class _Lowerer:
-    def __init__(self, parsed, roots_of, params, declared):
-        self.roots_of = roots_of
+    def __init__(self, parsed, unit_of, params, declared):
+        self.unit_of = unit_of
         self.params = params
         self.declared = declared  # variable types widened by an earlier pass
         self.joined: dict[str, ir.Type] = {}
@@ -96,6 +139,7 @@ class _Lowerer:
         self.static_blocks: list[int] = []  # block_depth where each static loop began
         self.kernel_parsed = parsed
         self.inline_stack: list[str] = []
+        self.loop_watches: list[_LoopWatch] = []
 
     # ------------------------------------------------------------------ helpers
 
@@ -110,8 +154,10 @@ class _Lowerer:
         return self.frame.parsed.error(cls, message, node)
 
     def fresh(self, hint: str) -> str:
+        """A new IR name. It has a "." (no Python identifier has one) and a number no
+        other generated name has, so it never meets a user's variable."""
         self.counter += 1
-        return f"{hint}_{self.counter}"
+        return f"{hint}.{self.counter}"
 
     def temporary(self, hint: str, shown: str) -> str:
         """A fresh IR local that holds an intermediate value; a trace shows it as
@@ -120,12 +166,12 @@ class _Lowerer:
         self.display[name] = f"({shown})"
         return name
 
-    def unit_for(self, parsed: ParsedFunction) -> int:
-        key = parsed.unit_name
-        if key not in self.unit_index:
-            self.unit_index[key] = len(self.units)
-            self.units.append(ir.Unit(key))
-        return self.unit_index[key]
+    def new_frame(self, parsed: ParsedFunction, prefix: str) -> _Frame:
+        name, roots = self.unit_of(parsed)
+        if name not in self.unit_index:
+            self.unit_index[name] = len(self.units)
+            self.units.append(ir.Unit(name))
+        return _Frame(parsed, self.unit_index[name], name, roots, prefix)
 
     @contextlib.contextmanager
     def nested_block(self):
@@ -145,12 +191,12 @@ class _Lowerer:
 
     def run(self) -> ir.KernelIR:
         parsed = self.kernel_parsed
-        frame = _Frame(parsed, self.unit_for(parsed), self.roots_of(parsed), "")
+        frame = self.new_frame(parsed, "")
         self.frames.append(frame)
         ir_params = []
         for spec in self.params:
             if spec.kind == "template":
-                frame.scope[spec.name] = Py(spec.value)
+                frame.scope[spec.name] = Py(sem.plain_value(spec.value))
             elif spec.kind == "array":
                 frame.scope[spec.name] = ir.ArrayView(spec.name, spec.type)
                 ir_params.append(ir.Param(spec.name, spec.type))
@@ -225,19 +271,98 @@ class _Lowerer:
             self.assign_full_tile(stmt.targets[0], stmt.value, stmt)
             return
         value = self.lower_expr(stmt.value)
+        if len(stmt.targets) > 1 and isinstance(value, ir.Expr) and not isinstance(value, ir.Const):
+            # ``a = b = a + 1``: every target gets the value computed before the first store.
+            value = self.materialise(value, "value", stmt.value)
         for target in stmt.targets:
             self.assign_target(target, value, stmt)
 
     def stmt_AugAssign(self, stmt):
+        """``target op= value``. The target's container and indices are evaluated once,
+        as Python does; on a name it updates in place (``t += u`` reaches the caller's
+        tile from inside a @qnb.func, as it would on a NumPy array)."""
         target = stmt.target
+        if self.is_full_tile_target(target) and isinstance(target.value, ast.Name):
+            target = target.value  # t[:] += u is t += u
+        if isinstance(target, ast.Name):
+            current = self.expr_Name(ast.copy_location(ast.Name(target.id, ast.Load()), target))
+            value = self.augmented(stmt, current, self.lower_expr(stmt.value))
+            self.update_in_place(target, value, stmt)
+            return
+        target = self.evaluate_once(target)
+        saved = self.block
+        self.block = []  # what computing the right side emits (an inlined func's body)
+        try:
+            right = self.lower_expr(stmt.value)
+        finally:
+            right_statements, self.block = self.block, saved
+        if right_statements:
+            # The right side runs code: the indices and the current element are taken
+            # before it, as Python takes them.
+            target = self.pin_indices(target)
+            current = self.lower_expr(target)
+            if isinstance(current, ir.Expr):
+                current = self.materialise(current, "current", target)
+        else:
+            current = self.lower_expr(target)
+        self.block.extend(right_statements)
+        self.assign_subscript(target, self.augmented(stmt, current, right), stmt)
+
+    def augmented(self, stmt, current, value):
+        if isinstance(stmt.op, ast.MatMult):
+            return self.matmul(current, value, None, stmt)
         op = sem.BINOPS.get(type(stmt.op))
         if op is None:
-            raise self.error(
-                QnbSyntaxError, f"the operator {type(stmt.op).__name__} is not supported", stmt
-            )
-        current = self.lower_expr(_as_load(target))
-        value = self.binary(op, current, self.lower_expr(stmt.value), stmt)
-        self.assign_target(target, value, stmt)
+            spelled = _OPERATOR_SPELLING.get(type(stmt.op), type(stmt.op).__name__)
+            raise self.error(QnbSyntaxError, f"the operator {spelled}= is not supported", stmt)
+        return self.binary(op, current, value, stmt)
+
+    def evaluate_once(self, target: ast.Subscript) -> ast.Subscript:
+        """A copy of ``target`` whose container and index expressions are lowered now."""
+
+        def known(node):
+            return None if node is None else _Known(self.lower_expr(node), node)
+
+        base = target.value
+        if not isinstance(base, ast.Name):
+            base = known(base)
+        parts = []
+        for part in self.subscript_parts(target):
+            if isinstance(part, ast.Slice):
+                part = ast.copy_location(ast.Slice(known(part.lower), known(part.upper)), part)
+            elif not is_negative_literal(part):  # a literal -1 is refused where it is used
+                part = known(part)
+            parts.append(part)
+        index = (
+            ast.copy_location(ast.Tuple(parts, ast.Load()), target.slice)
+            if isinstance(target.slice, ast.Tuple)
+            else parts[0]
+        )
+        return ast.copy_location(ast.Subscript(base, index, ast.Store()), target)
+
+    def pin_indices(self, target: ast.Subscript) -> ast.Subscript:
+        """``target`` with each runtime index held in a temporary (the indices are taken
+        before code that could change what they read)."""
+
+        def pin(node):
+            value = node.value if isinstance(node, _Known) else None
+            if isinstance(value, ir.Expr) and not isinstance(
+                value, ir.Const | ir.Var | ir.ProgramId
+            ):
+                return _Known(self.materialise(value, "index", node), node)
+            return node
+
+        parts = []
+        for part in self.subscript_parts(target):
+            if isinstance(part, ast.Slice):
+                part = ast.copy_location(ast.Slice(pin(part.lower), pin(part.upper)), part)
+            parts.append(pin(part))
+        index = (
+            ast.copy_location(ast.Tuple(parts, ast.Load()), target.slice)
+            if isinstance(target.slice, ast.Tuple)
+            else parts[0]
+        )
+        return ast.copy_location(ast.Subscript(target.value, index, ast.Store()), target)
 
     def stmt_If(self, stmt):
         cond = self.lower_expr(stmt.test)
@@ -245,24 +370,40 @@ class _Lowerer:
             self.lower_body(stmt.body if self.py_truth(cond, stmt.test) else stmt.orelse)
             return
         cond = self.condition(cond, stmt.test)
+        detached = self.enter_runtime_block([*stmt.body, *stmt.orelse], stmt)
+        entry = dict(self.frame.scope)
+        entry_detached = dict(self.frame.detached)
         with self.nested_block() as then_body:
             self.lower_body(stmt.body)
+        then_bound = self.rewind(entry)
+        self.frame.detached = entry_detached
         with self.nested_block() as else_body:
             self.lower_body(stmt.orelse)
+        else_bound = self.rewind(entry)
+        self.merge_paths(entry, [then_bound, else_bound], detached, stmt)
         self.emit(ir.If(self.loc(stmt), cond, then_body, else_body))
 
     def stmt_While(self, stmt):
         # Lowering the condition may emit statements (an inlined @qnb.func's body): those
         # must run before every test, so the loop becomes `while True: <stmts>; if not
         # cond: break; <body>`. A plain condition stays the IR's own While condition.
-        with self.nested_block() as before_test:
-            cond = self.lower_expr(stmt.test)
-            if isinstance(cond, Py):
-                if not self.py_truth(cond, stmt.test):
-                    return
-                cond = ir.Const(ir.scalar(bool_), self.loc(stmt.test), True)
-            cond = self.condition(cond, stmt.test)
-        body = self.loop_body(stmt.body)
+        detached = self.enter_runtime_block(stmt.body, stmt)
+        watch = _LoopWatch(self.frame, dict(self.frame.scope))
+        self.loop_watches.append(watch)
+        try:
+            with self.nested_block() as before_test:
+                cond = self.lower_expr(stmt.test)
+                never = isinstance(cond, Py) and not self.py_truth(cond, stmt.test)
+                if isinstance(cond, Py):
+                    cond = ir.Const(ir.scalar(bool_), self.loc(stmt.test), True)
+                cond = self.condition(cond, stmt.test)
+            body = [] if never else self.loop_body(stmt.body)
+        finally:
+            self.loop_watches.pop()
+        self.leave_loop(watch, detached, stmt)
+        if never:
+            self.block.extend(before_test)  # the test runs once
+            return
         loc = self.loc(stmt)
         if before_test:
             stop = ir.If(
@@ -300,7 +441,8 @@ class _Lowerer:
             self.loop_depth = 0
             try:
                 for item in items:
-                    self.frame.scope[name] = Py(item)
+                    self.release_alias(name)
+                    self.frame.scope[name] = Py(sem.plain_value(item))
                     self.lower_body(stmt.body)
             finally:
                 self.static_depth -= 1
@@ -325,9 +467,102 @@ class _Lowerer:
         step = args[2]
         if isinstance(step, ir.Const) and step.value == 0:
             raise self.error(QnbTypeError, "range() step must not be zero", iterator.args[2])
+        detached = self.enter_runtime_block([stmt], stmt)
+        self.release_alias(name)
         var = self.bind_local(name, ir.scalar(i32), stmt.target)
-        body = self.loop_body(stmt.body)
+        entry = dict(self.frame.scope)
+        watch = _LoopWatch(self.frame, entry)
+        self.loop_watches.append(watch)
+        try:
+            body = self.loop_body(stmt.body)
+        finally:
+            self.loop_watches.pop()
+        self.leave_loop(watch, detached, stmt)
         self.emit(ir.For(self.loc(stmt), var.name, args[0], args[1], step, body))
+
+    # ------------------------------------------------------------------ runtime control flow
+    #
+    # A compile-time binding (an array, a tuple, a dtype…) has no runtime storage, so a
+    # runtime ``if`` or loop cannot choose between two of them. Each branch (or loop body)
+    # is lowered from the bindings at its entry; afterwards a name left bound to different
+    # compile-time values on different paths becomes _Ambiguous, and reading it raises.
+
+    def enter_runtime_block(self, statements, node) -> set[str]:
+        """Before a runtime ``if``/loop: a number the block assigns becomes a runtime
+        variable now, and a func parameter that is the caller's tile and that the block
+        reassigns becomes the func's own copy. Returns those parameters."""
+        frame = self.frame
+        plain, every = _assigned_names(statements)
+        for name in sorted(every):
+            value = frame.scope.get(name)
+            if isinstance(value, Py) and sem.is_number(value.value):
+                expr = self.to_expr(value, node)
+                var = self.bind_local(name, expr.type, node)
+                self.emit(ir.Assign(self.loc(node), var.name, self.coerce(expr, var.type, node)))
+        detached = set()
+        for name in sorted(plain & (frame.aliases | set(frame.detached))):
+            if name in frame.aliases:
+                alias = frame.scope[name]
+                self.release_alias(name)
+                var = self.bind_local(name, alias.type, node)
+                copy = ir.Var(alias.type, self.loc(node), alias.name)
+                self.emit(ir.Assign(self.loc(node), var.name, copy))
+            frame.detached[name] = node  # until the block reassigns it
+            detached.add(name)
+        return detached
+
+    def rewind(self, entry: dict) -> dict:
+        """The bindings a branch changed (name -> value, _UNBOUND if none); a compile-time
+        one is set back to its value at ``entry``, so the next branch starts from there.
+        (A runtime variable stays: both branches assign the same IR variable.)"""
+        scope = self.frame.scope
+        changed = {}
+        for name in set(scope) | set(entry):
+            now, before = scope.get(name, _UNBOUND), entry.get(name, _UNBOUND)
+            if now is before:
+                continue
+            changed[name] = now
+            if not (before is _UNBOUND and isinstance(now, _Var)):
+                if before is _UNBOUND:
+                    del scope[name]
+                else:
+                    scope[name] = before
+        return changed
+
+    def merge_paths(self, entry: dict, paths: list[dict], detached: set[str], node):
+        """After a runtime branch: a name bound alike on every path keeps that binding;
+        one bound to different compile-time values becomes _Ambiguous."""
+        frame = self.frame
+        for name in set().union(*paths):
+            values = [path.get(name, entry.get(name, _UNBOUND)) for path in paths]
+            first = values[0]
+            if all(_same_binding(first, other) for other in values[1:]):
+                if first is _UNBOUND:
+                    frame.scope.pop(name, None)
+                else:
+                    frame.scope[name] = first
+            else:
+                frame.scope[name] = _Ambiguous(name, frame.bound_at.get(name, node))
+        for name in detached:
+            frame.detached[name] = node  # reassigned on some paths only
+
+    def leave_loop(self, watch: _LoopWatch, detached: set[str], node):
+        """After a runtime loop's body: a compile-time binding the body read and then
+        changed would differ between iterations, which the lowered body cannot do."""
+        frame = self.frame
+        body = self.rewind(watch.entry)
+        for name, value in body.items():
+            before = watch.entry.get(name, _UNBOUND)
+            if name in watch.reads and not _same_binding(before, value):
+                read_line = frame.parsed.position(watch.reads[name])[1]
+                raise self.error(
+                    QnbTypeError,
+                    f"{name!r} holds {_binding_name(before)}, which cannot be rebound under "
+                    f"a runtime condition: this loop reads it (line {read_line}) and then "
+                    "rebinds it, so its iterations would differ; use another name",
+                    frame.bound_at.get(name, node),
+                )
+        self.merge_paths(watch.entry, [body, {}], detached, node)
 
     # ------------------------------------------------------------------ assignment
 
@@ -351,13 +586,15 @@ class _Lowerer:
             if isinstance(view, ir.ArrayView):
                 window = self.window_indices(view, value_node, want="tile")
                 value = self.load_window(current, *window, value_node)
-                self.assign_name(target.value, value, stmt)
+                self.update_in_place(target.value, value, stmt)
                 return
         value = self.lower_expr(value_node)
-        self.assign_name(target.value, self.coerce(value, current.type, value_node), stmt)
+        self.update_in_place(target.value, self.coerce(value, current.type, value_node), stmt)
 
     def assign_target(self, target, value, stmt):
+        """A plain assignment ``target = value`` (``value`` already lowered)."""
         if isinstance(target, ast.Name):
+            self.release_alias(target.id)
             self.assign_name(target, value, stmt)
         elif isinstance(target, ast.Tuple):
             items = (
@@ -369,15 +606,58 @@ class _Lowerer:
                 raise self.error(
                     QnbTypeError, f"cannot unpack this value into {len(target.elts)} names", target
                 )
+            if isinstance(value, Py):
+                items = [Py(item) for item in items]
+            else:
+                items = self.unpacked(target, items)
             for element, item in zip(target.elts, items):
-                self.assign_name(element, item if not isinstance(value, Py) else Py(item), stmt)
+                self.release_alias(element.id)
+                self.assign_name(element, item, stmt)
         elif isinstance(target, ast.Subscript):
             self.assign_subscript(target, value, stmt)
         else:
             raise self.error(QnbSyntaxError, "unsupported assignment target", target)
 
+    def unpacked(self, target: ast.Tuple, items) -> list:
+        """``a, b = b, a``: Python computes every value before it assigns any name, so a
+        value that reads a name assigned before it is taken into a temporary first."""
+        items = list(items)
+        assigned: set[str] = set()
+        for index, (element, item) in enumerate(zip(target.elts, items)):
+            if isinstance(item, ir.Expr) and assigned & _reads(item):
+                items[index] = self.materialise(item, "value", element)
+            bound = self.frame.scope.get(element.id)
+            if isinstance(bound, _Var):
+                assigned.add(bound.name)
+        return items
+
+    def release_alias(self, name: str):
+        """Plain assignment to a func parameter that is the caller's Tile16/Vec16 makes the
+        name the func's own value, as in Python: the caller's tile is not changed."""
+        frame = self.frame
+        if name in frame.aliases:
+            frame.aliases.discard(name)
+            del frame.scope[name]
+        frame.detached.pop(name, None)
+
+    def update_in_place(self, target: ast.Name, value, stmt):
+        """``t.load_(…)``, ``t[i, j] = s``, ``t += u``, ``t[:] = …``: the tile ``t`` names
+        changes (the caller's, for a func parameter that received one)."""
+        rebound = self.frame.detached.get(target.id)
+        if rebound is not None:
+            line = self.frame.parsed.position(rebound)[1]
+            raise self.error(
+                QnbTypeError,
+                f"{target.id!r} is reassigned under the runtime condition at line {line}, so "
+                "whether this in-place update reaches the caller's tile depends on the run; "
+                "assign the new value to another name",
+                stmt,
+            )
+        self.assign_name(target, value, stmt)
+
     def assign_name(self, target: ast.Name, value, stmt):
         name = target.id
+        self.frame.bound_at[name] = stmt
         if isinstance(value, ir.ArrayView):
             if value.batch is not None and not isinstance(value.batch, ir.Const):
                 batch = self.materialise(value.batch, "batch", target)
@@ -392,7 +672,7 @@ class _Lowerer:
             self.frame.scope[name] = value
             return
         if isinstance(value, Py) and not sem.is_number(value.value):
-            self.frame.scope[name] = value  # dtypes, tuples, None: compile-time names
+            self.frame.scope[name] = value  # dtypes, tuples, None
             return
         existing = self.frame.scope.get(name)
         if isinstance(existing, Py) and not sem.is_number(existing.value):
@@ -431,7 +711,7 @@ class _Lowerer:
         if new.kind != current.kind:
             raise self.error(
                 QnbTypeError,
-                f"variable {ir_name.split('_')[-1]!r} holds a {current}; "
+                f"variable {self.display.get(ir_name, ir_name)!r} holds a {current}; "
                 f"it cannot also hold a {new}",
                 node,
             )
@@ -460,10 +740,17 @@ class _Lowerer:
             if not isinstance(target.value, ast.Name):
                 raise self.error(QnbSyntaxError, "element writes need a tile variable", target)
             indices = self.subscript_parts(target)
+            if any(isinstance(p, ast.Slice) for p in indices):
+                raise self.error(
+                    QnbTypeError,
+                    f"a {base.type} cannot be sliced; write elements with t[i, j] = s, "
+                    "or the whole tile with t[:] = ...",
+                    target,
+                )
             i, j = self.element_indices(base, indices, target)
-            element = self.coerce(value, ir.scalar(base.type.dtype), target)
+            element = self.element_value(value, base.type.dtype, target, "tile")
             new = ir.TileSet(base.type, self.loc(target), base, i, j, element)
-            self.assign_name(target.value, new, stmt)
+            self.update_in_place(target.value, new, stmt)
             return
         raise self.error(
             QnbTypeError, "only arrays, tiles and vectors can be assigned by index", target
@@ -475,7 +762,7 @@ class _Lowerer:
         if not has_slice:
             view, parts = self.apply_batch(view, parts, target)
             indices = self.array_indices(view, parts, target)
-            element = self.coerce(value, ir.scalar(view.type.dtype), target)
+            element = self.element_value(value, view.type.dtype, target, "array")
             self.emit(ir.ArrayStore(self.loc(stmt), view, indices, element))
             return
         if not isinstance(value, ir.Expr) or value.type.kind not in ("tile", "vec"):
@@ -517,6 +804,9 @@ class _Lowerer:
             raise self.error(QnbSyntaxError, f"the constant {node.value!r} is not supported", node)
         return Py(node.value)
 
+    def expr__Known(self, node):
+        return node.value
+
     def expr_Tuple(self, node):
         items = [self.lower_expr(e) for e in node.elts]
         if all(isinstance(i, Py) for i in items):
@@ -530,6 +820,7 @@ class _Lowerer:
             found = frame.scope[name]
             if isinstance(found, _Var):
                 return ir.Var(found.type, self.loc(node), found.name)
+            self.compile_time_read(name, found, node)
             return found
         if name in frame.parsed.local_names:
             raise self.error(QnbTypeError, f"{name!r} is used before it is assigned", node)
@@ -538,7 +829,23 @@ class _Lowerer:
             value = getattr(builtins, name, UNDEFINED) if name in KERNEL_BUILTINS else UNDEFINED
         if value is UNDEFINED:
             raise self.error(QnbTypeError, f"name {name!r} is not defined", node)
-        return Py(value)
+        return Py(sem.plain_value(value))
+
+    def compile_time_read(self, name, found, node):
+        """Note a read of a compile-time binding (see leave_loop); refuse an ambiguous one."""
+        if isinstance(found, _Ambiguous):
+            line = self.frame.parsed.position(found.node)[1]
+            raise self.error(
+                QnbTypeError,
+                f"{name!r} is bound to a compile-time value (an array, a tuple, a dtype…) "
+                f"that cannot be rebound under a runtime condition: line {line} binds it on "
+                "some paths only; bind it before the runtime if/loop, or use another name "
+                "on each path",
+                node,
+            )
+        for watch in self.loop_watches:
+            if watch.frame is self.frame and watch.entry.get(name, _UNBOUND) is found:
+                watch.reads.setdefault(name, node)
 
     def expr_Attribute(self, node):
         base = self.lower_expr(node.value)
@@ -549,7 +856,7 @@ class _Lowerer:
                 value, "_qnb_intrinsic", None
             ):
                 try:
-                    return Py(getattr(value, attr))
+                    return Py(sem.plain_value(getattr(value, attr)))
                 except AttributeError:
                     raise self.error(
                         QnbTypeError, f"{_py_name(value)} has no attribute {attr!r}", node
@@ -588,9 +895,8 @@ class _Lowerer:
             return self.matmul(self.lower_expr(node.left), self.lower_expr(node.right), None, node)
         op = sem.BINOPS.get(type(node.op))
         if op is None:
-            raise self.error(
-                QnbSyntaxError, f"the operator {type(node.op).__name__} is not supported", node
-            )
+            spelled = _OPERATOR_SPELLING.get(type(node.op), type(node.op).__name__)
+            raise self.error(QnbSyntaxError, f"the operator {spelled} is not supported", node)
         return self.binary(op, self.lower_expr(node.left), self.lower_expr(node.right), node)
 
     def expr_UnaryOp(self, node):
@@ -618,27 +924,58 @@ class _Lowerer:
         return ir.Unary(operand.type, self.loc(node), "not", operand)
 
     def expr_BoolOp(self, node):
+        """``a and b`` / ``a or b`` as in Python: the right side runs only where Python
+        would run it. Bool operands give a bool; other scalars give the operand that
+        decides (``0.0 or 2.5`` is 2.5, ``3.0 and 2.5`` is 2.5)."""
         op = "and" if isinstance(node.op, ast.And) else "or"
         result = self.lower_expr(node.values[0])
         for value_node in node.values[1:]:
             if isinstance(result, Py):
-                truth = self.py_truth(result, node)
-                if (op == "and") != truth:
-                    return Py(truth)
+                if (op == "and") != self.py_truth(result, node):
+                    return result
                 result = self.lower_expr(value_node)
                 continue
-            left = self.condition(result, node)
+            left = self.require_value(result, node)
             with self.nested_block() as before_right:
                 right = self.lower_expr(value_node)
-                if isinstance(right, Py):
-                    truth = self.py_truth(right, node)
-                    right = ir.Const(ir.scalar(bool_), self.loc(value_node), truth)
-                right = self.condition(right, value_node)
+            if not (_is_bool(left) and _is_bool(right)):
+                result = self.choose_operand(op, left, before_right, right, node, value_node)
+                continue
+            left = self.condition(left, node)
+            if isinstance(right, Py):
+                right = ir.Const(ir.scalar(bool_), self.loc(value_node), right.value)
             if before_right:
                 result = self.short_circuit(op, left, before_right, right, node)
             else:
                 result = ir.Logical(ir.scalar(bool_), self.loc(node), op, left, right)
         return result
+
+    def choose_operand(self, op, left, before_right, right, node, right_node) -> ir.Expr:
+        """``left or right`` / ``left and right`` on scalars that are not bools: the value
+        of the operand that decides; ``right`` is computed only where Python computes it."""
+        loc = self.loc(node)
+        if not isinstance(left, ir.Const | ir.Var):
+            left = self.materialise(left, op, node)  # read twice: the test and the value
+        test = self.condition(left, node)
+        chosen = self.where(test, left, right, node)  # the result type, as qnb.where gives it
+        if chosen.type.kind != "scalar":
+            raise self.error(
+                QnbTypeError,
+                f"'{op}' chooses between scalars; for tiles and vectors use qnb.where(...)",
+                node,
+            )
+        name = self.temporary(op, f"… {op} …")
+        self.joined[name] = chosen.type
+        take_left = [ir.Assign(loc, name, self.coerce(left, chosen.type, node))]
+        take_right = [
+            *before_right,
+            ir.Assign(loc, name, self.coerce(right, chosen.type, right_node)),
+        ]
+        if op == "or":
+            self.emit(ir.If(loc, test, take_left, take_right))
+        else:
+            self.emit(ir.If(loc, test, take_right, take_left))
+        return ir.Var(chosen.type, loc, name)
 
     def short_circuit(self, op, left, before_right, right, node) -> ir.Expr:
         """``left and/or right`` where computing ``right`` takes statements (an inlined
@@ -657,10 +994,9 @@ class _Lowerer:
         for op_node, right_node in zip(node.ops, node.comparators):
             op = sem.CMPOPS.get(type(op_node))
             if op is None:
+                spelled = _COMPARISON_SPELLING.get(type(op_node), type(op_node).__name__)
                 raise self.error(
-                    QnbSyntaxError,
-                    f"the comparison {type(op_node).__name__} is not supported",
-                    node,
+                    QnbSyntaxError, f"the comparison {spelled!r} is not supported", node
                 )
             right = self.lower_expr(right_node)
             part = self.binary(op, left, right, node)
@@ -782,12 +1118,17 @@ class _Lowerer:
             if is_dtype_like(target) or isinstance(target, DType):
                 name = "builtin.cast"
             else:
-                raise self.error(
-                    QnbTypeError, f"{_py_name(target)} cannot be called inside a kernel", node
-                )
+                what = ast.unparse(node.func)
+                raise self.error(QnbTypeError, sem.unsupported_call_message(what), node)
         handler = sem.INTRINSICS.get(name)
         if handler is None:
-            raise self.error(QnbTypeError, f"{name} cannot be used here", node)
+            message = (
+                "Vec16(...) is not a constructor; use Vec16.zeros(dtype) or Vec16.full(value, "
+                "dtype)"
+                if name == "Vec16"
+                else f"{name} cannot be called"
+            )
+            raise self.error(QnbTypeError, message, node)
         args = [self.lower_expr(a) for a in node.args]
         kwargs = {k.arg: self.lower_expr(k.value) for k in node.keywords}
         if None in kwargs:
@@ -799,7 +1140,7 @@ class _Lowerer:
         kwargs = {k.arg: self.lower_expr(k.value) for k in node.keywords}
         handler = sem.TILE_METHODS.get(method.name)
         if handler is None:
-            raise self.error(QnbTypeError, f"{method.name}() is not a method here", node)
+            raise self.error(QnbTypeError, _method_misuse(method), node)
         return handler(self, node, method, args, kwargs)
 
     # ------------------------------------------------------------------ static and funcs
@@ -818,6 +1159,11 @@ class _Lowerer:
                 del namespace[name]
         expression = ast.Expression(node.args[0])
         ast.fix_missing_locations(expression)
+        for name_node in ast.walk(node.args[0]):
+            if isinstance(name_node, ast.Name) and name_node.id in self.frame.scope:
+                found = self.frame.scope[name_node.id]
+                if not isinstance(found, _Var):
+                    self.compile_time_read(name_node.id, found, name_node)
         runtime = [
             n.id
             for n in ast.walk(node.args[0])
@@ -834,15 +1180,17 @@ class _Lowerer:
             )
         try:
             code = compile(expression, self.frame.parsed.filename, "eval")
-            return Py(eval(code, {"__builtins__": builtins}, namespace))  # noqa: S307
+            value = eval(code, {"__builtins__": builtins}, namespace)  # noqa: S307
         except Exception as exc:  # noqa: BLE001 - the user's own compile-time expression
             raise self.error(
                 QnbTypeError, f"qnb.static(...) failed: {type(exc).__name__}: {exc}", node
             ) from None
+        return Py(sem.plain_value(value))
 
     def inline(self, target, node):
         parsed: ParsedFunction = target._qnb_parsed
-        if parsed.unit_name in self.inline_stack:
+        unit_name, _ = self.unit_of(parsed)
+        if unit_name in self.inline_stack:
             raise self.error(
                 QnbTypeError,
                 f"{parsed.name!r} calls itself; recursion is not supported in kernels",
@@ -860,16 +1208,16 @@ class _Lowerer:
             )
         args = [self.lower_expr(a) for a in node.args]
         self.counter += 1
-        frame = _Frame(
-            parsed, self.unit_for(parsed), self.roots_of(parsed), f"{parsed.name}{self.counter}_"
-        )
+        frame = self.new_frame(parsed, f"{parsed.name}.{self.counter}.")
         for name, arg_node, value in zip(parsed.param_names, node.args, args):
             if (
                 isinstance(value, ir.Var)
                 and value.type.kind in ("tile", "vec")
                 and isinstance(arg_node, ast.Name)
             ):
-                frame.scope[name] = self.frame.scope[arg_node.id]  # in-place ops reach the caller
+                # The caller's tile: in-place ops on it reach the caller (release_alias).
+                frame.scope[name] = self.frame.scope[arg_node.id]
+                frame.aliases.add(name)
             elif isinstance(value, ir.Expr):
                 frame.scope[name] = None
                 var_name = frame.prefix + name
@@ -887,7 +1235,7 @@ class _Lowerer:
         if isinstance(tail, ast.Return):
             body = body[:-1]
         self.frames.append(frame)
-        self.inline_stack.append(parsed.unit_name)
+        self.inline_stack.append(unit_name)
         try:
             for inner in ast.walk(ast.Module(body=body, type_ignores=[])):
                 if isinstance(inner, ast.Return):
@@ -900,6 +1248,10 @@ class _Lowerer:
                 self.lower_body(body)
                 if isinstance(tail, ast.Return) and tail.value is not None:
                     result = self.lower_expr(tail.value)
+                    if isinstance(result, ir.Expr) and _reads_state(result, frame.prefix):
+                        # Python takes the value when the func returns: code the caller
+                        # runs next (``f(c) + g(c)``, g storing to c) must not change it.
+                        result = self.materialise(result, "result", tail)
             finally:
                 self.loop_depth = saved_depth
         finally:
@@ -946,11 +1298,14 @@ class _Lowerer:
             return value
         if isinstance(value, Py) and sem.is_number(value.value):
             return sem.const(self, value.value, node, dtype)
-        what = (
-            "an array"
-            if isinstance(value, ir.ArrayView)
-            else _py_name(getattr(value, "value", value))
-        )
+        if isinstance(value, _Method):
+            raise self.error(QnbTypeError, _method_misuse(value), node)
+        if isinstance(value, ir.ArrayView):
+            what = "an array"
+        elif isinstance(value, tuple):
+            what = "a tuple"
+        else:
+            what = _py_name(value.value if isinstance(value, Py) else value)
         raise self.error(QnbTypeError, f"{what} cannot be used as a value here", node)
 
     def to_index(self, value, node, what="index") -> ir.Expr:
@@ -989,6 +1344,24 @@ class _Lowerer:
             raise self.error(QnbTypeError, f"expected a {type_}, got a {expr.type}", node)
         return self.cast_elements(expr, type_.dtype)
 
+    def element_value(self, value, dtype: DType, target, into: str) -> ir.Expr:
+        """The scalar stored into one element of an array or a tile (``into``)."""
+        if isinstance(value, ir.Expr) and value.type.kind in ("tile", "vec"):
+            name = _unparse(target.value)
+            if into == "tile":
+                hint = f"an element of {name} is a scalar"
+            elif value.type.kind == "tile":
+                hint = (
+                    f"store a tile with t.store({name}, row, col) or into a window "
+                    f"{name}[r0:r1, c0:c1] = t"
+                )
+            else:
+                hint = f"store a vector with v.store({name}, start) or into {name}[s0:s1] = v"
+            raise self.error(
+                QnbTypeError, f"cannot store a {value.type} into one element; {hint}", target
+            )
+        return self.coerce(value, ir.scalar(dtype), target)
+
     def cast_elements(self, expr: ir.Expr, dtype: DType) -> ir.Expr:
         if expr.type.dtype is dtype:
             return expr
@@ -1024,7 +1397,17 @@ class _Lowerer:
             return ir.ArrayView(view.param, view.type, batch), parts[1:]
         return view, parts
 
+    def refuse_negative_literals(self, parts):
+        for part in parts:
+            if is_negative_literal(part):
+                raise self.error(
+                    QnbSyntaxError,
+                    "Negative indices are not supported (elements are counted from 0)",
+                    part,
+                )
+
     def array_indices(self, view: ir.ArrayView, parts, node) -> list[ir.Expr]:
+        self.refuse_negative_literals(parts)
         if len(parts) != view.view_ndim:
             if view.batch is not None:  # arr[b] was taken as a slab: say what arr is
                 message = (
@@ -1039,6 +1422,7 @@ class _Lowerer:
         return [self.to_index(self.lower_expr(p), p) for p in parts]
 
     def element_indices(self, base: ir.Expr, parts, node):
+        self.refuse_negative_literals(parts)
         want = 2 if base.type.kind == "tile" else 1
         if len(parts) != want:
             raise self.error(
@@ -1135,12 +1519,134 @@ def _as_load(target):
 
 
 def _py_name(value) -> str:
+    """How a message names a compile-time value."""
     if isinstance(value, types.ModuleType):
         return f"module {value.__name__!r}"
+    if isinstance(value, DType) or is_dtype_like(value):
+        return f"the dtype {getattr(value, '__name__', value)}"
+    if getattr(value, "_qnb_annotation", False):
+        return repr(value)  # qnb.Template, qnb.Array[...]
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if name and isinstance(value, type):
+        return name
     if name and callable(value):
         return f"{name}()"
     return f"a {type(value).__name__}"
+
+
+def _unparse(node) -> str:
+    """The user's spelling of an expression (also of one already lowered)."""
+    return ast.unparse(node.source if isinstance(node, _Known) else node)
+
+
+def _method_misuse(method: _Method) -> str:
+    spelled = ast.unparse(method.node)
+    if method.name == "shape":
+        return f"{spelled} must be indexed: {spelled}[d]"
+    return f"{spelled} is a method; call it: {spelled}(...)"
+
+
+_OPERATOR_SPELLING = {
+    ast.MatMult: "@",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+}
+_COMPARISON_SPELLING = {ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+
+
+def _is_bool(value) -> bool:
+    if isinstance(value, Py):
+        return isinstance(value.value, bool)
+    return isinstance(value, ir.Expr) and value.type.dtype is bool_
+
+
+def _reads(expr: ir.Expr) -> set[str]:
+    """The IR variables an expression reads."""
+    return {node.name for node in ir.walk(expr) if isinstance(node, ir.Var)}
+
+
+def _reads_state(expr: ir.Expr, own_prefix: str) -> bool:
+    """Whether later code could change what ``expr`` reads: an array element, or a
+    variable that is not one of an inlined func's own (``own_prefix``)."""
+    for node in ir.walk(expr):
+        if isinstance(node, ir.ArrayLoad | ir.LoadWindow | ir.VecLoad):
+            return True
+        if isinstance(node, ir.Var) and not node.name.startswith(own_prefix):
+            return True
+    return False
+
+
+def _assigned_names(statements) -> tuple[set[str], set[str]]:
+    """The names ``statements`` assign: (by plain assignment and for loops, by any
+    assignment including ``x += …``)."""
+    plain: set[str] = set()
+    every: set[str] = set()
+    for stmt in statements:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                every.add(node.id)
+            targets = ()
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign | ast.For):
+                targets = (node.target,)
+            for target in targets:
+                for element in target.elts if isinstance(target, ast.Tuple) else (target,):
+                    if isinstance(element, ast.Name):
+                        plain.add(element.id)
+    return plain, every
+
+
+def _same_binding(a, b) -> bool:
+    """Whether two bindings of a name are the same value (so paths that made them agree)."""
+    if a is b:
+        return True
+    if isinstance(a, Py) and isinstance(b, Py):
+        return _same_py(a.value, b.value)
+    if isinstance(a, ir.ArrayView) and isinstance(b, ir.ArrayView):
+        return a.param == b.param and a.type == b.type and _same_index(a.batch, b.batch)
+    if isinstance(a, _Var) and isinstance(b, _Var):
+        return a.name == b.name
+    return False
+
+
+def _same_py(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same_py(x, y) for x, y in zip(a, b))
+    if isinstance(a, float):
+        return a.hex() == b.hex() or (a != a and b != b)
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a compile-time value without a usable ==
+        return False
+
+
+def _same_index(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, ir.Const) and isinstance(b, ir.Const):
+        return a.value == b.value and a.type == b.type
+    return isinstance(a, ir.Var) and isinstance(b, ir.Var) and a.name == b.name
+
+
+def _binding_name(value) -> str:
+    if isinstance(value, ir.ArrayView):
+        return "an array"
+    if isinstance(value, Py):
+        return f"the compile-time value {value.value!r}"
+    return "a compile-time value"
 
 
 __all__ = ["ParamSpec", "lower_kernel"]

@@ -14,7 +14,7 @@ import inspect
 import textwrap
 from dataclasses import dataclass, field
 
-from qnb.errors import QnbSyntaxError, QnbTypeError
+from qnb.errors import QnbSyntaxError, QnbTypeError, caller_position
 
 # Python builtins a kernel may call.
 KERNEL_BUILTINS = ("range", "min", "max", "abs", "float", "int", "bool", "len")
@@ -118,6 +118,8 @@ class ParsedFunction:
 
     @property
     def unit_name(self) -> str:
+        """``module:qualname``; a launch names a second function object with the same one
+        ``module:qualname#2`` (``Kernel._resolve``)."""
         module = getattr(self.fn, "__module__", None) or "?"
         return f"{module}:{self.qualname}"
 
@@ -126,8 +128,18 @@ def parse_function(fn) -> ParsedFunction:
     """Parse and check ``fn``; raise QnbSyntaxError on anything a kernel cannot do."""
     name = getattr(fn, "__name__", "?")
     if not inspect.isfunction(fn):
+        inner = getattr(fn, "_qnb_parsed", None)
+        if inner is not None:  # @qnb.func on a @qnb.kernel, or a kernel decorated twice
+            kind = "@qnb.kernel" if type(fn).__name__ == "Kernel" else "@qnb.func"
+            raise inner.error(
+                QnbTypeError,
+                f"{name!r} is already a {kind}; decorate a plain function with one of "
+                "@qnb.kernel or @qnb.func",
+                inner.tree,
+            )
         raise QnbTypeError(
-            f"@qnb.kernel and @qnb.func decorate a Python function, not {type(fn).__name__}"
+            f"@qnb.kernel and @qnb.func decorate a Python function, not {type(fn).__name__}",
+            *caller_position(),
         )
     if name == "<lambda>":
         code = fn.__code__
@@ -275,10 +287,11 @@ class _Checker:
                 if part.step is not None:
                     self.fail("slices with a step are not supported", part.step)
                 for bound in (part.lower, part.upper):
-                    if _is_negative_literal(bound):
+                    if is_negative_literal(bound):
                         self.fail("Negative indices are not supported in a slice", bound)
-            elif _is_negative_literal(part):
-                self.fail("Negative indices are not supported", part)
+            # A literal negative element index (arr[-1]) is refused when the kernel is
+            # lowered: only then is it known whether the base is an array or a tile (refused)
+            # or a tuple or arr.shape (allowed, as in Python).
             self.check_expr(part, in_subscript=True)
 
     def check_expr(self, node, in_subscript=False):
@@ -299,7 +312,7 @@ class _Checker:
             self.check_expr(child)
 
 
-def _is_negative_literal(node) -> bool:
+def is_negative_literal(node) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return isinstance(node.operand, ast.Constant) and isinstance(
             node.operand.value, int | float

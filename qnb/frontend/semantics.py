@@ -10,10 +10,14 @@ tile f16; ``i + 1`` stays i32), except a float literal next to an integer gives 
 from __future__ import annotations
 
 import ast
+import contextlib
+import math
 import operator
 
+import numpy as np
+
 from qnb import ir
-from qnb.dtypes import DType, as_dtype, bool_, f16, f32, i32, is_dtype_like, promote
+from qnb.dtypes import DType, as_dtype, bool_, f16, f32, f64, i32, is_dtype_like, promote
 from qnb.errors import QnbTypeError
 
 
@@ -75,6 +79,35 @@ def is_number(value) -> bool:
     return isinstance(value, bool | int | float) and not isinstance(value, complex)
 
 
+def plain_value(value):
+    """A NumPy scalar (``np.float32(0.5)``, ``np.int64(3)``, ``np.True_``) as the Python
+    value it holds, also inside tuples; anything else unchanged. Captured names and
+    Template values enter the kernel language through this."""
+    if isinstance(value, np.bool_ | np.integer | np.floating):
+        return value.item()
+    if isinstance(value, tuple) and any(isinstance(v, np.generic | tuple) for v in value):
+        return tuple(plain_value(v) for v in value)
+    return value
+
+
+def cast_constant(value, dtype: DType):
+    """A Python number converted to ``dtype`` as the running kernel converts a value:
+    a float rounds to the dtype's precision (past its range: ±inf); a float becomes i32
+    by truncating toward zero and saturating, NaN → 0; anything → bool is ``!= 0``."""
+    if dtype is bool_:
+        return bool(value)
+    if dtype is i32:
+        if isinstance(value, float):
+            if math.isnan(value):
+                return 0
+            return I32_MAX if value >= I32_MAX else I32_MIN if value <= I32_MIN else int(value)
+        return int(value)
+    if dtype is f64:
+        return float(value)
+    with np.errstate(over="ignore"):
+        return float(dtype.numpy.type(value))
+
+
 def fold_unary(op, value):
     return _UNARY_FOLD[type(op)](value)
 
@@ -84,10 +117,11 @@ def join_dtypes(a: DType, b: DType) -> DType:
 
 
 def convert_value(value, dtype: DType):
+    """The value of a typed constant (floats keep their spelling; backends round them)."""
     if dtype is bool_:
         return bool(value)
     if dtype is i32:
-        return int(value)
+        return cast_constant(value, i32)
     return float(value)
 
 
@@ -192,16 +226,24 @@ def binary(lower, op, left, right, node):
 
 
 def _power(lower, base, exponent, node):
-    if isinstance(exponent, Py) and isinstance(exponent.value, int) and 0 <= exponent.value <= 8:
+    """``**``: i32 ** i32 stays i32 (it wraps, as NumPy's does; a negative runtime
+    exponent gives 0); a negative literal exponent on an integer gives f32, as Python
+    gives a float."""
+    constant = exponent.value if isinstance(exponent, Py) else None
+    if isinstance(constant, int) and 0 <= constant <= 8:
         base = lower.require_value(base, node)
-        if exponent.value == 0:
+        if constant == 0:
             return binary(lower, "add", binary(lower, "mul", base, Py(0), node), Py(1), node)
+        if base.type.dtype is bool_:
+            base = lower.cast_elements(base, i32)
         result = base
-        for _ in range(exponent.value - 1):
+        for _ in range(constant - 1):
             result = ir.Binary(base.type, lower.loc(node), "mul", result, base)
         return result
     left, right, dtype = _typed_pair(lower, base, exponent, node)
-    if not dtype.is_float:
+    if dtype is bool_:
+        left, right, dtype = lower.cast_elements(left, i32), lower.cast_elements(right, i32), i32
+    if not dtype.is_float and isinstance(constant, int) and constant < 0:
         left, right, dtype = lower.cast_elements(left, f32), lower.cast_elements(right, f32), f32
     kind = _result_kind(lower, left, right, node)
     return ir.Binary(ir.Type(kind, dtype), lower.loc(node), "pow", left, right)
@@ -304,7 +346,13 @@ def _dtype_arg(lower, value, node) -> DType:
             return as_dtype(raw)
         except TypeError as exc:
             raise lower.error(QnbTypeError, str(exc), node) from None
-    raise lower.error(QnbTypeError, f"expected a dtype such as qnb.f32, got {raw!r}", node)
+    if isinstance(raw, ir.ArrayView):
+        got = "an array"
+    elif isinstance(raw, ir.Expr):
+        got = f"a {raw.type} value"
+    else:
+        got = repr(raw)
+    raise lower.error(QnbTypeError, f"expected a dtype such as qnb.f32, got {got}", node)
 
 
 def _int_arg(lower, value, node, what) -> int:
@@ -500,9 +548,16 @@ def _builtin_cast(dtype):
             raise lower.error(QnbTypeError, "a conversion takes one value", node)
         (value,) = args
         if isinstance(value, Py):
-            if not is_number(value.value):
-                raise lower.error(QnbTypeError, f"cannot convert {value.value!r}", node)
-            return Py({i32: int, f32: float, bool_: bool}.get(dtype, float)(value.value))
+            raw = value.value
+            if isinstance(raw, str) and dtype.is_float:
+                with contextlib.suppress(ValueError):
+                    raw = float(raw)  # float("inf"), float("-inf"), float("nan")
+            if not is_number(raw):
+                raise lower.error(QnbTypeError, f"cannot convert {raw!r} to {dtype}", node)
+            try:
+                return Py(cast_constant(raw, dtype))  # exactly what the runtime cast gives
+            except OverflowError as exc:
+                raise lower.error(QnbTypeError, f"cannot convert {raw!r}: {exc}", node) from None
         expr = lower.require_value(value, node)
         return lower.cast_elements(expr, dtype)
 
@@ -527,6 +582,18 @@ def _builtin_range(lower, node, target, args, kwargs):
 
 def _static_misplaced(lower, node, target, args, kwargs):
     raise lower.error(QnbTypeError, "qnb.static is used as qnb.static(expr)", node)
+
+
+SUPPORTED_CALLS = (
+    "qnb.exp, log, sqrt, abs, maximum, minimum, where, outer and mma (or their math/NumPy "
+    "twins), Tile16/Vec16 constructors, dtype conversions such as qnb.f32(x), @qnb.func "
+    "helpers, and range, min, max, abs, float, int, bool, len"
+)
+
+
+def unsupported_call_message(what: str) -> str:
+    """The message for a call a kernel cannot make (``math.sin``, ``print``, ``np.zeros``)."""
+    return f"{what} is not supported in kernels; a kernel can call {SUPPORTED_CALLS}"
 
 
 INTRINSICS = {
@@ -573,14 +640,14 @@ def _receiver_var(lower, method, node):
         raise lower.error(
             QnbTypeError,
             f".{method.name}() updates in place, so it needs a "
-            "variable (t.{method.name}(...), not an expression)",
+            f"variable (t.{method.name}(...), not an expression)",
             node,
         )
     return target
 
 
 def _assign_in_place(lower, target_name: ast.Name, value, node):
-    lower.assign_name(target_name, value, node)
+    lower.update_in_place(target_name, value, node)
     return Py(None)
 
 
@@ -723,7 +790,7 @@ def _m_solve_triangular_(lower, node, method, args, kwargs):
     if rhs.type.dtype is not dtype:
         raise lower.error(QnbTypeError, f"B is {rhs.type.dtype} but L is {factor.type.dtype}", node)
     value = ir.SolveTriangular(rhs.type, lower.loc(node), lower.cast_elements(factor, dtype), rhs)
-    lower.assign_name(rhs_node, value, node)
+    lower.update_in_place(rhs_node, value, node)
     return Py(None)
 
 

@@ -1,0 +1,550 @@
+"""Kernels compute what the same Python would: evaluation order, rebinding, short-circuit
+values, conversions and powers. Each test here was a silent wrong answer once; they run on
+the cpu backend and on wgpu (lavapipe here), which share nothing but the IR."""
+
+import numpy as np
+import pytest
+
+import qnb
+from tests.conftest import require_backend
+from tests.helpers import define, skip_unless_dtype_runs
+
+I32_MAX, I32_MIN = 2**31 - 1, -(2**31)
+
+
+@pytest.fixture(params=["cpu", "wgpu"])
+def backend(request):
+    require_backend(request.param)
+    with qnb.backend(request.param):
+        yield request.param
+
+
+@pytest.fixture
+def cpu():
+    with qnb.backend("cpu"):
+        yield
+
+
+def kernel(source, namespace=None, name="k"):
+    scope, _ = define(source, namespace)
+    return scope[name]
+
+
+def launch_error(source, *args, error=qnb.QnbError, namespace=None):
+    with pytest.raises(error) as info:
+        kernel(source, namespace)(*args)
+    return info.value
+
+
+# ------------------------------------------------------------------ tuple assignment
+
+
+def test_tuple_assignment_computes_every_value_before_assigning(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(x, y):
+            a, b = x[0], x[1]
+            a, b = b, a
+            y[0] = a
+            y[1] = b
+            c, d = x[0], x[1]
+            for i in qnb.static(range(5)):
+                c, d = d, c + d
+            y[2] = c
+            e = f = x[0] + 1
+            e = f = e + 1
+            y[3] = e
+            y[4] = f
+        """)
+    y = np.zeros(5, np.int32)
+    k(np.array([5, 7], np.int32), y)
+    # swap; fibonacci from (5, 7): 7, 12, 19, 31, 50; chained assignment: e == f == 7
+    np.testing.assert_array_equal(y, [7, 5, 50, 7, 7])
+
+
+def test_tuple_assignment_swaps_tiles(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(x, y):
+            t = Tile16.load(x, 0, 0)
+            u = Tile16.zeros()
+            t, u = u, t
+            t.store(y, 0, 0)
+            u.store(y, 0, 16)
+        """)
+    y = np.full((16, 32), -1, np.float32)
+    k(np.ones((16, 16), np.float32), y)
+    np.testing.assert_array_equal(y[:, :16], 0)
+    np.testing.assert_array_equal(y[:, 16:], 1)
+
+
+# ------------------------------------------------------------------ runtime control flow
+
+
+def test_an_array_rebound_under_a_runtime_if_is_refused_naming_the_line(cpu):
+    source = """
+        @qnb.kernel
+        def k(a, b, f: qnb.i32):
+            out = a
+            if f > 0:
+                out = b
+            out[0] = 1.0
+        """
+    a, b = np.zeros(1, np.float32), np.zeros(1, np.float32)
+    err = launch_error(source, a, b, 0, error=qnb.QnbTypeError)
+    assert "'out'" in err.message and "cannot be rebound under a runtime condition" in err.message
+    assert "line 6" in err.message and err.lineno == 7  # the rebinding, then the use
+    assert (a == 0).all() and (b == 0).all()
+
+
+def test_a_tuple_rebound_under_a_runtime_if_is_refused(cpu):
+    source = """
+        @qnb.kernel
+        def k(y, f: qnb.i32):
+            p = (1, 2)
+            if f > 0:
+                p = (10, 20)
+            y[0] = p[0]
+        """
+    err = launch_error(source, np.zeros(1, np.int32), 0, error=qnb.QnbTypeError)
+    assert "'p'" in err.message and "runtime condition" in err.message
+
+
+def test_compile_time_bindings_that_agree_or_stay_in_their_branch_are_fine(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(a, b, f: qnb.i32):
+            dt = qnb.f32
+            if f > 0:
+                dt = qnb.f32
+                out = b
+                out[0] = 1.0
+            else:
+                out = a
+                out[0] = Tile16.ones(dt).sum()
+        """)
+    for flag, expected_a, expected_b in ((0, 256.0, 0.0), (1, 0.0, 1.0)):
+        a, b = np.zeros(1, np.float32), np.zeros(1, np.float32)
+        k(a, b, flag)
+        assert (a[0], b[0]) == (expected_a, expected_b)
+
+
+def test_a_loop_that_reads_then_rebinds_an_array_is_refused(cpu):
+    source = """
+        @qnb.kernel
+        def k(a, b, n: qnb.i32):
+            out = a
+            for i in range(n):
+                out[i] = 1.0
+                out = b
+        """
+    err = launch_error(source, np.zeros(3, np.float32), np.zeros(3, np.float32), 3)
+    assert isinstance(err, qnb.QnbTypeError) and "'out'" in err.message
+    assert "line 6" in err.message and err.lineno == 7
+
+
+def test_a_loop_that_binds_an_array_before_reading_it_is_fine(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(a, b, n: qnb.i32):
+            out = a
+            for i in range(n):
+                out = b
+                out[i] = 1.0
+        """)
+    a, b = np.zeros(3, np.float32), np.zeros(3, np.float32)
+    k(a, b, 3)
+    assert (a == 0).all() and (b == 1).all()
+
+
+def test_a_static_loop_number_assigned_under_a_runtime_loop_or_if_becomes_runtime(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(x, y):
+            for i in qnb.static(range(2)):
+                s = 0.0
+                for j in range(x.shape[0]):
+                    s = s + x[j]
+                y[i] = s
+                c = 1.0
+                if x[0] > 100.0:
+                    c = 5.0
+                y[2 + i] = c
+        """)
+    y = np.zeros(4, np.float32)
+    k(np.arange(4, dtype=np.float32), y)
+    np.testing.assert_array_equal(y, [6, 6, 1, 1])
+
+
+# ------------------------------------------------------------------ funcs
+
+
+def test_funcs_made_by_one_factory_are_distinct_units(backend):
+    def make_scale(s):
+        @qnb.func
+        def scale(v):
+            return v * s
+
+        return scale
+
+    @qnb.func
+    def base(v):
+        return v
+
+    def plus_one(inner):
+        @qnb.func
+        def f(v):
+            return inner(v) + 1
+
+        return f
+
+    double, triple = make_scale(2), make_scale(3)
+    plus_two = plus_one(plus_one(base))
+
+    @qnb.kernel
+    def k(y):
+        y[0] = double(1)
+        y[1] = triple(1)
+        y[2] = plus_two(1)
+
+    y = np.zeros(3, np.int32)
+    k(y)
+    np.testing.assert_array_equal(y, [2, 3, 3])
+
+
+def test_a_func_that_calls_itself_is_still_refused(cpu):
+    source = """
+        @qnb.func
+        def again(v):
+            return again(v)
+
+        @qnb.kernel
+        def k(y):
+            y[0] = again(1)
+        """
+    err = launch_error(source, np.zeros(1, np.int32), error=qnb.QnbTypeError)
+    assert "calls itself" in err.message
+
+
+def test_generated_names_never_meet_the_users(backend):
+    k = kernel("""
+        @qnb.func
+        def f(a):
+            return a * 10
+
+        @qnb.kernel
+        def k(x, y):
+            choice_1 = 7
+            and_2 = 8
+            f_1_a = 9
+            batch_1 = 4
+            b = x[0] if x[1] > 0 else x[2]
+            c = x[1] > 0 and f(x[1]) > 0
+            d = f(x[0])
+            y[0] = choice_1
+            y[1] = and_2
+            y[2] = f_1_a
+            y[3] = batch_1
+            y[4] = b
+            y[5] = c
+            y[6] = d
+        """)
+    y = np.zeros(7, np.int32)
+    k(np.array([1, 1, 2], np.int32), y)
+    np.testing.assert_array_equal(y, [7, 8, 9, 4, 1, 1, 10])
+
+
+def test_a_trace_shows_the_users_names():
+    k = kernel("""
+        @qnb.func
+        def f(a):
+            b = a * 10
+            return b
+
+        @qnb.kernel
+        def k(x, y):
+            v = f(x[0])
+            y[0] = v
+        """)
+    trace = k.trace(np.ones(1, np.float32), np.zeros(1, np.float32))
+    targets = {step.target for step in trace.steps(0)}
+    assert {"a", "b", "v"} <= targets
+
+
+def test_reassigning_a_func_parameter_leaves_the_callers_tile_alone(backend):
+    k = kernel("""
+        @qnb.func
+        def total_plus_one(t):
+            t = t + 1.0
+            return t.sum()
+
+        @qnb.kernel
+        def k(x, y, s):
+            t = Tile16.load(x, 0, 0)
+            s[0] = total_plus_one(t)
+            t.store(y, 0, 0)
+        """)
+    x = np.ones((16, 16), np.float32)
+    y, s = np.zeros_like(x), np.zeros(1, np.float32)
+    k(x, y, s)
+    assert s[0] == 512 and (y == 1).all()
+
+
+def test_in_place_ops_on_a_func_parameter_reach_the_caller(backend):
+    k = kernel("""
+        @qnb.func
+        def update(t, u):
+            u.eye_()
+            t += 1.0
+            t[0, 0] = 5.0
+            t[:] = t * 2.0
+
+        @qnb.kernel
+        def k(y):
+            t = Tile16.zeros()
+            u = Tile16.zeros()
+            update(t, u)
+            t.store(y, 0, 0)
+            u.store(y, 0, 16)
+        """)
+    y = np.zeros((16, 32), np.float32)
+    k(y)
+    expected = np.full((16, 16), 2.0, np.float32)
+    expected[0, 0] = 10.0
+    np.testing.assert_array_equal(y[:, :16], expected)
+    np.testing.assert_array_equal(y[:, 16:], np.eye(16))
+
+
+def test_a_parameter_reassigned_under_a_runtime_condition(backend):
+    k = kernel("""
+        @qnb.func
+        def maybe_double(t, f):
+            if f > 0:
+                t = t * 2.0
+            return t.sum()
+
+        @qnb.kernel
+        def k(x, y, f: qnb.i32):
+            t = Tile16.load(x, 0, 0)
+            y[0] = maybe_double(t, f)
+            y[1] = t.sum()
+        """)
+    y = np.zeros(2, np.float32)
+    k(np.ones((16, 16), np.float32), y, 1)
+    np.testing.assert_array_equal(y, [512, 256])
+    with qnb.backend("cpu"):
+        err = launch_error(
+            """
+            @qnb.func
+            def bad(t, f):
+                if f > 0:
+                    t = t * 2.0
+                t.eye_()
+
+            @qnb.kernel
+            def k(y, f: qnb.i32):
+                t = Tile16.zeros()
+                bad(t, f)
+                t.store(y, 0, 0)
+            """,
+            np.zeros((16, 16), np.float32),
+            1,
+            error=qnb.QnbTypeError,
+        )
+    assert "'t' is reassigned under the runtime condition at line" in err.message
+
+
+def test_a_funcs_result_is_taken_when_it_returns(backend):
+    k = kernel("""
+        @qnb.func
+        def first(c):
+            return c[0]
+
+        @qnb.func
+        def bump(c):
+            c[0] = 10
+            return 1
+
+        @qnb.kernel
+        def k(c, y):
+            y[0] = first(c) + bump(c)
+        """)
+    c, y = np.zeros(1, np.int32), np.zeros(1, np.int32)
+    k(c, y)
+    assert c[0] == 10 and y[0] == 1  # first(c) read c[0] before bump stored 10
+
+
+# ------------------------------------------------------------------ augmented assignment
+
+
+def test_augmented_assignment_evaluates_its_target_once(backend):
+    k = kernel("""
+        @qnb.func
+        def next_slot(c):
+            c[0] = c[0] + 1
+            return c[0]
+
+        @qnb.func
+        def bump(y):
+            y[0] = 10
+            return 1
+
+        @qnb.kernel
+        def k(c, y, z):
+            y[next_slot(c)] += 1
+            t = Tile16.zeros(qnb.i32)
+            t[next_slot(c), 0] += 5
+            t.store(z, 0, 0)
+            y[0] += bump(y)
+        """)
+    c, y, z = np.zeros(1, np.int32), np.zeros(4, np.int32), np.zeros((16, 16), np.int32)
+    k(c, y, z)
+    # y[0] += bump(y): Python reads y[0] (0) before bump stores 10 there.
+    assert c[0] == 2
+    np.testing.assert_array_equal(y, [1, 1, 0, 0])
+    assert z[2, 0] == 5 and z.sum() == 5
+
+
+# ------------------------------------------------------------------ powers and conversions
+
+
+@pytest.mark.parametrize("backend_name", ["cpu", "wgpu", "cuda-host"])
+def test_integer_powers_stay_integers_and_wrap(backend_name):
+    require_backend(backend_name)
+    k = kernel("""
+        @qnb.kernel
+        def k(x, y, z):
+            i = qnb.program_id(0)
+            y[i] = x[i, 0] ** x[i, 1]
+            z[i] = x[i, 0] ** 9
+        """)
+    x = np.array([[7, 9], [3, 20], [-3, 3], [0, 0], [-2, 31], [2, 40], [-7, 11]], np.int32)
+    y, z = np.zeros(len(x), np.int32), np.zeros(len(x), np.int32)
+    with qnb.backend(backend_name):
+        k[len(x)](x, y, z)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(y, x[:, 0] ** x[:, 1])
+        np.testing.assert_array_equal(z, x[:, 0] ** np.int32(9))
+
+
+def test_an_integer_to_a_negative_literal_power_is_a_float(cpu):
+    k = kernel("""
+        @qnb.kernel
+        def k(x, y):
+            y[0] = x[0] ** -1
+        """)
+    y = np.zeros(1, np.float32)
+    k(np.array([4], np.int32), y)
+    assert y[0] == 0.25
+
+
+def test_constant_conversions_round_and_saturate_as_the_runtime_ones(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(x, y, z):
+            y[0] = qnb.f16(0.1)
+            y[1] = qnb.f16(x[0])
+            y[2] = qnb.f32(0.1)
+            y[3] = qnb.f32(x[0])
+            y[4] = float(0.1)
+            z[0] = qnb.i32(3.9e10)
+            z[1] = int(-3.9e10)
+            z[2] = qnb.i32(-2.9)
+            z[3] = qnb.i32(x[1])
+        """)
+    skip_unless_dtype_runs(backend, np.float16)
+    y, z = np.zeros(5, np.float32), np.zeros(4, np.int32)
+    k(np.array([0.1, 3.9e10], np.float32), y, z)
+    f16, f32 = float(np.float16(0.1)), float(np.float32(0.1))
+    np.testing.assert_array_equal(y, np.float32([f16, f16, f32, f32, f32]))
+    np.testing.assert_array_equal(z, [I32_MAX, I32_MIN, -2, I32_MAX])
+
+
+def test_constant_conversions_past_the_range_and_of_special_strings(cpu):
+    k = kernel("""
+        @qnb.kernel
+        def k(x, y, z):
+            m = float("-inf")
+            for i in range(x.shape[0]):
+                m = max(m, x[i])
+            y[0] = m
+            y[1] = qnb.f16(70000.0)
+            y[2] = float("inf")
+            y[3] = float("nan")
+            y[4] = qnb.f64("-inf")
+            z[0] = qnb.i32(float("nan"))
+        """)
+    y, z = np.zeros(5, np.float64), np.ones(1, np.int32)
+    k(np.float32([-3, -1, -2]), y, z)
+    assert y[0] == -1 and y[1] == np.inf and y[2] == np.inf and np.isnan(y[3])
+    assert y[4] == -np.inf and z[0] == 0
+
+
+# ------------------------------------------------------------------ and / or
+
+
+def test_and_or_give_the_deciding_operand_as_python_does(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(x, y):
+            y[0] = x[0] or 2.5
+            y[1] = x[1] and 2.5
+            y[2] = x[0] or x[1] or 7.0
+            y[3] = 0.0 or x[1]
+            y[4] = 2.5 or x[0]
+            y[5] = (x[0] > 0) or (x[1] > 0)
+            y[6] = x[2] > 0 and x[0] or 9.0
+        """)
+    x = np.float32([0.0, 3.0, 1.0])
+    y = np.zeros(7, np.float32)
+    k(x, y)
+    a, b, c = (float(v) for v in x)
+    expected = [a or 2.5, b and 2.5, a or b or 7.0, 0.0 or b, 2.5, (a > 0) or (b > 0)]
+    np.testing.assert_array_equal(y, [*expected, (c > 0 and a) or 9.0])
+
+
+def test_or_runs_its_right_side_only_when_python_would(backend):
+    k = kernel("""
+        @qnb.func
+        def mark(c):
+            c[0] = c[0] + 1
+            return 4.0
+
+        @qnb.kernel
+        def k(x, c, y):
+            y[0] = x[0] or mark(c)
+            y[1] = x[1] or mark(c)
+        """)
+    c, y = np.zeros(1, np.int32), np.zeros(2, np.float32)
+    k(np.float32([2.0, 0.0]), c, y)
+    assert c[0] == 1 and list(y) == [2.0, 4.0]
+
+
+# ------------------------------------------------------------------ captured values
+
+
+def test_numpy_scalars_captured_or_passed_as_templates_are_values(backend):
+    k = kernel(
+        """
+        @qnb.kernel
+        def k(x, y, n: qnb.Template):
+            for i in range(n):
+                y[i] = x[i] * S + SIZES[-1]
+            y[3] = x.shape[-1]
+        """,
+        {"S": np.float32(0.5), "SIZES": (np.int64(4), np.int32(8))},
+    )
+    y = np.zeros(4, np.float32)
+    k(np.float32([2, 4, 6]), y, np.int64(3))
+    np.testing.assert_array_equal(y, [9, 10, 11, 3])
+
+
+def test_a_negative_literal_element_index_is_refused_when_lowered(cpu):
+    for line in ("y[0] = x[-1]", "y[0] = Tile16.zeros()[0, -1]", "x[-1] = 1.0"):
+        err = launch_error(
+            f"@qnb.kernel\ndef k(x, y):\n    {line}\n",
+            np.zeros(2, np.float32),
+            np.zeros(1, np.float32),
+            error=qnb.QnbSyntaxError,
+        )
+        assert "Negative indices" in err.message and err.lineno == 3
