@@ -26,8 +26,9 @@ scalar read sees the program's own earlier scalar write). A program's accesses t
 one array happen in program order, as on the cpu backend, although different
 threads make them: a store is preceded by a storage barrier when anything else in
 the kernel (or the store itself, in a loop) may touch the same memory, so every
-thread's earlier loads and stores come first; and a store to memory the kernel
-also loads is followed by one, so later loads see it. Memory is the same for two
+thread's earlier loads and stores come first; and a store that a load of the same
+memory may follow (later in the program, or in a loop) is followed by one, so that
+load sees it. Memory is the same for two
 array parameters of one dtype, since one array may be passed for both.
 
 Generated names: ``v_*`` locals, ``a_*`` array bindings, ``p_*`` scalar
@@ -94,19 +95,38 @@ class Rendered:
     entry: str = "main"
 
 
-_ACCESSES = (ir.ArrayLoad, ir.LoadWindow, ir.VecLoad, ir.ArrayStore, ir.StoreWindow, ir.VecStore)
+_LOADS = (ir.ArrayLoad, ir.LoadWindow, ir.VecLoad)
+_STORES = (ir.ArrayStore, ir.StoreWindow, ir.VecStore)
 
 
-def _memory_accesses(kernel: ir.KernelIR) -> dict[str, int]:
-    """Per array parameter, the loads and stores in the body that may touch its memory:
-    its own and those of every array parameter of its dtype (one array may be passed
-    for several parameters)."""
-    by_dtype: dict[DType, int] = {}
-    for node in ir.walk_body(kernel.body):
-        if isinstance(node, _ACCESSES):
-            dtype = node.view.type.dtype
-            by_dtype[dtype] = by_dtype.get(dtype, 0) + 1
-    return {p.name: by_dtype.get(p.type.dtype, 0) for p in kernel.arrays}
+def _post_order(node):
+    """``node``'s IR below it, then ``node``: a store comes after the loads of its value."""
+    for child in ir.children(node):
+        yield from _post_order(child)
+    yield node
+
+
+def _store_barriers(kernel: ir.KernelIR) -> dict[int, tuple[bool, bool]]:
+    """Per store (by ``id``): whether a load or store of memory it may touch comes before
+    it, and whether a load comes after it, in program order. Two array parameters of one
+    dtype may be one array, so memory is told apart by dtype alone."""
+    order = [
+        n for stmt in kernel.body for n in _post_order(stmt) if isinstance(n, _LOADS + _STORES)
+    ]
+    loads_after: dict[DType, int] = {}
+    for node in order:
+        if isinstance(node, _LOADS):
+            loads_after[node.view.type.dtype] = loads_after.get(node.view.type.dtype, 0) + 1
+    touched: set[DType] = set()
+    barriers = {}
+    for node in order:
+        dtype = node.view.type.dtype
+        if isinstance(node, _LOADS):
+            loads_after[dtype] -= 1
+        else:
+            barriers[id(node)] = (dtype in touched, loads_after.get(dtype, 0) > 0)
+        touched.add(dtype)
+    return barriers
 
 
 def _node_dtypes(node):
@@ -253,8 +273,7 @@ class GpuRenderer:
         self._helpers: dict[str, list[str]] = {}
         self._check_dtypes(kernel)
         self.loaded, self.stored = ir.array_uses(kernel)
-        self.accesses = _memory_accesses(kernel)
-        self.loaded_dtypes = {p.type.dtype for p in kernel.arrays if p.name in self.loaded}
+        self.store_barriers = _store_barriers(kernel)
         self._loops = 0
         self.solo = not ir.holds_tiles(kernel)
         self.layout = self._layout(kernel)
@@ -481,7 +500,7 @@ class GpuRenderer:
     def stmt_StoreWindow(self, stmt: ir.StoreWindow) -> None:
         value = self.expr(stmt.value)
         index, ok = self.window(stmt.view, stmt.r0, stmt.r1, stmt.c0, stmt.c1)
-        self.guarded_store(stmt.view, ok, index, value)
+        self.guarded_store(stmt, ok, index, value)
 
     def stmt_VecStore(self, stmt: ir.VecStore) -> None:
         value = self.expr(stmt.value)
@@ -489,25 +508,26 @@ class GpuRenderer:
         base, dims = self.view_base(stmt.view)
         pos = self.let(i32, f"{start} + q_ti")
         ok = f"q_tj == 0 && {base[1]} && {pos} >= 0 && {pos} < min({stop}, {dims[-1]})"
-        self.guarded_store(stmt.view, ok, f"{base[0]} + {pos}", value)
+        self.guarded_store(stmt, ok, f"{base[0]} + {pos}", value)
 
     def stmt_ArrayStore(self, stmt: ir.ArrayStore) -> None:
         value = self.expr(stmt.value)
         index, ok = self.element(stmt.view, stmt.indices)
-        self.guarded_store(stmt.view, ok if self.solo else f"q_lid == 0u && {ok}", index, value)
+        self.guarded_store(stmt, ok if self.solo else f"q_lid == 0u && {ok}", index, value)
 
-    def guarded_store(self, view: ir.ArrayView, ok: str, index: str, value: str) -> None:
-        """Write ``value`` at ``index`` of ``view``'s array where ``ok`` holds."""
+    def guarded_store(self, stmt, ok: str, index: str, value: str) -> None:
+        """Write ``value`` at ``index`` of the array of ``stmt.view`` where ``ok`` holds,
+        in program order with the program's other accesses to that memory (see the
+        module docstring): a barrier first if any came before (or the store repeats, in
+        a loop), and one after if a load may follow."""
+        view = stmt.view
         write = self.array_write(self.binding(view.param), index, value, view.type.dtype)
-        if not self.solo and (self._loops or self.accesses[view.param] > 1):
-            # every thread's earlier loads and stores of this memory come first
+        before, after = self.store_barriers[id(stmt)]
+        if not self.solo and (before or self._loops):
             self.emit(self.storage_barrier)
         self.emit(f"if ({ok}) {{ {write} }}")
-        self.after_store(view)
-
-    def after_store(self, view: ir.ArrayView) -> None:
-        if view.type.dtype in self.loaded_dtypes and not self.solo:
-            self.emit(self.storage_barrier)  # other threads' later loads must see the store
+        if not self.solo and (after or self._loops):
+            self.emit(self.storage_barrier)
 
     # ------------------------------------------------------------------ addressing
 
