@@ -153,6 +153,33 @@ def test_trace_records_each_op_with_values_and_regions():
     np.testing.assert_array_equal(trace.arrays["out"], x * 2)
 
 
+def test_trace_shows_each_steps_inputs_as_they_were_before_it():
+    # A step that assigns one of its own inputs (t = t * 2, an in-place op, acc = mma(...,
+    # acc)) shows that input as it went in, not as it came out.
+    scope, _ = define("""
+        @qnb.kernel
+        def k(x, out):
+            t = Tile16.load(x, 0, 0)
+            t = t * 2.0
+            t += 1.0
+            acc = Tile16.zeros(qnb.f32)
+            acc = qnb.mma(t, t, acc)
+            t.cholesky_(1e-6)
+            acc.store(out, 0, 0)
+        """)
+    x = np.random.default_rng(0).random((16, 16)).astype(np.float32) + 1
+    steps = scope["k"].trace[1](x, np.zeros_like(x)).steps(0)
+    by_op = {}
+    for step in steps:
+        by_op.setdefault(step.op, step)
+    np.testing.assert_array_equal(by_op["mul"].inputs["t"], x)
+    np.testing.assert_array_equal(by_op["mul"].output, 2 * x)
+    np.testing.assert_array_equal(by_op["add"].inputs["t"], 2 * x)
+    np.testing.assert_array_equal(by_op["mma"].inputs["acc"], np.zeros((16, 16)))
+    np.testing.assert_array_equal(by_op["cholesky_"].inputs["t"], 2 * x + 1)
+    assert not np.array_equal(by_op["cholesky_"].inputs["t"], by_op["cholesky_"].output)
+
+
 def test_trace_names_the_users_variables_and_describes_temporaries():
     scope, _ = define("""
         @qnb.func

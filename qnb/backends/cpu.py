@@ -333,8 +333,10 @@ class _Executor:
         return self.ev(e)
 
     def s_Assign(self, s):
+        inputs = None
         if self.recorder:
             self.reads = []
+            inputs = self.recorder.inputs(self, s.value)  # before the step changes them
         # Unmasked, a launch-order tile load may stay deferred (masking needs its values).
         value = self.value_of(s.value) if self.mask is None else self.ev(s.value)
         if isinstance(value, _GridTiles):
@@ -344,7 +346,7 @@ class _Executor:
             value = value.astype(s.value.type.dtype.numpy)
         self.assign(s.name, value, s.value.type.kind)
         if self.recorder:
-            self.recorder.assign(self, s, value)
+            self.recorder.assign(self, s, value, inputs)
 
     def restore(self, saved):
         """The mask after a nested block: the saved lanes minus those that left the loop."""
@@ -1028,14 +1030,15 @@ class _Recorder:
         return self.kernel.display.get(name, name)
 
     def inputs(self, executor, expr, skip=None):
+        """The variables ``expr`` reads, as they are now (copies: the step about to run
+        may assign one of them, and a later store may change a view of an array)."""
         found = {}
         for node in ir.walk(expr):
             if isinstance(node, ir.Var) and node.name != skip and node.name in executor.env:
-                found[self.shown(node.name)] = executor.env[node.name]
+                found[self.shown(node.name)] = np.array(_gathered(executor.env[node.name]))
         return found
 
-    def assign(self, executor, stmt, value):
-        inputs = self.inputs(executor, stmt.value)
+    def assign(self, executor, stmt, value, inputs):
         target = self.shown(stmt.name)
         self.record(executor, stmt, _op_name(stmt.value), target, inputs, value, executor.reads, [])
         executor.reads = None
