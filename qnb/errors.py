@@ -65,15 +65,44 @@ class QnbError(Exception):
             (self.message, self.filename, self.lineno, self.col, self._source_line),
         )
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows in place of a traceback: the user's own frames that led
+        here (a launch from a cell, a func of theirs), not qnb's or IPython's, then the
+        error at the kernel's own line with its caret."""
+        import traceback
+
+        frames = [f for f in traceback.extract_tb(self.__traceback__) if _is_users(f.filename)]
+        lines = []
+        if frames:
+            lines.append("Traceback (most recent call last):")
+            lines += "".join(traceback.format_list(frames)).rstrip("\n").split("\n")
+        kind = type(self)
+        name = (
+            f"qnb.{kind.__qualname__}" if kind.__module__.startswith("qnb") else kind.__qualname__
+        )
+        lines += f"{name}: {self}".split("\n")
+        return lines
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _is_users(filename: str) -> bool:
+    """Whether a traceback frame's file is the user's: not qnb's, not IPython's."""
+    path = os.path.abspath(filename)
+    if path.startswith(_PACKAGE):
+        return False
+    ipython = getattr(sys.modules.get("IPython"), "__file__", None)
+    return not (ipython and path.startswith(os.path.dirname(os.path.abspath(ipython)) + os.sep))
+
 
 def caller_position() -> tuple[str | None, int | None]:
     """The file and line of the innermost frame outside the qnb package: the user's own
     line that called into qnb (for errors that have no AST node to point at)."""
-    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(package):
+        if not os.path.abspath(filename).startswith(_PACKAGE):
             return filename, frame.f_lineno
         frame = frame.f_back
     return None, None

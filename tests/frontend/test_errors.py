@@ -365,3 +365,25 @@ def test_what_the_decorators_take():
 def test_to_device_refuses_what_no_kernel_takes(array, message):
     with pytest.raises(qnb.QnbTypeError, match=message), qnb.backend("cpu"):
         qnb.to_device(array)
+
+
+def test_ipython_shows_the_users_frames_and_the_kernel_line_not_qnbs():
+    # In a notebook a launch error shows the cell's own calls, then the error at the
+    # kernel line with its caret: none of qnb's (or IPython's) frames.
+    from IPython.testing.globalipapp import start_ipython
+    from IPython.utils.capture import capture_output
+
+    ip = start_ipython()
+    ip.run_cell(
+        "import numpy as np, qnb\nfrom qnb import Tile16\n@qnb.kernel\n"
+        "def k(x: qnb.Array[qnb.f32, 2]):\n    Tile16.load(x, 0, 0).store(x, 0, 0)\n"
+        "def helper(a):\n    k(a)\n"
+    )
+    with capture_output() as shown:
+        result = ip.run_cell("helper(np.zeros((16, 16), np.int32))")
+    assert isinstance(result.error_in_exec, qnb.QnbTypeError)
+    text = shown.stdout + shown.stderr
+    assert "in helper" in text and "k(a)" in text  # the user's own frames
+    assert "qnb.QnbTypeError: array 'x' must be f32" in text
+    assert "def k(x: qnb.Array[qnb.f32, 2]):" in text and "^" in text
+    assert "qnb/kernel.py" not in text and "interactiveshell" not in text
