@@ -675,7 +675,22 @@ class Kernel:
 
 
 def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_math: bool = False):
-    """Decorate a tile kernel: ``@qnb.kernel`` or ``@qnb.kernel(backend="wgpu")``."""
+    """Decorate a tile kernel: ``@qnb.kernel`` or ``@qnb.kernel(backend="wgpu", debug=True)``.
+
+    Decoration parses the function (an unsupported construct raises ``QnbSyntaxError``
+    at its line); it is compiled for a backend at its first launch with new argument
+    types (or captured values), and the result is cached (see ``qnb.cache``).
+
+    - ``k[grid](*args)`` launches it over ``grid`` (an int or a tuple of up to 3 ints) of
+      programs; ``k(*args)`` is ``k[1](*args)``. Arguments may be passed by name.
+    - ``k.source("cuda" | "wgsl" | "ir", *example_args)``: the generated text, on any
+      machine (arguments only where parameters are not fully annotated).
+    - ``k.trace[grid](*args)``: a ``qnb.Trace`` of every op of every program (cpu).
+    - ``k.compile(*args, backend=...)``: compile without launching; the cache event.
+
+    ``backend``: this kernel's backend, whatever ``qnb.set_backend`` says. ``debug``: the
+    cpu backend's bounds checks on the GPU backends too. ``fast_math``: let NVRTC trade
+    IEEE accuracy for speed (``--use_fast_math``; cuda only)."""
     options = Options(debug=debug, fast_math=fast_math)
 
     def wrap(f):

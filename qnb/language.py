@@ -169,6 +169,66 @@ class Tile16:
         """A new tile ``t[i, j] = arr[row + i, col + j]`` where that element exists, else 0."""
         _kernel_only("Tile16.load")
 
+    # The methods of a tile value, for help() and completion: a kernel's compiler knows
+    # them by name; called from Python they say so.
+
+    def load_(self, arr, r0, r1, c0, c1):
+        """In place: ``t[i, j] = arr[r0 + i, c0 + j]`` where ``r0 + i < min(r1, rows)`` and
+        ``c0 + j < min(c1, cols)``; other elements keep their value. Also ``t[:] =
+        arr[r0:r1, c0:c1]``."""
+        _kernel_only("t.load_")
+
+    def store(self, arr, *window):
+        """``t.store(arr, row, col)``: ``arr[row + i, col + j] = t[i, j]`` where that element
+        exists; ``t.store(arr, r0, r1, c0, c1)`` within the window (clamped to the array).
+        Nothing outside the array is written. Also ``arr[r0:r1, c0:c1] = t``."""
+        _kernel_only("t.store")
+
+    def astype(self, dtype):
+        """The tile converted to ``dtype`` (float to i32 truncates toward zero, saturates,
+        and sends NaN to 0)."""
+        _kernel_only("t.astype")
+
+    def sum(self, axis=None):
+        """The sum of all elements (a scalar), or along ``axis`` 0 / 1 (a Vec16). f16 sums
+        accumulate in f32."""
+        _kernel_only("t.sum")
+
+    def max(self, axis=None):
+        """The largest element (a scalar), or along ``axis`` (a Vec16); NaN propagates."""
+        _kernel_only("t.max")
+
+    def min(self, axis=None):
+        """The smallest element (a scalar), or along ``axis`` (a Vec16); NaN propagates."""
+        _kernel_only("t.min")
+
+    def row(self, i):
+        """Row ``i`` as a Vec16."""
+        _kernel_only("t.row")
+
+    def col(self, j):
+        """Column ``j`` as a Vec16."""
+        _kernel_only("t.col")
+
+    def eye_(self):
+        """In place: the tile becomes the identity."""
+        _kernel_only("t.eye_")
+
+    def cholesky_(self, eps):
+        """In place: the lower-triangular L with ``L @ L.T == t``, diagonal
+        ``sqrt(max(a_jj - s, eps))``; the strict upper triangle becomes 0."""
+        _kernel_only("t.cholesky_")
+
+    def solve_triangular_(self, rhs, lower=True):
+        """``L.solve_triangular_(B)``: B is overwritten with X where ``X @ L.T == B``
+        (L = this lower-triangular tile; only ``lower=True``)."""
+        _kernel_only("t.solve_triangular_")
+
+    @property
+    def T(self):
+        """The transpose."""
+        _kernel_only("t.T")
+
 
 class Vec16:
     """A 16-vector value owned by the whole program.
@@ -199,6 +259,26 @@ class Vec16:
         """``v[i] = arr[r0 + i, col]`` (2-D: ``load(arr, r0, r1, col)``) or
         ``v[i] = arr[start + i]`` (1-D: ``load(arr, start)``), 0 outside the array."""
         _kernel_only("Vec16.load")
+
+    def store(self, arr, start):
+        """``arr[start + i] = v[i]`` (1-D arrays) where that element exists."""
+        _kernel_only("v.store")
+
+    def astype(self, dtype):
+        """The vector converted to ``dtype``."""
+        _kernel_only("v.astype")
+
+    def sum(self):
+        """The sum of the elements (f16 accumulates in f32)."""
+        _kernel_only("v.sum")
+
+    def max(self):
+        """The largest element; NaN propagates."""
+        _kernel_only("v.max")
+
+    def min(self):
+        """The smallest element; NaN propagates."""
+        _kernel_only("v.min")
 
 
 # --------------------------------------------------------------------- parameter annotations
