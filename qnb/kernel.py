@@ -22,7 +22,7 @@ from qnb import ir
 from qnb.backends import registry as _backends
 from qnb.backends.base import FAST_ARRAY_TYPES, DeviceArray, Options
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
-from qnb.errors import QnbCaptureError, QnbError, QnbIndexError, QnbTypeError
+from qnb.errors import QnbCaptureError, QnbError, QnbIndexError, QnbSyntaxError, QnbTypeError
 from qnb.frontend.capture import Captures, canonical, classify, describe
 from qnb.frontend.checks import add_bounds_checks
 from qnb.frontend.lower import ParamSpec, lower_kernel
@@ -550,7 +550,7 @@ class Kernel:
                     where = owner_parsed.position(_first_use(owner_parsed, chain))
                     if _is_library_callable(value):  # print, math.sin: no @qnb.func helps
                         message = unsupported_call_message(".".join(chain))
-                        raise QnbCaptureError(message, *where) from None
+                        raise QnbSyntaxError(message, *where) from None  # not a capture
                     raise err.with_location(*where) from None
                 if kind[0] == "const" and _is_qnb_module(owner_roots.get(chain[0])):
                     continue  # qnb.f32 and friends: the language itself (the `qnb` component)

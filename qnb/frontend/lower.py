@@ -1119,7 +1119,7 @@ class _Lowerer:
                 name = "builtin.cast"
             else:
                 what = ast.unparse(node.func)
-                raise self.error(QnbTypeError, sem.unsupported_call_message(what), node)
+                raise self.error(QnbSyntaxError, sem.unsupported_call_message(what), node)
         handler = sem.INTRINSICS.get(name)
         if handler is None:
             message = (

@@ -58,6 +58,7 @@ def test_messages_speak_the_users_language(body, expected):
 )  # fmt: skip
 def test_library_functions_are_not_supported_and_the_message_lists_what_is(call):
     err = error_of(f"z = {call}")
+    assert isinstance(err, qnb.QnbSyntaxError)  # an unsupported construct (DESIGN)
     name = call.partition("(")[0]
     assert err.message.startswith(f"{name} is not supported in kernels")
     assert "qnb.exp" in err.message and "@qnb.func" in err.message
