@@ -167,9 +167,30 @@ def diff(old: CacheKey | Mapping[str, Any], new: CacheKey | Mapping[str, Any]) -
 
 def count_differing_components(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[int, int]:
     """(components that differ, entries that differ): the "distance" used to find the
-    closest earlier key."""
-    differences = diff(old, new)
-    return len({d.component for d in differences}), len(differences)
+    closest earlier key. It counts what :func:`diff` lists, comparing values with
+    :func:`same_json` rather than hashing them (a disk hit measures it against up to
+    ``MAX_HISTORY`` keys)."""
+    components = entries = 0
+    for component in COMPONENTS:
+        before = old.get(component, ABSENT)
+        after = new.get(component, ABSENT)
+        if _equal(before, after):
+            continue
+        components += 1
+        if component in DICT_COMPONENTS and isinstance(before, dict) and isinstance(after, dict):
+            entries += sum(
+                not _equal(before.get(name, ABSENT), after.get(name, ABSENT))
+                for name in before.keys() | after.keys()
+            )
+        else:
+            entries += 1
+    return components, entries
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if a is ABSENT or b is ABSENT:
+        return a is b
+    return same_json(a, b)
 
 
 def same_json(a: Any, b: Any) -> bool:

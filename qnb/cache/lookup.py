@@ -4,8 +4,12 @@
 (a verified artifact, loaded by the backend), then compiles and stores. Each lookup
 becomes a :class:`CacheEvent`; a miss carries the reason: how its key differs from
 the closest earlier key of the same kernel (this process's or the disk's), or
-"first compile". The launch fast path calls ``record_memory_hit``, which only appends
-a tuple (no hashing, no I/O); ``events()`` turns it into an event when read.
+"first compile". A disk hit carries one too, so a notebook re-run against a
+persistent cache still says why a kernel changed: how its key differs from the
+closest key of the kernel this process has seen, marked "(found on disk)", or
+"first launch in this process (found on disk)". The launch fast path calls
+``record_memory_hit``, which only appends a tuple (no hashing, no I/O); ``events()``
+turns it into an event when read.
 """
 
 from __future__ import annotations
@@ -28,13 +32,18 @@ MAX_EVENTS = 10_000
 MAX_HISTORY = 64
 
 FIRST_COMPILE = "first compile"
+FIRST_LAUNCH = "first launch in this process"
+FOUND_ON_DISK = "(found on disk)"
 
 
 @dataclass(slots=True)
 class CacheEvent:
     """One cache lookup (contract): ``outcome`` is "memory-hit", "disk-hit" or
     "miss"; for a miss ``reason`` says what changed since the closest earlier key of
-    the same kernel (``differences`` lists it), or is "first compile"."""
+    the same kernel (``differences`` lists it), or is "first compile". A disk hit's
+    ``reason`` says the same against the keys this process has seen, followed by
+    "(found on disk)", or is "first launch in this process (found on disk)"; a memory
+    hit has none."""
 
     kernel: str
     backend: str
@@ -212,14 +221,18 @@ def get_or_compile(
                 if root is not None:
                     store.discard(store.entry_path(root, kernel_name, key.digest), rejected)
             else:
+                reason, differences = disk_hit_reason(kernel_name, key)  # before _remember
                 launcher = _remember(kernel_name, key, launcher)
-                event = _finish(kernel_name, backend_name, key, "disk-hit", start)
+                event = _finish(
+                    kernel_name, backend_name, key, "disk-hit", start, reason, differences
+                )
                 log.info(
-                    "loaded %s [%s] from disk in %.1f ms key %s…",
+                    "loaded %s [%s] from disk in %.1f ms key %s… (%s)",
                     kernel_name,
                     backend_name,
                     event.seconds * 1e3,
                     key.short,
+                    reason,
                 )
                 return launcher, event
 
@@ -277,13 +290,33 @@ def miss_reason(
     candidates = _earlier_keys(kernel_name, key.digest)
     if not candidates:
         return FIRST_COMPILE, []
-    closest = min(candidates, key=lambda item: count_differing_components(item, key.components))
-    differences = diff(closest, key)
+    differences = _closest_differences(candidates, key)
     if differences:
         return "; ".join(str(d) for d in differences), differences
     if forced:
         return "QNB_ALWAYS_COMPILE=1 forces a compile", []
     return "an entry with this key was cached earlier and is gone (cleared or evicted)", []
+
+
+def disk_hit_reason(kernel_name: str, key: CacheKey) -> tuple[str, list[Difference]]:
+    """Why ``key`` was not in memory but on disk: its differences from the closest key
+    of the same kernel this process has seen (the disk's entries are not asked: the
+    hit itself is one), or "first launch in this process"; marked "(found on disk)"."""
+    with _lock:
+        seen = list(reversed(_history.get(kernel_name, {}).values()))
+    if not seen:
+        return f"{FIRST_LAUNCH} {FOUND_ON_DISK}", []
+    differences = _closest_differences(seen, key)
+    if differences:
+        return f"{'; '.join(str(d) for d in differences)} {FOUND_ON_DISK}", differences
+    return f"seen earlier in this process, no longer in memory {FOUND_ON_DISK}", []
+
+
+def _closest_differences(candidates: list[dict], key: CacheKey) -> list[Difference]:
+    """How ``key`` differs from the closest candidate (fewest differing components,
+    then entries; the most recent first among equals)."""
+    closest = min(candidates, key=lambda item: count_differing_components(item, key.components))
+    return diff(closest, key)
 
 
 def _earlier_keys(kernel_name: str, digest: str) -> list[dict]:

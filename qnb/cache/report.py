@@ -58,7 +58,9 @@ def _clock(timestamp: float) -> str:
 
 def explain(kernel_or_name: Any) -> str:
     """This process's view: the kernel's last key component by component and the
-    history of its misses with reasons; falls back to the disk's entries."""
+    history of its misses and disk hits with reasons (a notebook re-run against a
+    persistent cache loads its changed kernels from disk rather than compiling them);
+    falls back to the disk's entries."""
     name = kernel_name_of(kernel_or_name)
     recorded = [event for event in lookup.events() if matches(event.kernel, name)]
     if not recorded:
@@ -67,15 +69,18 @@ def explain(kernel_or_name: Any) -> str:
     last = recorded[-1]
     lines = [f"kernel {last.kernel!r} [{last.backend}]: last key {last.short_key} ({last.outcome})"]
     lines += describe_key(last.components)
-    misses = [event for event in recorded if event.outcome == "miss"]
-    hits = len(recorded) - len(misses)
-    lines.append(
-        f"{len(misses)} miss{'es' if len(misses) != 1 else ''} and {hits} hit{'s' if hits != 1 else ''} in this process"
-    )
-    for event in misses:
-        lines.append(
-            f"  {_clock(event.time)}  {event.short_key}  [{event.backend}]  {event.reason}"
-        )
+    misses = sum(event.outcome == "miss" for event in recorded)
+    from_disk = sum(event.outcome == "disk-hit" for event in recorded)
+    hits = len(recorded) - misses
+    summary = f"{misses} miss{'es' if misses != 1 else ''} and {hits} hit{'s' if hits != 1 else ''}"
+    if from_disk:
+        summary += f" ({from_disk} from disk)"
+    lines.append(f"{summary} in this process")
+    for event in recorded:
+        if event.outcome != "memory-hit":  # a disk hit's reason ends "(found on disk)"
+            lines.append(
+                f"  {_clock(event.time)}  {event.short_key}  [{event.backend}]  {event.reason}"
+            )
     return "\n".join(lines)
 
 

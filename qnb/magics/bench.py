@@ -22,10 +22,11 @@ TARGET_SECONDS = 0.5
 MIN_RUNS, MAX_RUNS = 3, 1000
 
 
-@dataclass
+@dataclass(repr=False)
 class BenchResult:
-    """What ``%qbench -o`` returns. ``nbytes``/``flops`` are per launch (None: unknown);
-    ``estimate`` says how they were found."""
+    """What ``%qbench -o`` returns: ``times`` holds every timed run's seconds;
+    ``nbytes``/``flops`` are per launch (None: unknown); ``estimate`` says how they were
+    found. Its repr is a one-line summary (a notebook shows that, not a thousand times)."""
 
     expr: str
     backend: str | None
@@ -45,6 +46,18 @@ class BenchResult:
     @property
     def gflops(self) -> float | None:
         return self.flops / self.median / 1e9 if self.flops and self.median > 0 else None
+
+    def __repr__(self) -> str:
+        where = f" [{self.backend}]" if self.backend else ""
+        rates = [
+            f"{value:.3g} {unit}"
+            for value, unit in ((self.gbytes_per_second, "GB/s"), (self.gflops, "GFLOP/s"))
+            if value is not None
+        ]
+        return (
+            f"<BenchResult {self.expr}{where}: median {_duration(self.median)}"
+            f"{''.join(', ' + rate for rate in rates)}; .times: {len(self.times)} runs>"
+        )
 
     def __str__(self) -> str:
         where = f" [{self.backend}]" if self.backend else ""

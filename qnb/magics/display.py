@@ -18,9 +18,36 @@ _LEXERS = {"cuda": "cuda", "wgsl": "wgsl", "ir": "text"}
 _TITLES = {"cuda": "CUDA C++", "wgsl": "WGSL", "ir": "qnb IR"}
 
 
+def kernel_part(language: str, text: str, kernel_name: str = "kernel") -> str:
+    """What ``--show`` prints of generated code: for CUDA, the leading comment, then the
+    kernel's own code from its ``extern "C"`` entry point on, without ``#line``
+    directives, and one line saying how many prelude lines (includes, the ``qnb::``
+    helpers every kernel carries) were left out. WGSL and the IR are shown whole: the
+    WGSL before ``main`` is the kernel's own bindings and the few helpers it uses."""
+    if language != "cuda":
+        return text
+    lines = text.splitlines()
+    entry = next((i for i, line in enumerate(lines) if line.startswith('extern "C"')), None)
+    if entry is None:
+        return text
+    header = 0
+    while header < entry and lines[header].startswith("//"):
+        header += 1
+    body = [line for line in lines[entry:] if not line.lstrip().startswith("#line ")]
+    omitted = entry - header
+    if omitted == 0 and len(body) == len(lines) - entry:
+        return text
+    note = (
+        f"// ({omitted} prelude lines and the #line directives left out; "
+        f"{kernel_name}.source({language!r}) has the full text)"
+    )
+    return "\n".join([*lines[:header], note, *body]) + "\n"
+
+
 class GeneratedSource:
-    """A kernel's generated code: plain text, and HTML highlighted by Pygments (inline
-    styles, so no stylesheet is needed) where Pygments is available."""
+    """A kernel's generated code: ``text`` in full; shown (``shown``: for CUDA without
+    the helper prelude, see :func:`kernel_part`) as plain text, and as HTML highlighted by
+    Pygments (inline styles, so no stylesheet is needed) where Pygments is available."""
 
     def __init__(self, kernel_name: str, language: str, text: str):
         self.kernel_name, self.language, self.text = kernel_name, language, text
@@ -29,8 +56,12 @@ class GeneratedSource:
     def title(self) -> str:
         return f"{self.kernel_name}: {_TITLES.get(self.language, self.language)}"
 
+    @property
+    def shown(self) -> str:
+        return kernel_part(self.language, self.text, self.kernel_name)
+
     def __repr__(self) -> str:
-        return f"// {self.title}\n{self.text}"
+        return f"// {self.title}\n{self.shown}"
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return {"text/plain": repr(self), "text/html": self._html()}
@@ -42,7 +73,7 @@ class GeneratedSource:
             from pygments.formatters import HtmlFormatter
             from pygments.lexers import get_lexer_by_name
         except ImportError:
-            return f"{title}<pre>{html.escape(self.text)}</pre>"
+            return f"{title}<pre>{html.escape(self.shown)}</pre>"
         formatter = HtmlFormatter(noclasses=True, nobackground=True)
         lexer = get_lexer_by_name(_LEXERS.get(self.language, "text"))
-        return title + highlight(self.text, lexer, formatter)
+        return title + highlight(self.shown, lexer, formatter)

@@ -28,6 +28,7 @@ from qnb.magics.display import GeneratedSource, show_error
 from qnb.viz.events import event_detail, status_line
 
 LANGUAGES = ("ir", "cuda", "wgsl")
+REASON_CHARS = 80  # a status line's reason, at most (%qcache explain NAME has it all)
 
 
 def _is_kernel(value) -> bool:
@@ -74,7 +75,14 @@ class QnbMagics(Magics):
 
         Kernels whose parameters are all annotated compile at once, so errors show at the
         cell, as its own line with a caret. One status line per kernel says whether it
-        was compiled, loaded from disk or found in memory, with its short cache key.
+        was compiled, loaded from disk or found in memory, with its short cache key, and
+        why, where a compile or a disk load was not the kernel's first in this process
+        (what changed in its key, e.g. ``(captured.ALPHA: 2.0 → 3.0)``).
+
+        When a function's definition fails (an unsupported construct, say), its name is
+        bound to a :class:`FailedDefinition`: calling or launching it raises the same
+        error again, naming the cell's line, so the kernel an earlier run of the cell
+        defined is never run by mistake. Fix the cell and run it again.
         """
         args = parse_argstring(self.qkernel, line)
         # Line 1 of the cell as the user sees it is "%%qkernel ...": a blank line in its
@@ -109,7 +117,8 @@ class QnbMagics(Magics):
     def _run_cell(self, cell: str, filename: str, backend: str | None):
         """Run the cell in the user namespace; make its plain functions kernels (on
         ``backend`` by default, if given). Returns the value of a final expression (shown
-        as the cell's result) and the kernels the cell defines."""
+        as the cell's result) and the kernels the cell defines. A function whose
+        definition fails is bound to a FailedDefinition, and the error raised."""
         try:
             tree = ast.parse(cell, filename)
         except SyntaxError as err:
@@ -127,17 +136,18 @@ class QnbMagics(Magics):
         # dont_inherit: this module's own `from __future__ import annotations` must not
         # turn the cell's annotations into strings.
         code = compile(tree, filename, "exec", dont_inherit=True)
-        _run(code, namespace, filename, self.shell)
-        kernels = {}
-        for name in defined:
-            value = namespace.get(name)
-            if inspect.isfunction(value) and value.__code__.co_filename == filename:
-                chosen = backend if backend != "auto" else None
-                value = namespace[name] = qnb.kernel(value, backend=chosen)
-            if _is_kernel(value):
-                if backend and value.backend is None:
-                    value.backend = backend  # -b is the default of decorated kernels too
-                kernels[name] = value
+        try:
+            _run(code, namespace, filename, self.shell)
+        except Exception as err:
+            if isinstance(err, qnb.QnbError):  # a decorator (@qnb.kernel) refused its function
+                name = _failed_definition(tree, err, filename, namespace)
+                if name is not None:
+                    namespace[name] = FailedDefinition(name, err)
+            _make_kernels(defined, namespace, filename, backend)  # those defined before it
+            raise
+        kernels, failures = _make_kernels(defined, namespace, filename, backend)
+        if failures:  # every other function of the cell is a kernel now
+            raise failures[0]
         result = None
         if last is not None:
             expression = ast.Expression(last.value)
@@ -162,7 +172,7 @@ class QnbMagics(Magics):
         if event is None:
             print(f"{name}: compiled")
             return
-        print(status_line(event, name))
+        print(_status_line(event, name))
         if args.trace:
             print("  " + event_detail(event).replace("\n", "\n  "))
         for language in args.show:
@@ -236,14 +246,22 @@ class QnbMagics(Magics):
     @argument("--bytes", type=float, help="bytes moved per launch (default: estimated)")
     @argument("--flops", type=float, help="floating-point operations per launch")
     @argument("-o", "--output", action="store_true", help="return the BenchResult")
+    @argument(
+        "-b",
+        "--backend",
+        help="run EXPR with this backend active (cpu, wgpu, cuda or auto), as "
+        "qnb.backend(NAME) does; a kernel's own backend still wins",
+    )
     @argument("expr", nargs="*", help="the launch expression, e.g. k[4, 4](a, b, c)")
     @line_magic
     def qbench(self, line):
-        """Time a launch: ``%qbench [-n RUNS] [-w WARMUP] [--bytes B] [--flops F] [-o] [--] EXPR``.
+        """Time a launch: ``%qbench [-n RUNS] [-w WARMUP] [--bytes B] [--flops F] [-o]
+        [-b BACKEND] [--] EXPR``.
 
         Runs EXPR (after warm-up runs) with a device sync after each, and prints the
         median time, and GB/s and GFLOP/s where bytes and flops are known or can be
-        estimated from the array arguments.
+        estimated from the array arguments. ``-o`` returns the :class:`BenchResult`
+        (its ``times`` hold every run's seconds).
         """
         options, expr = _split_options(self.qbench, line)
         if options is None:
@@ -260,14 +278,15 @@ class QnbMagics(Magics):
             if value is not None and not value >= 0:  # (also refuses nan)
                 raise UsageError(f"%qbench --{name} must be 0 or more, not {value}")
         try:
-            result = bench(
-                expr,
-                self.shell.user_ns,
-                runs=args.runs,
-                warmup=args.warmup,
-                nbytes=args.bytes,
-                flops=args.flops,
-            )
+            with qnb.backend(args.backend) if args.backend else contextlib.nullcontext():
+                result = bench(
+                    expr,
+                    self.shell.user_ns,
+                    runs=args.runs,
+                    warmup=args.warmup,
+                    nbytes=args.bytes,
+                    flops=args.flops,
+                )
         except qnb.QnbError as err:
             raise show_error(err) from None
         except SyntaxError as exc:
@@ -277,6 +296,107 @@ class QnbMagics(Magics):
             raise
         print(result)
         return result if args.output else None
+
+
+class FailedDefinition:
+    """What a ``%%qkernel`` cell binds a function's name to when its definition failed
+    (``error``): calling it, launching it (``k[grid](...)``), ``source``, ``compile``
+    and ``trace`` raise that error again, so an older kernel of the same name cannot be
+    run by mistake, nor the bare Python function (which can only fail, far from the
+    cause). Running the fixed cell binds the name to a kernel again."""
+
+    def __init__(self, name: str, error: qnb.QnbError):
+        self.name, self.error = name, error
+
+    def _raise(self, *args, **kwargs):
+        err = self.error
+        text = (
+            f"{self.name!r} is not a kernel: its last %%qkernel definition failed with\n"
+            f"{type(err).__name__}: {err}"
+        )
+        err._render_traceback_ = lambda: text.splitlines()  # shown as for the cell
+        raise err.with_traceback(None)
+
+    __call__ = _raise
+    __getitem__ = _raise
+    source = compile = _raise
+
+    @property
+    def trace(self):
+        self._raise()
+
+    def __repr__(self) -> str:
+        err = self.error
+        where = f", {err.filename} line {err.lineno}" if err.lineno is not None else ""
+        return f"<{self.name}: definition failed ({type(err).__name__}{where})>"
+
+
+def _make_kernels(names, namespace, filename, backend):
+    """Make the cell's plain functions ``names`` kernels (on ``backend`` by default, if
+    given). Returns the kernels by name and the errors of the functions that could not
+    be made kernels (each name is bound to a FailedDefinition)."""
+    kernels, failures = {}, []
+    for name in names:
+        value = namespace.get(name)
+        if inspect.isfunction(value) and value.__code__.co_filename == filename:
+            chosen = backend if backend != "auto" else None
+            try:
+                value = namespace[name] = qnb.kernel(value, backend=chosen)
+            except qnb.QnbError as err:
+                namespace[name] = FailedDefinition(name, err)
+                failures.append(err)
+                continue
+        if _is_kernel(value):
+            if backend and value.backend is None:
+                value.backend = backend  # -b is the default of decorated kernels too
+            kernels[name] = value
+    return kernels, failures
+
+
+def _failed_definition(tree: ast.Module, err: qnb.QnbError, filename: str, namespace) -> str | None:
+    """The function of the cell whose definition raised ``err``: the top-level ``def``
+    holding its line (decorators included) whose name the cell did not bind (an error
+    from a launch in the cell can point into a kernel the cell did define), or None."""
+    if err.filename != filename or err.lineno is None:
+        return None
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        if first <= err.lineno <= (node.end_lineno or node.lineno):
+            value = namespace.get(node.name)
+            function = getattr(value, "__wrapped__", value)  # a kernel's or func's own
+            code = getattr(function, "__code__", None)
+            return None if code is not None and code.co_filename == filename else node.name
+    return None
+
+
+def _status_line(event, name: str) -> str:
+    """``status_line``, and why, for a compile or a disk load that was not the kernel's
+    first in this process."""
+    line = status_line(event, name)
+    reason = _short_reason(event)
+    return f"{line} ({reason})" if reason else line
+
+
+def _short_reason(event) -> str:
+    """What changed in the key (at most REASON_CHARS, then "+N more"); "" where there is
+    nothing to say: a memory hit, a first compile, a first load in this process."""
+    parts = [str(d) for d in getattr(event, "differences", None) or []]
+    if not parts:
+        if event.outcome != "miss" or not event.reason or event.reason == "first compile":
+            return ""
+        parts = [event.reason]  # a discarded entry, QNB_ALWAYS_COMPILE=1, …
+    text, shown = parts[0], 1
+    for part in parts[1:]:
+        if len(text) + 2 + len(part) > REASON_CHARS:
+            break
+        text, shown = f"{text}; {part}", shown + 1
+    if len(text) > REASON_CHARS:
+        text = text[: REASON_CHARS - 1] + "…"
+    if shown < len(parts):
+        text += f"; +{len(parts) - shown} more"
+    return text
 
 
 def _run(code, namespace, filename, shell):

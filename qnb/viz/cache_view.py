@@ -35,9 +35,10 @@ def _weak_listener(view: CacheView):
 
 class CacheView(QnbWidget):
     """Every kernel-cache event of this process, newest first, updated live: kernel,
-    backend, outcome (miss / disk-hit / memory-hit), time, short key and reason. Selecting
-    a row (``selected`` = its number) fills ``detail`` with the reason component by
-    component and the key's components. ``close()`` stops listening."""
+    backend, outcome (miss / disk-hit / memory-hit), time, short key and reason (a miss's,
+    or a disk hit's: what changed since the closest key this process had seen).
+    Selecting a row (``selected`` = its number) fills ``detail`` with the reason
+    component by component and the key's components. ``close()`` stops listening."""
 
     _esm = widget_module("cache_view.js")
 

@@ -59,7 +59,8 @@ def event_record(number: int, event) -> dict:
 
 
 def event_detail(event, components: bool = True) -> str:
-    """For a miss, its reason component by component; then the key's components."""
+    """For a miss (and for a disk hit: why it was not in memory), its reason component
+    by component; then the key's components."""
     lines = [f"{kernel_name(event)} [{event.backend}] {event.outcome}, key {event.short_key}"]
     if event.outcome == "miss":
         differences = list(getattr(event, "differences", None) or [])
@@ -71,6 +72,13 @@ def event_detail(event, components: bool = True) -> str:
     else:
         level = "memory" if event.outcome == "memory-hit" else "disk"
         lines.append(f"served from the {level} cache: every key component matched")
+        if event.outcome == "disk-hit" and getattr(event, "reason", None):
+            differences = list(getattr(event, "differences", None) or [])
+            if differences:  # why it was not in memory: what changed in this process
+                lines.append("not in memory: changed since the closest key this process has seen:")
+                lines.extend(f"  {short(str(d))}" for d in differences)
+            else:
+                lines.append(f"not in memory: {event.reason}")
     if components and getattr(event, "components", None):
         lines.append("key components:")
         lines.extend(

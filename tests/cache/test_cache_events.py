@@ -62,7 +62,100 @@ def test_a_fresh_process_explains_its_miss_from_the_disk(cache_dir):
     third = run_python(code.replace("sys.argv[1]", "'off'"), env=env)
     assert first.stdout.strip() == "miss | first compile", first.stderr
     assert second.stdout.strip() == "miss | captured.use_alias: False → True", second.stderr
-    assert third.stdout.strip() == "disk-hit | None", third.stderr
+    assert third.stdout.strip() == ("disk-hit | first launch in this process (found on disk)"), (
+        third.stderr
+    )
+
+
+@pytest.fixture
+def both_keys_on_disk(cache_dir):
+    """A notebook re-run against a persistent cache: an earlier process compiled the
+    kernel with the flag off and on, so this process loads both from disk."""
+    code = (
+        "from cache_fakes import FakeBackend, make_key\n"
+        "for flag in (False, True):\n"
+        "    FakeBackend().get(make_key(captured_use_alias=['bool', flag]))\n"
+    )
+    result = run_python(code, env={"QNB_CACHE_DIR": str(cache_dir)})
+    assert result.returncode == 0, result.stderr
+    return [make_key(captured_use_alias=["bool", flag]) for flag in (False, True)]
+
+
+def test_a_disk_hit_says_what_changed_since_the_closest_key_seen_in_this_process(
+    both_keys_on_disk,
+):
+    off, on = both_keys_on_disk
+    backend = FakeBackend()
+    _, first = backend.get(off)
+    _, flipped = backend.get(on)
+    _, back = backend.get(off)
+    assert backend.compiles == 0
+    assert (first.outcome, first.reason, first.differences) == (
+        "disk-hit",
+        "first launch in this process (found on disk)",
+        [],
+    )
+    assert flipped.outcome == "disk-hit"
+    assert flipped.reason == "captured.use_alias: False → True (found on disk)"
+    assert [str(d) for d in flipped.differences] == ["captured.use_alias: False → True"]
+    assert (back.outcome, back.reason) == ("memory-hit", None)
+
+
+def test_explain_lists_disk_hits_with_their_reasons(both_keys_on_disk):
+    backend = FakeBackend()
+    for key in (*both_keys_on_disk, both_keys_on_disk[0]):
+        backend.get(key)
+    text = qnb.cache.explain("k")
+    assert "0 misses and 3 hits (2 from disk) in this process" in text
+    lines = text.splitlines()
+    assert lines[-2].endswith(
+        f"{both_keys_on_disk[0].short}  [fake]  first launch in this process (found on disk)"
+    )
+    assert lines[-1].endswith(
+        f"{both_keys_on_disk[1].short}  [fake]  captured.use_alias: False → True (found on disk)"
+    )
+
+
+def test_cache_view_shows_a_disk_hits_reason(both_keys_on_disk):
+    pytest.importorskip("anywidget")
+    from qnb.viz import CacheView
+
+    backend = FakeBackend()
+    for key in both_keys_on_disk:
+        backend.get(key)
+    view = CacheView()
+    try:
+        rows = view.events
+        assert [row["outcome"] for row in rows] == ["disk-hit", "disk-hit"]
+        assert rows[1]["reason"] == "captured.use_alias: False → True (found on disk)"
+        detail = view.select(rows[1]["n"]).splitlines()
+        assert detail[1] == "served from the disk cache: every key component matched"
+        assert detail[2:4] == [
+            "not in memory: changed since the closest key this process has seen:",
+            "  captured.use_alias: False → True",
+        ]
+        assert detail[4] == "key components:"
+        first = view.select(rows[0]["n"]).splitlines()
+        assert first[2] == "not in memory: first launch in this process (found on disk)"
+    finally:
+        view.close()
+
+
+def test_memory_hits_compute_no_reason(cache_dir, monkeypatch):
+    """The reason of a disk hit is found on the disk-hit path only: a memory hit (the
+    lookup's and the launch fast path's) costs what it did."""
+    backend = FakeBackend()
+    backend.get(make_key())
+
+    def refuse(*args):
+        raise AssertionError("a memory hit looked for a reason")
+
+    monkeypatch.setattr(qnb.cache.lookup, "disk_hit_reason", refuse)
+    monkeypatch.setattr(qnb.cache.lookup, "miss_reason", refuse)
+    _, hit = backend.get(make_key())
+    qnb.cache.record_memory_hit("k", "fake", make_key(), 0.0)
+    assert [e.outcome for e in qnb.cache.events()[-2:]] == ["memory-hit", "memory-hit"]
+    assert hit.reason is None and qnb.cache.events()[-1].reason is None
 
 
 def test_listeners_get_each_new_event_until_removed(cache_dir):

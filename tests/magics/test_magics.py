@@ -2,6 +2,8 @@
 
 import linecache
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ import qnb
 
 STATUS = re.compile(
     r"^(\w+): (compiled in [\d.]+ ms|loaded from disk in [\d.]+ ms|memory hit) "
-    r"\[(\w+)\] key [0-9a-f]{12}$",
+    r"\[(\w+)\] key [0-9a-f]{12}(?: \((.+)\))?$",
     re.M,
 )
 
@@ -368,3 +370,220 @@ def test_qcache_clear_says_what_it_could_not_remove(ip, tmp_path, monkeypatch):
     assert isinstance(result.error_in_exec, OSError)
     assert f"could not remove 1 entry: {blocked.name}: Is a directory" in shown
     assert "Traceback" not in shown and "CacheWarning" not in shown
+
+
+# ---------------------------------------------------------------------- why it recompiled
+
+SCALED = """\
+def scaled(a: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
+    (qnb.Tile16.load(a, 0, 0) * ALPHA).store(out, 0, 0)
+"""
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("QNB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("QNB_CACHE", raising=False)
+    monkeypatch.delenv("QNB_ALWAYS_COMPILE", raising=False)
+    qnb.cache.clear()
+    yield tmp_path / "cache"
+    qnb.cache.clear()
+
+
+def statuses(ip, cell, values):
+    """The status line of ``cell`` run once per value of ALPHA, as (outcome, reason)."""
+    found = []
+    for value in values:
+        ip.run_cell(f"ALPHA = {value!r}")
+        captured, _ = run(ip, "-b cpu", cell)
+        match = STATUS.search(captured.stdout)
+        assert match, captured.stdout
+        found.append((match.group(2).split(" in ")[0], match.group(4)))
+    return found
+
+
+def test_status_line_says_why_a_kernel_recompiled(ip, own_cache):
+    assert statuses(ip, SCALED, [2.0, 3.0, 2.0]) == [
+        ("compiled", None),  # the first compile: nothing to explain
+        ("compiled", "captured.ALPHA: 2.0 → 3.0"),
+        ("memory hit", None),
+    ]
+
+
+def test_status_line_says_why_a_kernel_was_loaded_from_disk(ip, own_cache):
+    """A notebook re-run against a persistent cache: an earlier process compiled both."""
+    code = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.run_line_magic('load_ext', 'qnb')\n"
+        "ip.run_cell('import qnb')\n"
+        "for value in (2.0, 3.0):\n"
+        "    ip.run_cell(f'ALPHA = {value!r}')\n"
+        f"    ip.run_cell_magic('qkernel', '-b cpu', {SCALED!r})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.count("compiled in") == 2, done.stderr
+    assert statuses(ip, SCALED, [2.0, 3.0]) == [
+        ("loaded from disk", None),  # the first in this process: nothing to explain
+        ("loaded from disk", "captured.ALPHA: 2.0 → 3.0"),
+    ]
+    with capture_output() as captured:
+        ip.run_line_magic("qcache", "explain scaled")
+    assert "captured.ALPHA: 2.0 → 3.0 (found on disk)" in captured.stdout
+
+
+def test_trace_shows_a_disk_hits_reason(ip, own_cache, monkeypatch):
+    from qnb.magics import magics
+
+    class Event:  # a disk hit as qnb.cache records one
+        kernel, backend, outcome, short_key, seconds = "scaled", "cpu", "disk-hit", "0" * 12, 0.001
+        components = {"captured": {"ALPHA": 3.0}}
+        differences = ["captured.ALPHA: 2.0 → 3.0"]
+        reason = "captured.ALPHA: 2.0 → 3.0 (found on disk)"
+
+    class Kernel:
+        name, is_fully_annotated = "scaled", True
+
+        def compile(self):
+            return Event()
+
+    args = magics.parse_argstring(magics.QnbMagics.qkernel, "--trace")
+    with capture_output() as captured:
+        ip.magics_manager.registry["QnbMagics"]._compile_and_report(Kernel(), args)
+    lines = captured.stdout.splitlines()
+    assert lines[0].endswith("(captured.ALPHA: 2.0 → 3.0)")
+    assert lines[3:5] == [
+        "  not in memory: changed since the closest key this process has seen:",
+        "    captured.ALPHA: 2.0 → 3.0",
+    ]
+
+
+def test_a_long_reason_is_cut_short_on_the_status_line():
+    from qnb.magics.magics import REASON_CHARS, _short_reason
+
+    class Event:
+        outcome, reason = "miss", "…"
+        differences = [f"captured.FLAG_NUMBER_{i}: False → True" for i in range(6)]
+
+    text = _short_reason(Event())
+    assert text.startswith("captured.FLAG_NUMBER_0: False → True; captured.FLAG_NUMBER_1:")
+    assert text.endswith("; +4 more") and len(text) <= REASON_CHARS + len("; +4 more")
+    Event.differences = ["source.k: text changed at line 3: " + "'x' " * 60]
+    text = _short_reason(Event())
+    assert len(text) == REASON_CHARS and text.endswith("…")
+
+
+# ------------------------------------------------------------- a definition that fails
+
+WORKING = """\
+{decorator}def k1(a: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
+    t = qnb.Tile16.load(a, 0, 0)
+    (t * 2.0).store(out, 0, 0)
+"""
+BROKEN = WORKING.replace("    (t * 2.0)", "    t[:] = a[0:, 0:16]\n    (t * 2.0)")
+
+
+@pytest.mark.parametrize("decorator", ["", "@qnb.kernel(backend='cpu')\n"])
+def test_a_failed_redefinition_leaves_no_stale_kernel(ip, decorator):
+    run(ip, "-b cpu", WORKING.format(decorator=decorator))
+    ip.run_cell("a = np.ones((16, 16), np.float32)\nout = np.zeros_like(a)")
+    assert ip.run_cell("k1(a, out)").error_in_exec is None
+
+    with capture_output():
+        result = ip.run_cell("%%qkernel -b cpu\n" + BROKEN.format(decorator=decorator))
+    error = result.error_in_exec
+    assert isinstance(error, qnb.QnbSyntaxError)
+
+    for launch in ("k1(a, out)", "k1[1](a, out)", "k1.source('ir')"):
+        with capture_output() as captured:
+            again = ip.run_cell(launch)
+        assert again.error_in_exec is error, launch  # the same error, not a RuntimeError
+        shown = captured.stdout + captured.stderr
+        assert "'k1' is not a kernel: its last %%qkernel definition failed" in shown
+        assert 'File "<qkernel-cell-' in shown and "t[:] = a[0:, 0:16]" in shown
+        assert "Traceback" not in shown
+    assert "definition failed (QnbSyntaxError" in repr(ip.user_ns["k1"])
+
+    run(ip, "-b cpu", WORKING.format(decorator=decorator))  # fixed: a kernel again
+    assert isinstance(ip.user_ns["k1"], qnb.Kernel)
+    assert ip.run_cell("k1(a, out)").error_in_exec is None
+
+
+def test_the_cells_other_functions_become_kernels_when_one_fails(ip):
+    cell = BROKEN.format(decorator="") + DOUBLE.replace("double", "fine_one")
+    with capture_output():
+        result = ip.run_cell("%%qkernel -b cpu\n" + cell)
+    assert isinstance(result.error_in_exec, qnb.QnbSyntaxError)
+    assert isinstance(ip.user_ns["fine_one"], qnb.Kernel)
+
+
+def test_an_error_at_a_launch_in_the_cell_keeps_its_kernel(ip):
+    cell = (
+        "def needs_2d(a: qnb.Array[qnb.f32, 2]):\n"
+        "    qnb.Tile16.load(a, 0, 0).store(a, 0, 0)\n"
+        "needs_2d(np.ones(16, np.float32))\n"
+    )
+    with capture_output():
+        result = ip.run_cell("%%qkernel -b cpu\n" + cell)
+    assert isinstance(result.error_in_exec, qnb.QnbError)
+    assert isinstance(ip.user_ns["needs_2d"], qnb.Kernel)
+
+
+# ------------------------------------------------------------------------ generated code
+
+
+def test_show_cuda_leaves_out_the_helper_prelude(ip):
+    captured, _ = run(ip, "-b cpu --show cuda", DOUBLE)
+    shown = captured.outputs[-1].data
+    text = shown["text/plain"]
+    full = ip.user_ns["double"].source("cuda")
+    assert full.count("\n") > 60 and "namespace qnb {" in full and "#line" in full
+    lines = text.splitlines()
+    assert lines[0] == "// double: CUDA C++"
+    note = next(line for line in lines if "prelude lines" in line)
+    assert "double.source('cuda') has the full text" in note
+    omitted = int(re.search(r"\((\d+) prelude lines", note).group(1))
+    entry = full.splitlines().index(
+        next(x for x in full.splitlines() if x.startswith('extern "C"'))
+    )
+    assert 40 < omitted < entry
+    assert lines[lines.index(note) + 1].startswith('extern "C" __global__')
+    assert "namespace qnb {" not in text and "floordiv_" not in text
+    assert not any(line.lstrip().startswith("#line") for line in lines)
+    assert "floordiv_" in full and "floordiv_" not in shown["text/html"]
+    assert len(lines) < len(full.splitlines()) - 40
+
+
+def test_show_wgsl_is_shown_whole(ip):
+    captured, _ = run(ip, "-b cpu --show wgsl", DOUBLE)
+    text = captured.outputs[-1].data["text/plain"]
+    assert text == "// double: WGSL\n" + ip.user_ns["double"].source("wgsl")
+
+
+# ------------------------------------------------------------------------------ %qbench
+
+
+def test_qbench_result_repr_is_a_summary(ip, bench_arrays):
+    with capture_output():
+        result = ip.run_line_magic("qbench", "-o -n 1000 -w 0 double[2](a, out)")
+    assert len(result.times) == 1000  # the data stays there
+    shown = ip.display_formatter.format(result)[0]["text/plain"]
+    assert shown == repr(result) and "\n" not in shown and len(shown) < 200
+    assert shown.startswith("<BenchResult double[2](a, out) [cpu]: median ")
+    assert "1000 runs" in shown and "GB/s" in shown
+
+
+def test_qbench_runs_on_the_backend_it_is_given(ip):
+    run(ip, "", DOUBLE.replace("double", "double_anywhere"))  # no backend of its own
+    ip.run_cell("a = np.ones((32, 16), np.float32)\nout = np.zeros_like(a)")
+    from qnb.backends import registry
+
+    before = registry.current_name()
+    with capture_output() as captured:
+        result = ip.run_line_magic("qbench", "-o -n 2 -w 1 -b cpu double_anywhere[2](a, out)")
+    assert result.backend == "cpu" and "[cpu]" in captured.stdout
+    assert registry.current_name() == before
+    with capture_output() as captured:
+        refused = ip.run_cell("%qbench -b nosuch double_anywhere[2](a, out)")
+    assert isinstance(refused.error_in_exec, qnb.BackendError)
+    assert "nosuch" in captured.stdout and "Traceback" not in captured.stdout
