@@ -117,6 +117,7 @@ def draw_heatmap(
 ):
     """Draw a heatmap into a matplotlib Axes: cells, values (for small arrays), the 16x16
     grid over larger ones, read/write regions as outlined rectangles."""
+    from matplotlib import patheffects
     from matplotlib.patches import Rectangle
 
     a2 = as_2d(np.asarray(a, dtype=np.float64))
@@ -151,17 +152,18 @@ def draw_heatmap(
         ax.axvline(j - 0.5, color="white", linewidth=0.8)
     for region in regions:
         edge = WRITE_COLOUR if region["kind"] == "write" else READ_COLOUR
-        ax.add_patch(
-            Rectangle(
-                (region["c0"] - 0.5, region["r0"] - 0.5),
-                region["c1"] - region["c0"],
-                region["r1"] - region["r0"],
-                fill=True,
-                facecolor=edge + "40",
-                edgecolor=edge,
-                linewidth=1.5,
-            )
+        outline = Rectangle(
+            (region["c0"] - 0.5, region["r0"] - 0.5),
+            region["c1"] - region["c0"],
+            region["r1"] - region["r0"],
+            fill=True,
+            facecolor=edge + "40",
+            edgecolor=edge,
+            linewidth=2.5,
         )
+        # a white rim under the coloured edge: visible on every colour of the map
+        outline.set_path_effects([patheffects.withStroke(linewidth=4.5, foreground="white")])
+        ax.add_patch(outline)
     ax.set_xticks([])
     ax.set_yticks([])
     if title:
