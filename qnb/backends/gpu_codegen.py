@@ -594,6 +594,8 @@ class GpuRenderer:
 
     def expr_Unary(self, node: ir.Unary) -> str:
         a = self.expr(node.operand)
+        if a.startswith("-"):  # a negative literal: "--0.5f" would be a decrement
+            a = f"({a})"
         if node.op in self.unary_templates:
             return self.unary_templates[node.op].format(a=a)
         if node.op == "abs" and node.type.dtype is bool_:
@@ -1017,7 +1019,9 @@ class GpuRenderer:
         self.emit(self.declare_let("m", dtype, self.float_remainder("a", "b", dtype)))
         self.emit(self.declare_var("d", dtype, "(a - m) / b"))
         self.emit(f"if (m != {zero} && ((b < {zero}) != (m < {zero}))) {{ d = d - {one}; }}")
-        negative = self.select(f"(a < {zero}) != (b < {zero})", self.literal(-0.0, dtype), zero)
+        # a zero quotient has the sign of a / b (the signs of a and b, -0.0 included)
+        opposite = f"{self.sign_bit('a', dtype)} != {self.sign_bit('b', dtype)}"
+        negative = self.select(opposite, self.literal(-0.0, dtype), zero)
         self.emit(f"if (d == {zero}) {{ return {negative}; }}")
         self.emit(self.declare_let("f", dtype, f"{self.math_functions['floor']}(d)"))
         self.emit(f"if (d - f > {self.literal(0.5, dtype)}) {{ return f + {one}; }}")
@@ -1035,6 +1039,9 @@ class GpuRenderer:
                 self.emit(f"if (b == {zero}) {{ return {zero}; }}")
                 self.emit(self.declare_var("r", dtype, "a % b"))
             self.emit(f"if (r != {zero} && ((r < {zero}) != (b < {zero}))) {{ r = r + b; }}")
+            if dtype.is_float:  # a zero remainder has the sign of b, as NumPy's
+                signed = self.select(self.sign_bit("b", dtype), self.literal(-0.0, dtype), zero)
+                self.emit(f"if (r == {zero}) {{ return {signed}; }}")
             self.emit("return r;")
             self.close()
 

@@ -66,3 +66,41 @@ def test_comparisons_with_nan(backend_name):
     for k, op in enumerate(ops):
         np.testing.assert_array_equal(out[k], op(a, b).astype(np.int32), err_msg=op.__name__)
     assert (out[6, 0, 0], out[6, 0, 1]) == (1, 0)  # NaN != x holds, NaN == x does not
+
+
+DIVMOD, _ = define("""
+    @qnb.kernel
+    def divmod_tiles(a, b, out):
+        x, y = Tile16.load(a, 0, 0), Tile16.load(b, 0, 0)
+        (x // y).store(out[0], 0, 0)
+        (x % y).store(out[1], 0, 0)
+
+    @qnb.kernel
+    def negated_fills(out):
+        (-Tile16.full(-0.5, qnb.f32)).store(out, 0, 0)
+        out[0, 0] = -(-2.5)
+    """)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_floor_division_and_modulo_keep_numpys_signed_zeros(backend_name, dtype):
+    skip_unless_dtype_runs(backend_name, dtype)
+    values = [0.0, -0.0, 1.5, -1.5, 3.0, -3.0, 4.5, -4.5, 0.75, -0.75, 6.0, -6.0, 1.0, -1.0]
+    values += [2.0, -2.0]
+    a, b = (x.astype(dtype) for x in np.meshgrid(values, values, indexing="ij"))
+    b[b == 0] = 1.5  # (division by zero is its own test)
+    out = np.full((2, 16, 16), 7, dtype)
+    with qnb.backend(backend_name):
+        DIVMOD["divmod_tiles"](a, b, out)
+    for got, want in ((out[0], np.floor_divide(a, b)), (out[1], np.mod(a, b))):
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_negating_a_negative_literal(backend_name):
+    out = np.full((16, 16), np.nan, np.float32)
+    with qnb.backend(backend_name):
+        DIVMOD["negated_fills"](out)
+    want = np.full((16, 16), 0.5, np.float32)
+    want[0, 0] = 2.5
+    np.testing.assert_array_equal(out, want)
