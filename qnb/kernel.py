@@ -548,7 +548,8 @@ class Kernel:
                     kind = classify(owner_parsed, chain, value)
                 except QnbCaptureError as err:
                     where = owner_parsed.position(_first_use(owner_parsed, chain))
-                    if _is_library_callable(value):  # print, math.sin: no @qnb.func helps
+                    static_only = chain in owner_parsed.static_chains
+                    if _is_library_callable(value) and not static_only:  # print, math.sin
                         message = unsupported_call_message(".".join(chain))
                         raise QnbSyntaxError(message, *where) from None  # not a capture
                     raise err.with_location(*where) from None

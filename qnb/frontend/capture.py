@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import importlib
 import math
 import sys
 import types
@@ -247,7 +248,11 @@ def describe(value) -> str:
 
 def classify(owner: ParsedFunction, chain: tuple[str, ...], value):
     """What a captured value is to the compiler: ("const", canonical), ("namespace",),
-    ("intrinsic",), ("callable",), ("undefined",). Raises QnbCaptureError otherwise."""
+    ("intrinsic",), ("callable",), ("undefined",). Raises QnbCaptureError otherwise.
+
+    A library function read only inside ``qnb.static(...)`` (``sum``, ``math.ceil``,
+    ``np.prod``) is a constant named by its qualified name: its result depends only on its
+    arguments, which are captured themselves."""
     if value is UNDEFINED:
         return ("undefined",)
     if isinstance(value, types.ModuleType):
@@ -264,6 +269,17 @@ def classify(owner: ParsedFunction, chain: tuple[str, ...], value):
     if form is not None:
         return ("const", form)
     name = ".".join(chain)
+    if chain in owner.static_chains and callable(value):
+        library = library_name(value)
+        if library is not None:
+            return ("const", ["library", library])
+        raise QnbCaptureError(
+            f"kernel {owner.name!r} uses {name!r} ({describe(value)}) inside qnb.static(...); "
+            "only functions of Python's builtins, math and NumPy whose result depends on "
+            "their arguments alone can run there (the cache key names them, and cannot "
+            "follow what another function computes): compute the value outside the kernel "
+            "and capture it, or pass it as a qnb.Template parameter"
+        )
     if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
         hint = "decorate it with @qnb.func to call it from a kernel"
     else:
@@ -271,6 +287,47 @@ def classify(owner: ParsedFunction, chain: tuple[str, ...], value):
     raise QnbCaptureError(
         f"kernel {owner.name!r} reads {name!r} ({describe(value)}) from the enclosing scope; {hint}"
     )
+
+
+# Library functions whose result does not depend on their arguments alone (files, the
+# process, uninitialised memory, random state): a cache key cannot stand for their result.
+_IMPURE_NAMES = frozenset(
+    {
+        "builtins.open", "builtins.input", "builtins.eval", "builtins.exec",
+        "builtins.compile", "builtins.__import__", "builtins.globals", "builtins.locals",
+        "builtins.vars", "builtins.id", "builtins.hash", "builtins.breakpoint",
+        "builtins.help", "builtins.exit", "builtins.quit", "builtins.dir",
+        "numpy.load", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile",
+        "numpy.fromregex", "numpy.memmap", "numpy.save", "numpy.savez",
+        "numpy.savez_compressed", "numpy.savetxt", "numpy.empty", "numpy.empty_like",
+    }
+)  # fmt: skip
+
+
+def library_name(value) -> str | None:
+    """``module.qualname`` of a function (or class) of Python's builtins, ``math`` or NumPy
+    whose result depends on its arguments alone, or None. The name must lead back to this
+    very object, so one name never stands for two functions in a cache key."""
+    if isinstance(value, np.ufunc):
+        module, qualname = "numpy", value.__name__
+    else:
+        module = getattr(value, "__module__", None)
+        qualname = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        return None
+    top = module.partition(".")[0]
+    if top not in ("builtins", "math", "numpy") or module.startswith("numpy.random"):
+        return None
+    name = f"{module}.{qualname}"
+    if name in _IMPURE_NAMES:
+        return None
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return None
+    return name if found is value else None
 
 
 _BUILTIN_VALUES = tuple(getattr(builtins, n) for n in KERNEL_BUILTINS)

@@ -58,11 +58,42 @@ class _Ambiguous:
     """A name that runtime control flow leaves bound to different compile-time values
     (an array, a tuple, a dtype…) on different paths: reading it is an error."""
 
-    __slots__ = ("name", "node")
+    __slots__ = ("name", "node", "what")
 
-    def __init__(self, name: str, node: ast.AST):
+    def __init__(self, name: str, node: ast.AST, what: str):
         self.name = name
         self.node = node  # the assignment under the runtime condition
+        self.what = what  # what the name holds on some path ("an array", "a tuple"…)
+
+
+class _PathNumber:
+    """A name that runtime control flow leaves bound to compile-time numbers that differ
+    between paths (a ``qnb.static`` loop's, under a runtime ``if``), or to one on some paths
+    only: a runtime variable, made when first read (see _Pending)."""
+
+    __slots__ = ("name", "node", "numbers", "var")
+
+    def __init__(self, name: str, node: ast.AST, numbers: list):
+        self.name = name
+        self.node = node
+        self.numbers = numbers  # the Python numbers it may hold (they type the variable)
+        self.var: _Var | None = None
+
+
+class _Pending:
+    """A statement-to-be, placed where a ``qnb.static`` loop inside a runtime block left
+    ``name`` bound to a compile-time number. If the number turns out to differ between
+    paths (the name becomes a runtime variable after the block) this is the assignment of
+    that variable, at the point Python made the binding (before any later break or
+    continue); otherwise it is dropped, so the generated code has no dead stores."""
+
+    __slots__ = ("assign", "loc", "name", "value")
+
+    def __init__(self, name: str, value, loc: ir.Loc):
+        self.name = name
+        self.value = value
+        self.loc = loc
+        self.assign: ir.Assign | None = None
 
 
 class _Known(ast.expr):
@@ -105,6 +136,11 @@ class _Frame:
         # whether they still are the caller's tile depends on the run.
         self.detached: dict[str, ast.AST] = {}
         self.bound_at: dict[str, ast.AST] = {}  # where a compile-time binding was made
+        self.base_depth = 0  # the runtime block depth its body starts at
+        # Runtime variables assigned a compile-time number outside runtime control flow and
+        # not assigned since: qnb.static(...) may read them (``n = 2``, ``rows, cols = shape``).
+        self.known: dict[str, object] = {}
+        self.pending: dict[str, list[_Pending]] = {}  # name -> its unresolved _Pending
 
 
 def lower_kernel(parsed: ParsedFunction, unit_of, params: list[ParamSpec]) -> ir.KernelIR:
@@ -171,7 +207,9 @@ class _Lowerer:
         if name not in self.unit_index:
             self.unit_index[name] = len(self.units)
             self.units.append(ir.Unit(name))
-        return _Frame(parsed, self.unit_index[name], name, roots, prefix)
+        frame = _Frame(parsed, self.unit_index[name], name, roots, prefix)
+        frame.base_depth = self.block_depth
+        return frame
 
     @contextlib.contextmanager
     def nested_block(self):
@@ -183,6 +221,17 @@ class _Lowerer:
         finally:
             self.block = saved
             self.block_depth -= 1
+
+    @contextlib.contextmanager
+    def captured_block(self):
+        """The statements lowering emits meanwhile, held back to be placed by the caller
+        (they still run unconditionally: no runtime block opens)."""
+        saved = self.block
+        self.block = []
+        try:
+            yield self.block
+        finally:
+            self.block = saved
 
     def emit(self, stmt: ir.Stmt):
         self.block.append(stmt)
@@ -215,7 +264,8 @@ class _Lowerer:
             body = body[:-1]
         self.lower_body(body)
         locals_ = dict(self.joined)
-        kernel = ir.KernelIR(parsed.name, ir_params, self.block, locals_, self.units)
+        statements = _settle_pending(self.block)
+        kernel = ir.KernelIR(parsed.name, ir_params, statements, locals_, self.units)
         kernel.display = dict(self.display)
         return kernel
 
@@ -289,7 +339,7 @@ class _Lowerer:
             value = self.augmented(stmt, current, self.lower_expr(stmt.value))
             self.update_in_place(target, value, stmt)
             return
-        target = self.evaluate_once(target)
+        target, _ = self.evaluate_once(target)
         saved = self.block
         self.block = []  # what computing the right side emits (an inlined func's body)
         try:
@@ -317,20 +367,31 @@ class _Lowerer:
             raise self.error(QnbSyntaxError, f"the operator {spelled}= is not supported", stmt)
         return self.binary(op, current, value, stmt)
 
-    def evaluate_once(self, target: ast.Subscript) -> ast.Subscript:
-        """A copy of ``target`` whose container and index expressions are lowered now."""
+    def evaluate_once(self, target: ast.Subscript, earlier=()) -> tuple[ast.Subscript, list]:
+        """A copy of ``target`` whose container and index expressions are lowered now,
+        after the ``earlier`` (value, node) pairs (the value being assigned: Python computes
+        it first), and those values, held in temporaries where lowering the target emits
+        statements that change what they read."""
+        base = target.value
+        nodes = [] if isinstance(base, ast.Name | _Known) else [base]
+        for part in self.subscript_parts(target):
+            if isinstance(part, ast.Slice):
+                nodes.extend(bound for bound in (part.lower, part.upper) if bound is not None)
+            elif not is_negative_literal(part):  # a literal -1 is refused where it is used
+                nodes.append(part)
+        values = self.ordered(nodes, earlier)
+        lowered = iter(values[len(earlier) :])
 
         def known(node):
-            return None if node is None else _Known(self.lower_expr(node), node)
+            return None if node is None else _Known(next(lowered), node)
 
-        base = target.value
-        if not isinstance(base, ast.Name):
+        if not isinstance(base, ast.Name | _Known):
             base = known(base)
         parts = []
         for part in self.subscript_parts(target):
             if isinstance(part, ast.Slice):
                 part = ast.copy_location(ast.Slice(known(part.lower), known(part.upper)), part)
-            elif not is_negative_literal(part):  # a literal -1 is refused where it is used
+            elif not is_negative_literal(part):
                 part = known(part)
             parts.append(part)
         index = (
@@ -338,7 +399,8 @@ class _Lowerer:
             if isinstance(target.slice, ast.Tuple)
             else parts[0]
         )
-        return ast.copy_location(ast.Subscript(base, index, ast.Store()), target)
+        copy = ast.copy_location(ast.Subscript(base, index, target.ctx), target)
+        return copy, values[: len(earlier)]
 
     def pin_indices(self, target: ast.Subscript) -> ast.Subscript:
         """``target`` with each runtime index held in a temporary (the indices are taken
@@ -414,6 +476,20 @@ class _Lowerer:
         else:
             self.emit(ir.While(loc, cond, body))
 
+    def note_static_numbers(self, before: dict, node):
+        """After a static loop inside a runtime block: a _Pending for each name it left
+        bound to a new compile-time number."""
+        frame = self.frame
+        for name, value in frame.scope.items():
+            if (
+                isinstance(value, Py)
+                and sem.is_number(value.value)
+                and before.get(name) is not value
+            ):
+                pending = _Pending(name, value.value, self.loc(frame.bound_at.get(name, node)))
+                self.emit(pending)
+                frame.pending.setdefault(name, []).append(pending)
+
     def loop_body(self, statements) -> list[ir.Stmt]:
         with self.nested_block() as body:
             self.loop_depth += 1
@@ -434,22 +510,31 @@ class _Lowerer:
                 raise self.error(
                     QnbTypeError, "qnb.static(...) in a for loop must give an iterable", iterator
                 ) from None
-            saved = self.frame.scope.get(name)
+            frame = self.frame
+            # The outermost static loop of a runtime block: the numbers it leaves bound may
+            # have to become runtime variables after the block (_Pending).
+            in_runtime_block = self.block_depth > frame.base_depth and (
+                not self.static_blocks or self.static_blocks[-1] < self.block_depth
+            )
+            before = dict(frame.scope) if in_runtime_block else None
             self.static_depth += 1
             self.static_blocks.append(self.block_depth)
             saved_loop = self.loop_depth
             self.loop_depth = 0
             try:
                 for item in items:
+                    # As in Python, the loop variable keeps the last item after the loop.
                     self.release_alias(name)
-                    self.frame.scope[name] = Py(sem.plain_value(item))
+                    frame.known.pop(name, None)
+                    frame.scope[name] = Py(sem.plain_value(item))
+                    frame.bound_at[name] = stmt
                     self.lower_body(stmt.body)
             finally:
                 self.static_depth -= 1
                 self.static_blocks.pop()
                 self.loop_depth = saved_loop
-            if saved is not None:
-                self.frame.scope[name] = saved
+            if before is not None:
+                self.note_static_numbers(before, stmt)
             return
         if not (isinstance(iterator, ast.Call) and self.callee_is(iterator.func, range)):
             raise self.error(
@@ -459,7 +544,8 @@ class _Lowerer:
             )
         if iterator.keywords or not 1 <= len(iterator.args) <= 3:
             raise self.error(QnbTypeError, "range() takes 1 to 3 positional arguments", iterator)
-        args = [self.to_index(self.lower_expr(a), a, "range() bound") for a in iterator.args]
+        bounds = self.ordered(iterator.args)
+        args = [self.to_index(b, a, "range() bound") for b, a in zip(bounds, iterator.args)]
         if len(args) == 1:
             args.insert(0, ir.Const(ir.scalar(i32), self.loc(iterator), 0))
         if len(args) == 2:
@@ -495,10 +581,13 @@ class _Lowerer:
         plain, every = _assigned_names(statements)
         for name in sorted(every):
             value = frame.scope.get(name)
+            frame.known.pop(name, None)  # the block may change it
             if isinstance(value, Py) and sem.is_number(value.value):
                 expr = self.to_expr(value, node)
                 var = self.bind_local(name, expr.type, node)
                 self.emit(ir.Assign(self.loc(node), var.name, self.coerce(expr, var.type, node)))
+            elif isinstance(value, _PathNumber):
+                self.path_number_var(name, value, node)
         detached = set()
         for name in sorted(plain & (frame.aliases | set(frame.detached))):
             if name in frame.aliases:
@@ -530,8 +619,11 @@ class _Lowerer:
         return changed
 
     def merge_paths(self, entry: dict, paths: list[dict], detached: set[str], node):
-        """After a runtime branch: a name bound alike on every path keeps that binding;
-        one bound to different compile-time values becomes _Ambiguous."""
+        """After a runtime branch: a name bound alike on every path keeps that binding.
+        A runtime variable is one storage on every path, so it stays (where a path never
+        assigned it, it holds what it held before: zero if nothing). Compile-time numbers
+        that differ between paths become a runtime variable (_PathNumber). A name bound
+        to different compile-time values of another kind becomes _Ambiguous."""
         frame = self.frame
         for name in set().union(*paths):
             values = [path.get(name, entry.get(name, _UNBOUND)) for path in paths]
@@ -542,9 +634,54 @@ class _Lowerer:
                 else:
                     frame.scope[name] = first
             else:
-                frame.scope[name] = _Ambiguous(name, frame.bound_at.get(name, node))
+                frame.scope[name] = self.merged_binding(name, values, node)
         for name in detached:
             frame.detached[name] = node  # reassigned on some paths only
+
+    def merged_binding(self, name: str, values: list, node):
+        """The binding after a runtime branch whose paths left ``name`` bound to ``values``
+        (not all the same)."""
+        variables: dict[str, _Var] = {}
+        numbers: list = []
+        others = []
+        for value in values:
+            if isinstance(value, _PathNumber) and value.var is not None:
+                value = value.var
+            if isinstance(value, _Var):
+                variables[value.name] = value
+            elif isinstance(value, _PathNumber):
+                numbers.extend(value.numbers)
+            elif isinstance(value, Py) and sem.is_number(value.value):
+                numbers.append(value.value)
+            elif value is not _UNBOUND:
+                others.append(value)
+        bound_at = self.frame.bound_at.get(name, node)
+        if others or len(variables) > 1:
+            what = _binding_name(others[0]) if others else "a different variable on each path"
+            return _Ambiguous(name, bound_at, what)
+        if variables:
+            (var,) = variables.values()
+            self.settle(name, var, numbers, node)
+            return var
+        return _PathNumber(name, bound_at, numbers)
+
+    def path_number_var(self, name: str, found: _PathNumber, node) -> _Var:
+        """The runtime variable of a _PathNumber, made on first use."""
+        if found.var is None:
+            first = sem.const(self, found.numbers[0], found.node).type
+            found.var = self.bind_local(name, first, found.node)
+            self.settle(name, found.var, found.numbers, node)
+        self.frame.scope[name] = found.var
+        return found.var
+
+    def settle(self, name: str, var: _Var, numbers: list, node):
+        """``name``'s compile-time numbers become values of its runtime variable ``var``:
+        typed with it, and assigned where each was bound (its _Pending)."""
+        for number in numbers:
+            self.record_type(var.name, sem.const(self, number, node).type, var.type, node)
+        for pending in self.frame.pending.pop(name, []):
+            value = self.coerce(Py(pending.value), var.type, node)
+            pending.assign = ir.Assign(pending.loc, var.name, value)
 
     def leave_loop(self, watch: _LoopWatch, detached: set[str], node):
         """After a runtime loop's body: a compile-time binding the body read and then
@@ -597,38 +734,64 @@ class _Lowerer:
             self.release_alias(target.id)
             self.assign_name(target, value, stmt)
         elif isinstance(target, ast.Tuple):
-            items = (
-                value.value if isinstance(value, Py) and isinstance(value.value, tuple) else None
-            )
-            if items is None and isinstance(value, tuple):
-                items = value
-            if items is None or len(items) != len(target.elts):
-                raise self.error(
-                    QnbTypeError, f"cannot unpack this value into {len(target.elts)} names", target
-                )
-            if isinstance(value, Py):
-                items = [Py(item) for item in items]
-            else:
-                items = self.unpacked(target, items)
-            for element, item in zip(target.elts, items):
-                self.release_alias(element.id)
-                self.assign_name(element, item, stmt)
+            items = self.unpack(target, value, getattr(stmt, "value", None))
+            # Python assigns the targets left to right once every value is computed.
+            for index, element in enumerate(target.elts):
+                if isinstance(element, ast.Name):
+                    self.release_alias(element.id)
+                    self.assign_name(element, items[index], stmt)
+                    continue
+                rest = [(item, element) for item in items[index:]]
+                element, items[index:] = self.evaluate_once(element, rest)
+                self.assign_subscript(element, items[index], stmt)
         elif isinstance(target, ast.Subscript):
+            target, (value,) = self.evaluate_once(target, [(value, stmt)])
             self.assign_subscript(target, value, stmt)
         else:
             raise self.error(QnbSyntaxError, "unsupported assignment target", target)
 
-    def unpacked(self, target: ast.Tuple, items) -> list:
-        """``a, b = b, a``: Python computes every value before it assigns any name, so a
-        value that reads a name assigned before it is taken into a temporary first."""
-        items = list(items)
+    def unpack(self, target: ast.Tuple, value, value_node) -> list:
+        """The values a tuple assignment gives its targets. Python computes every value
+        before it assigns any target, so a value that reads what an earlier target
+        assigns (``a, b = b, a``; ``y[0], y[1] = y[1], y[0]``) is taken into a temporary
+        first."""
+        count = len(target.elts)
+        if isinstance(value, Py) and isinstance(value.value, tuple):
+            items = [Py(item) for item in value.value]
+        elif isinstance(value, tuple):
+            items = list(value)
+        elif isinstance(value, _Method) and value.name == "shape":  # rows, cols = x.shape
+            view = value.receiver
+            first = 0 if view.batch is None else 1
+            loc = self.loc(value.node)
+            items = [
+                ir.ArrayDim(ir.scalar(i32), loc, view.param, first + axis)
+                for axis in range(view.view_ndim)
+            ]
+        else:
+            items = None
+        if items is None or len(items) != count:
+            raise self.error(
+                QnbTypeError,
+                f"cannot unpack this value into {count} {_plural(count, 'target', 'targets')}",
+                target,
+            )
+        value_nodes = target.elts
+        if isinstance(value_node, ast.Tuple) and len(value_node.elts) == count:
+            value_nodes = value_node.elts
         assigned: set[str] = set()
-        for index, (element, item) in enumerate(zip(target.elts, items)):
-            if isinstance(item, ir.Expr) and assigned & _reads(item):
-                items[index] = self.materialise(item, "value", element)
-            bound = self.frame.scope.get(element.id)
+        stores = False
+        for index, element in enumerate(target.elts):
+            if assigned or stores:
+                items[index] = self.pinned(
+                    items[index], value_nodes[index], assigned, stores, variables=True
+                )
+            root = element.value if isinstance(element, ast.Subscript) else element
+            bound = self.frame.scope.get(root.id) if isinstance(root, ast.Name) else None
             if isinstance(bound, _Var):
                 assigned.add(bound.name)
+            elif isinstance(element, ast.Subscript):
+                stores = True  # an array element (or something only the store will tell)
         return items
 
     def release_alias(self, name: str):
@@ -657,7 +820,18 @@ class _Lowerer:
 
     def assign_name(self, target: ast.Name, value, stmt):
         name = target.id
-        self.frame.bound_at[name] = stmt
+        frame = self.frame
+        frame.bound_at[name] = stmt
+        frame.known.pop(name, None)
+        replaced = frame.scope.get(name)
+        if isinstance(replaced, _PathNumber):
+            # Not inside a block that assigns it (those make its variable at their entry):
+            # this binding replaces it on every path.
+            if replaced.var is not None:
+                frame.scope[name] = replaced.var
+            else:
+                del frame.scope[name]
+                frame.pending.pop(name, None)
         if isinstance(value, ir.ArrayView):
             if value.batch is not None and not isinstance(value.batch, ir.Const):
                 batch = self.materialise(value.batch, "batch", target)
@@ -682,15 +856,20 @@ class _Lowerer:
             self.record_type(existing.name, raw.type, existing.type, target)
             expr = self.coerce(raw, existing.type, target)
             self.emit(ir.Assign(self.loc(stmt), existing.name, expr))
-            return
-        expr = self.to_expr(value, stmt)
-        var = self.bind_local(name, expr.type, target)
-        if var.type != expr.type:
-            expr = self.coerce(expr, var.type, target)
-        self.emit(ir.Assign(self.loc(stmt), var.name, expr))
+        else:
+            expr = self.to_expr(value, stmt)
+            var = self.bind_local(name, expr.type, target)
+            if var.type != expr.type:
+                expr = self.coerce(expr, var.type, target)
+            self.emit(ir.Assign(self.loc(stmt), var.name, expr))
+        # Outside runtime control flow, a number stays known: qnb.static(...) reads it.
+        outside = self.block_depth == frame.base_depth
+        if isinstance(value, Py) and outside and frame.scope[name].type.kind == "scalar":
+            frame.known[name] = value.value
 
     def bind_local(self, name, type_, node) -> _Var:
         """Declare (or reuse) the IR variable for a Python local."""
+        self.frame.known.pop(name, None)
         existing = self.frame.scope.get(name)
         if isinstance(existing, _Var):
             self.record_type(existing.name, type_, existing.type, node)
@@ -726,10 +905,59 @@ class _Lowerer:
         self.joined[ir_name] = joined
 
     def materialise(self, expr, hint, node) -> ir.Expr:
-        name = self.temporary(hint, hint)
+        shown = _unparse(node) if isinstance(node, ast.expr) else hint
+        name = self.temporary(hint, shown)
         self.joined[name] = expr.type
         self.emit(ir.Assign(self.loc(node), name, expr))
         return ir.Var(expr.type, self.loc(node), name)
+
+    def ordered(self, nodes, earlier=()) -> list:
+        """Lower ``nodes`` left to right after the ``earlier`` (value, node) pairs, as
+        Python evaluates them: where a node emits statements (an inlined func's body), a
+        value before it that those statements change (an array element read before a
+        store, ``t[0, 0]`` or ``t * 2`` before a func updates ``t`` in place) is taken
+        into a temporary first. Nothing is copied when nothing later emits statements."""
+        values = [value for value, _ in earlier]
+        sources = [node for _, node in earlier]
+        for node in nodes:
+            with self.captured_block() as emitted:
+                value = self.lower_expr(node)
+            if emitted:
+                assigned, stores = _effects(emitted)
+                if assigned or stores:
+                    values = [
+                        self.pinned(value_, source, assigned, stores)
+                        for value_, source in zip(values, sources)
+                    ]
+                self.block.extend(emitted)
+            values.append(value)
+            sources.append(node)
+        return values
+
+    def pinned(self, value, node, assigned: set[str], stores: bool, variables=False):
+        """``value``, held in a temporary if it reads what ``assigned``/``stores`` change.
+
+        A variable itself is kept unless ``variables``: a tile variable is the tile, as a
+        NumPy array is in Python (``t + bump(t)`` adds the tile bump updated in place; the
+        variable of an in-place method or a func's tile parameter must stay itself), and
+        nothing but an assignment changes a number variable."""
+        if isinstance(value, tuple):
+            return tuple(self.pinned(item, node, assigned, stores, variables) for item in value)
+        if isinstance(value, ir.ArrayView):
+            batch = value.batch
+            if isinstance(batch, ir.Expr) and _depends_on(batch, assigned, stores):
+                batch = self.materialise(batch, "batch", node)
+                return ir.ArrayView(value.param, value.type, batch)
+            return value
+        if isinstance(value, ir.Var) and not variables:
+            return value
+        if (
+            isinstance(value, ir.Expr)
+            and not isinstance(value, ir.Const)
+            and _depends_on(value, assigned, stores)
+        ):
+            return self.materialise(value, "operand", node)
+        return value
 
     def assign_subscript(self, target, value, stmt):
         base = self.lower_expr(target.value)
@@ -808,7 +1036,7 @@ class _Lowerer:
         return node.value
 
     def expr_Tuple(self, node):
-        items = [self.lower_expr(e) for e in node.elts]
+        items = self.ordered(node.elts)
         if all(isinstance(i, Py) for i in items):
             return Py(tuple(i.value for i in items))
         return tuple(items)
@@ -818,6 +1046,8 @@ class _Lowerer:
         frame = self.frame
         if name in frame.scope:
             found = frame.scope[name]
+            if isinstance(found, _PathNumber):
+                found = self.path_number_var(name, found, node)
             if isinstance(found, _Var):
                 return ir.Var(found.type, self.loc(node), found.name)
             self.compile_time_read(name, found, node)
@@ -837,10 +1067,9 @@ class _Lowerer:
             line = self.frame.parsed.position(found.node)[1]
             raise self.error(
                 QnbTypeError,
-                f"{name!r} is bound to a compile-time value (an array, a tuple, a dtype…) "
-                f"that cannot be rebound under a runtime condition: line {line} binds it on "
-                "some paths only; bind it before the runtime if/loop, or use another name "
-                "on each path",
+                f"{name!r} is bound to {found.what}, which cannot be rebound under a runtime "
+                f"condition (it has no runtime storage): line {line} binds it on some paths "
+                "only; bind it before the runtime if/loop, or use another name on each path",
                 node,
             )
         for watch in self.loop_watches:
@@ -892,12 +1121,14 @@ class _Lowerer:
 
     def expr_BinOp(self, node):
         if isinstance(node.op, ast.MatMult):
-            return self.matmul(self.lower_expr(node.left), self.lower_expr(node.right), None, node)
+            left, right = self.ordered([node.left, node.right])
+            return self.matmul(left, right, None, node)
         op = sem.BINOPS.get(type(node.op))
         if op is None:
             spelled = _OPERATOR_SPELLING.get(type(node.op), type(node.op).__name__)
             raise self.error(QnbSyntaxError, f"the operator {spelled} is not supported", node)
-        return self.binary(op, self.lower_expr(node.left), self.lower_expr(node.right), node)
+        left, right = self.ordered([node.left, node.right])
+        return self.binary(op, left, right, node)
 
     def expr_UnaryOp(self, node):
         operand = self.lower_expr(node.operand)
@@ -930,25 +1161,29 @@ class _Lowerer:
         op = "and" if isinstance(node.op, ast.And) else "or"
         result = self.lower_expr(node.values[0])
         for value_node in node.values[1:]:
-            if isinstance(result, Py):
-                if (op == "and") != self.py_truth(result, node):
-                    return result
-                result = self.lower_expr(value_node)
-                continue
-            left = self.require_value(result, node)
-            with self.nested_block() as before_right:
-                right = self.lower_expr(value_node)
-            if not (_is_bool(left) and _is_bool(right)):
-                result = self.choose_operand(op, left, before_right, right, node, value_node)
-                continue
-            left = self.condition(left, node)
-            if isinstance(right, Py):
-                right = ir.Const(ir.scalar(bool_), self.loc(value_node), right.value)
-            if before_right:
-                result = self.short_circuit(op, left, before_right, right, node)
-            else:
-                result = ir.Logical(ir.scalar(bool_), self.loc(node), op, left, right)
+            result = self.logical(
+                op, result, lambda n=value_node: self.lower_expr(n), node, value_node
+            )
         return result
+
+    def logical(self, op, left, lower_right, node, right_node):
+        """``left and/or right``, with ``left`` lowered and ``lower_right()`` lowering the
+        right side, which runs only where Python would run it."""
+        if isinstance(left, Py):
+            if (op == "and") != self.py_truth(left, node):
+                return left
+            return lower_right()
+        left = self.require_value(left, node)
+        with self.nested_block() as before_right:
+            right = lower_right()
+        if not (_is_bool(left) and _is_bool(right)):
+            return self.choose_operand(op, left, before_right, right, node, right_node)
+        left = self.condition(left, node)
+        if isinstance(right, Py):
+            right = ir.Const(ir.scalar(bool_), self.loc(right_node), right.value)
+        if before_right:
+            return self.short_circuit(op, left, before_right, right, node)
+        return ir.Logical(ir.scalar(bool_), self.loc(node), op, left, right)
 
     def choose_operand(self, op, left, before_right, right, node, right_node) -> ir.Expr:
         """``left or right`` / ``left and right`` on scalars that are not bools: the value
@@ -989,30 +1224,30 @@ class _Lowerer:
         return ir.Var(ir.scalar(bool_), loc, name)
 
     def expr_Compare(self, node):
-        left = self.lower_expr(node.left)
-        result = None
-        for op_node, right_node in zip(node.ops, node.comparators):
+        """``a < b < c`` is ``a < b and b < c`` with ``b`` evaluated once: ``c`` is
+        evaluated only where ``a < b`` holds, as in Python."""
+        ops = []
+        for op_node in node.ops:
             op = sem.CMPOPS.get(type(op_node))
             if op is None:
                 spelled = _COMPARISON_SPELLING.get(type(op_node), type(op_node).__name__)
                 raise self.error(
                     QnbSyntaxError, f"the comparison {spelled!r} is not supported", node
                 )
-            right = self.lower_expr(right_node)
-            part = self.binary(op, left, right, node)
-            if result is None:
-                result = part
-            elif isinstance(result, Py) and isinstance(part, Py):
-                result = Py(result.value and part.value)
-            else:
-                result = ir.Logical(
-                    ir.scalar(bool_),
-                    self.loc(node),
-                    "and",
-                    self.condition(self.to_expr(result, node), node),
-                    self.condition(self.to_expr(part, node), node),
-                )
-            left = right
+            ops.append(op)
+        left, right = self.ordered([node.left, node.comparators[0]])
+        result = self.binary(ops[0], left, right, node)
+        middle = [right, node.comparators[0]]  # the operand two comparisons share
+
+        def compare_next(op, right_node):
+            left, right = self.ordered([right_node], [tuple(middle)])
+            middle[:] = [right, right_node]
+            return self.binary(op, left, right, node)
+
+        for op, right_node in zip(ops[1:], node.comparators[1:]):
+            result = self.logical(
+                "and", result, lambda o=op, r=right_node: compare_next(o, r), node, right_node
+            )
         return result
 
     def expr_IfExp(self, node):
@@ -1027,6 +1262,16 @@ class _Lowerer:
             body = self.lower_expr(node.body)
         with self.nested_block() as before_else:
             orelse = self.lower_expr(node.orelse)
+        for side in (body, orelse):
+            if not isinstance(side, ir.Expr) and not (
+                isinstance(side, Py) and sem.is_number(side.value)
+            ):
+                raise self.error(
+                    QnbTypeError,
+                    f"{_value_name(side)} cannot be chosen by a runtime condition; make the "
+                    "condition compile-time with qnb.static(...) or a qnb.Template parameter",
+                    node,
+                )
         chosen = self.where(cond, body, orelse, node)  # typed as qnb.where types it
         if chosen.cond.type.kind != "scalar":
             if before_body or before_else:
@@ -1054,6 +1299,12 @@ class _Lowerer:
 
     def expr_Subscript(self, node):
         base = self.lower_expr(node.value)
+        if isinstance(base, ir.ArrayView | ir.Expr):
+            # The indices, left to right after the container (a func call in an index runs
+            # before the element is read, but after a tile expression is computed).
+            container = _Known(base, node.value)
+            node = ast.copy_location(ast.Subscript(container, node.slice, node.ctx), node)
+            node, (base,) = self.evaluate_once(node, [(base, container)])
         parts = self.subscript_parts(node)
         if isinstance(base, _Method) and base.name == "shape":
             index = self.lower_expr(node.slice)
@@ -1129,15 +1380,21 @@ class _Lowerer:
                 else f"{name} cannot be called"
             )
             raise self.error(QnbTypeError, message, node)
-        args = [self.lower_expr(a) for a in node.args]
-        kwargs = {k.arg: self.lower_expr(k.value) for k in node.keywords}
-        if None in kwargs:
+        if any(k.arg is None for k in node.keywords):
             raise self.error(QnbSyntaxError, "**kwargs are not supported", node)
+        values = self.ordered([*node.args, *(k.value for k in node.keywords)])
+        args = values[: len(node.args)]
+        kwargs = {k.arg: v for k, v in zip(node.keywords, values[len(node.args) :])}
         return handler(self, node, target, args, kwargs)
 
     def call_method(self, method: _Method, node):
-        args = [self.lower_expr(a) for a in node.args]
-        kwargs = {k.arg: self.lower_expr(k.value) for k in node.keywords}
+        # The receiver (``(t * 2).row(...)``) is computed before the arguments.
+        values = self.ordered(
+            [*node.args, *(k.value for k in node.keywords)], [(method.receiver, node.func)]
+        )
+        method = _Method(method.name, values[0], method.node)
+        args = values[1 : 1 + len(node.args)]
+        kwargs = {k.arg: v for k, v in zip(node.keywords, values[1 + len(node.args) :])}
         handler = sem.TILE_METHODS.get(method.name)
         if handler is None:
             raise self.error(QnbTypeError, _method_misuse(method), node)
@@ -1151,25 +1408,28 @@ class _Lowerer:
     def static_value(self, node) -> Py:
         if len(node.args) != 1 or node.keywords:
             raise self.error(QnbTypeError, "qnb.static takes exactly one expression", node)
-        namespace = dict(self.frame.roots)
-        for name, value in self.frame.scope.items():
+        frame = self.frame
+        # Captured names (an undefined one stays out, so Python's NameError names it),
+        # then the kernel's compile-time bindings, which shadow them.
+        namespace = {k: v for k, v in frame.roots.items() if v is not UNDEFINED}
+        for name, value in frame.scope.items():
             if isinstance(value, Py):
                 namespace[name] = value.value
+            elif isinstance(value, _Var) and name in frame.known:
+                namespace[name] = frame.known[name]
             elif name in namespace:
                 del namespace[name]
         expression = ast.Expression(node.args[0])
         ast.fix_missing_locations(expression)
         for name_node in ast.walk(node.args[0]):
-            if isinstance(name_node, ast.Name) and name_node.id in self.frame.scope:
-                found = self.frame.scope[name_node.id]
-                if not isinstance(found, _Var):
+            if isinstance(name_node, ast.Name) and name_node.id in frame.scope:
+                found = frame.scope[name_node.id]
+                if not isinstance(found, _Var | _PathNumber):
                     self.compile_time_read(name_node.id, found, name_node)
         runtime = [
             n.id
             for n in ast.walk(node.args[0])
-            if isinstance(n, ast.Name)
-            and n.id in self.frame.scope
-            and not isinstance(self.frame.scope[n.id], Py)
+            if isinstance(n, ast.Name) and n.id in frame.scope and n.id not in namespace
         ]
         if runtime:
             raise self.error(
@@ -1179,8 +1439,18 @@ class _Lowerer:
                 node,
             )
         try:
-            code = compile(expression, self.frame.parsed.filename, "eval")
-            value = eval(code, {"__builtins__": builtins}, namespace)  # noqa: S307
+            code = compile(expression, frame.parsed.filename, "eval")
+            # One namespace (globals): a generator expression inside sees the names too.
+            value = eval(code, {**namespace, "__builtins__": builtins})  # noqa: S307
+        except NameError as exc:
+            name = getattr(exc, "name", None)
+            if name in frame.parsed.local_names:
+                message = f"{name!r} is used before it is assigned"
+            elif name is not None:
+                message = f"name {name!r} is not defined"
+            else:
+                message = f"qnb.static(...) failed: NameError: {exc}"
+            raise self.error(QnbTypeError, message, node) from None
         except Exception as exc:  # noqa: BLE001 - the user's own compile-time expression
             raise self.error(
                 QnbTypeError, f"qnb.static(...) failed: {type(exc).__name__}: {exc}", node
@@ -1206,7 +1476,8 @@ class _Lowerer:
                 f"but {len(node.args)} {'was' if len(node.args) == 1 else 'were'} given",
                 node,
             )
-        args = [self.lower_expr(a) for a in node.args]
+
+        args = self.ordered(node.args)
         self.counter += 1
         frame = self.new_frame(parsed, f"{parsed.name}.{self.counter}.")
         for name, arg_node, value in zip(parsed.param_names, node.args, args):
@@ -1300,13 +1571,7 @@ class _Lowerer:
             return sem.const(self, value.value, node, dtype)
         if isinstance(value, _Method):
             raise self.error(QnbTypeError, _method_misuse(value), node)
-        if isinstance(value, ir.ArrayView):
-            what = "an array"
-        elif isinstance(value, tuple):
-            what = "a tuple"
-        else:
-            what = _py_name(value.value if isinstance(value, Py) else value)
-        raise self.error(QnbTypeError, f"{what} cannot be used as a value here", node)
+        raise self.error(QnbTypeError, f"{_value_name(value)} cannot be used as a value here", node)
 
     def to_index(self, value, node, what="index") -> ir.Expr:
         expr = self.to_expr(value, node, i32)
@@ -1534,9 +1799,31 @@ def _py_name(value) -> str:
     return f"a {type(value).__name__}"
 
 
+def _value_name(value) -> str:
+    """How a message names a value that is not a number (an array, a tuple, a dtype…)."""
+    if isinstance(value, ir.ArrayView):
+        return "an array"
+    if isinstance(value, tuple):
+        return "a tuple"
+    return _py_name(value.value if isinstance(value, Py) else value)
+
+
 def _unparse(node) -> str:
-    """The user's spelling of an expression (also of one already lowered)."""
-    return ast.unparse(node.source if isinstance(node, _Known) else node)
+    """The user's spelling of an expression (also of one already lowered, in part or
+    whole)."""
+    return ast.unparse(_as_written(node))
+
+
+def _as_written(node):
+    """``node`` with each _Known in it back to the expression it stands for."""
+    if isinstance(node, _Known):
+        return node.source
+    if isinstance(node, list):
+        return [_as_written(item) for item in node]
+    if not isinstance(node, ast.AST) or not any(isinstance(n, _Known) for n in ast.walk(node)):
+        return node
+    fields = {name: _as_written(getattr(node, name, None)) for name in node._fields}
+    return ast.copy_location(type(node)(**fields), node)
 
 
 def _method_misuse(method: _Method) -> str:
@@ -1568,11 +1855,6 @@ def _is_bool(value) -> bool:
     if isinstance(value, Py):
         return isinstance(value.value, bool)
     return isinstance(value, ir.Expr) and value.type.dtype is bool_
-
-
-def _reads(expr: ir.Expr) -> set[str]:
-    """The IR variables an expression reads."""
-    return {node.name for node in ir.walk(expr) if isinstance(node, ir.Var)}
 
 
 def _reads_state(expr: ir.Expr, own_prefix: str) -> bool:
@@ -1642,11 +1924,68 @@ def _same_index(a, b) -> bool:
 
 
 def _binding_name(value) -> str:
+    """How a message names a compile-time binding."""
     if isinstance(value, ir.ArrayView):
         return "an array"
     if isinstance(value, Py):
+        if isinstance(value.value, tuple):
+            return f"the tuple {value.value!r}"
+        if isinstance(value.value, DType) or is_dtype_like(value.value):
+            return _py_name(value.value)
         return f"the compile-time value {value.value!r}"
     return "a compile-time value"
+
+
+def _settle_pending(statements: list) -> list:
+    """``statements`` with each _Pending replaced by its assignment, or dropped."""
+    out = []
+    for stmt in statements:
+        if isinstance(stmt, _Pending):
+            if stmt.assign is not None:
+                out.append(stmt.assign)
+            continue
+        if isinstance(stmt, ir.If):
+            stmt.then_body = _settle_pending(stmt.then_body)
+            stmt.else_body = _settle_pending(stmt.else_body)
+        elif isinstance(stmt, ir.For | ir.While):
+            stmt.body = _settle_pending(stmt.body)
+        out.append(stmt)
+    return out
+
+
+def _effects(statements: list) -> tuple[set[str], bool]:
+    """What ``statements`` change: the variables they assign, and whether they store to
+    any array."""
+    assigned: set[str] = set()
+    stores = False
+    pending = list(statements)
+    while pending:
+        stmt = pending.pop()
+        if isinstance(stmt, ir.Assign):
+            assigned.add(stmt.name)
+        elif isinstance(stmt, ir.ArrayStore | ir.StoreWindow | ir.VecStore):
+            stores = True
+        elif isinstance(stmt, ir.If):
+            pending.extend(stmt.then_body)
+            pending.extend(stmt.else_body)
+        elif isinstance(stmt, ir.For):
+            assigned.add(stmt.var)
+            pending.extend(stmt.body)
+        elif isinstance(stmt, ir.While):
+            pending.extend(stmt.body)
+        elif isinstance(stmt, _Pending) and stmt.assign is not None:
+            assigned.add(stmt.assign.name)
+    return assigned, stores
+
+
+def _depends_on(expr: ir.Expr, assigned: set[str], stores: bool) -> bool:
+    """Whether what ``expr`` reads is among what _effects found changed."""
+    for node in ir.walk(expr):
+        if isinstance(node, ir.Var) and node.name in assigned:
+            return True
+        if stores and isinstance(node, ir.ArrayLoad | ir.LoadWindow | ir.VecLoad):
+            return True
+    return False
 
 
 __all__ = ["ParamSpec", "lower_kernel"]

@@ -105,6 +105,9 @@ class ParsedFunction:
     param_names: list[str]
     local_names: set[str]
     chains: list[tuple[str, ...]] = field(default_factory=list)  # captured attribute chains
+    # The chains read only inside ``qnb.static(...)``: Python runs them at compile time, so
+    # they may name any function the cache key can identify (``capture.library_name``).
+    static_chains: set[tuple[str, ...]] = field(default_factory=set)
 
     def position(self, node) -> tuple[str, int, int]:
         """The absolute (filename, line, col) of an AST node of this function."""
@@ -202,7 +205,7 @@ def parse_function(fn) -> ParsedFunction:
     _check_signature(parsed)
     _Checker(parsed).check_body(tree.body)
     parsed.local_names = _local_names(tree)
-    parsed.chains = _captured_chains(tree, parsed.local_names)
+    parsed.chains, parsed.static_chains = _captured_chains(tree, parsed.local_names)
     return parsed
 
 
@@ -262,8 +265,9 @@ class _Checker:
             return
         if isinstance(target, ast.Tuple):
             for element in target.elts:
-                if not isinstance(element, ast.Name):
-                    self.fail("tuple assignment targets must be plain names", element)
+                if not isinstance(element, ast.Name | ast.Subscript):
+                    self.fail("tuple assignment targets must be names or elements", element)
+                self.check_target(element)
             return
         if isinstance(target, ast.Subscript):
             is_full_tile = (
@@ -334,17 +338,23 @@ def _local_names(tree: ast.FunctionDef) -> set[str]:
     return names
 
 
-def _captured_chains(tree: ast.FunctionDef, local_names: set[str]) -> list[tuple[str, ...]]:
-    """Every maximal attribute chain rooted at a name that is not local, in first-use order."""
+def _captured_chains(
+    tree: ast.FunctionDef, local_names: set[str]
+) -> tuple[list[tuple[str, ...]], set[tuple[str, ...]]]:
+    """Every maximal attribute chain rooted at a name that is not local, in first-use order,
+    and those of them read only inside ``qnb.static(...)``."""
     chains: list[tuple[str, ...]] = []
     seen = set()
+    outside_static = set()
 
-    def add(chain):
+    def add(chain, in_static):
         if chain not in seen:
             seen.add(chain)
             chains.append(chain)
+        if not in_static:
+            outside_static.add(chain)
 
-    def visit(node):
+    def visit(node, in_static):
         if isinstance(node, ast.Attribute):
             parts = []
             base = node
@@ -353,17 +363,22 @@ def _captured_chains(tree: ast.FunctionDef, local_names: set[str]) -> list[tuple
                 base = base.value
             if isinstance(base, ast.Name):
                 if base.id not in local_names:
-                    add((base.id, *reversed(parts)))
+                    add((base.id, *reversed(parts)), in_static)
                 return
-            visit(base)
+            visit(base, in_static)
             return
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id not in local_names:
-                add((node.id,))
+                add((node.id,), in_static)
+            return
+        if isinstance(node, ast.Call) and _is_static_call(node):
+            visit(node.func, in_static)
+            for child in [*node.args, *node.keywords]:
+                visit(child, True)
             return
         for child in ast.iter_child_nodes(node):
-            visit(child)
+            visit(child, in_static)
 
     for stmt in tree.body:
-        visit(stmt)
-    return chains
+        visit(stmt, False)
+    return chains, set(chains) - outside_static

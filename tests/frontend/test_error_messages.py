@@ -111,3 +111,24 @@ def test_an_unavailable_backend_is_reported_at_the_def_line():
     with pytest.raises(qnb.BackendError) as info:
         scope["k"](np.zeros(1))
     assert info.value.lineno == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["if qnb.static(use_fast_path):;     y[0, 0] = 1.0", "y[0, 0] = qnb.static(use_fast_path)"],
+)
+def test_an_undefined_name_inside_static_is_named(body):
+    err = error_of(body, qnb.QnbTypeError)
+    assert err.message == "name 'use_fast_path' is not defined", err.message
+
+
+def test_a_dtype_chosen_by_a_runtime_condition_says_so():
+    err = error_of("dt = qnb.f32 if x[0, 0] > 0 else qnb.f16", qnb.QnbTypeError)
+    assert "dtype f32 cannot be chosen by a runtime condition" in err.message
+    assert "qnb.static" in err.message and "arithmetic" not in err.message
+
+
+def test_a_name_bound_differently_on_two_paths_says_what_it_holds():
+    err = error_of("p = 3; if x[0, 0] > 0:;     p = (1, 2); y[0, 0] = p[0]", qnb.QnbTypeError)
+    assert "'p' is bound to the tuple (1, 2)" in err.message, err.message
+    assert "an array, a tuple, a dtype" not in err.message

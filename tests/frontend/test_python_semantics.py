@@ -548,3 +548,293 @@ def test_a_negative_literal_element_index_is_refused_when_lowered(cpu):
             error=qnb.QnbSyntaxError,
         )
         assert "Negative indices" in err.message and err.lineno == 3
+
+
+# ------------------------------------------------------------------ first assigned in a loop
+
+
+def test_a_variable_first_assigned_in_a_loop_is_readable_after_it(backend):
+    # A runtime variable is one storage on every path: the path where the loop body never
+    # ran leaves it as it was (zero), it does not make the name ambiguous.
+    k = kernel("""
+        @qnb.func
+        def split(t):
+            return t * 2.0, t + 1.0, t.sum()
+
+        @qnb.kernel
+        def k(x, y, z, n: qnb.i32):
+            for i in range(n):
+                last = x[i]
+            y[0] = last
+            i = 0
+            while i < n:
+                t = Tile16.full(x[i], qnb.f32)
+                i += 1
+            y[1] = t[0, 0]
+            for i in range(n):
+                c, a2, s = split(Tile16.full(x[i], qnb.f32))
+            c.store(z, 0, 0)
+            a2.store(z, 0, 16)
+            y[2] = s
+        """)
+    x = np.float32([1, 2, 3])
+    for n in (3, 0):
+        y, z = np.full(3, -1, np.float32), np.full((16, 32), -1, np.float32)
+        k(x, y, z, n)
+        last = x[n - 1] if n else 0.0
+        np.testing.assert_array_equal(y, [last, last, 256 * last])
+        np.testing.assert_array_equal(z[:, :16], 2 * last)
+        np.testing.assert_array_equal(z[:, 16:], last + 1 if n else 0.0)
+
+
+# ------------------------------------------------------------------ static loops under runtime flow
+
+
+def test_a_static_loops_number_under_a_runtime_if_becomes_a_runtime_variable(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(x, y, n: qnb.i32):
+            if n > 0:
+                for i in qnb.static(range(3)):
+                    m = i * 10
+            else:
+                m = 7
+            y[0] = m
+            if n > 0:
+                for i in qnb.static(range(3)):
+                    h = i * 0.5
+            else:
+                h = 7
+            y[1] = h
+            for j in range(n):
+                for i in qnb.static(range(3)):
+                    b = i * 10 + j
+                if x[j] > 0.0:
+                    break  # after the static loop: b is the static loop's last value
+                b = -1
+            y[2] = b
+        """)
+    x = np.float32([0, 1, 0])
+    for n, expected in ((3, [20, 1.0, 21]), (1, [20, 1.0, -1]), (0, [7, 7.0, 0])):
+        y = np.full(3, -5, np.float32)
+        k(x, y, n)
+        np.testing.assert_array_equal(y, expected)
+
+
+def test_a_static_loop_variable_keeps_its_last_item(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(y, n: qnb.i32):
+            i = 5
+            for i in qnb.static(range(3)):
+                pass
+            y[0] = i
+            j = 5
+            for j in qnb.static(range(0)):
+                pass
+            y[1] = j
+            for r in range(n):
+                for q in qnb.static(range(4)):
+                    y[3] = r
+            y[2] = q
+        """)
+    for n, expected in ((2, [2, 5, 3, 1]), (0, [2, 5, 0, -1])):
+        y = np.full(4, -1, np.int32)
+        k(y, n)
+        np.testing.assert_array_equal(y, expected)
+
+
+def test_static_loop_numbers_that_stay_inside_a_runtime_block_cost_no_store(cpu):
+    k = kernel("""
+        @qnb.kernel
+        def k(y, n: qnb.i32):
+            for j in range(n):
+                for i in qnb.static(range(3)):
+                    off = i * 2
+                    y[off] = j
+        """)
+    text = k.source("ir", np.zeros(8, np.int32), 1)
+    assert "local j" in text and "local i" not in text and "local off" not in text, text
+
+
+# ------------------------------------------------------------------ evaluation order
+
+
+def test_operands_are_taken_before_a_later_call_changes_them(backend):
+    source = """
+        @qnb.func
+        def bump_arr(x):
+            x[0] = x[0] + 10.0
+            return 1.0
+
+        @qnb.func
+        def bump(a):
+            a += 1.0
+            return 0.0
+
+        @qnb.func
+        def add3(a, b, c):
+            return a * 100.0 + b * 10.0 + c
+
+        @qnb.func
+        def next_slot(c):
+            c[0] = c[0] + 1
+            return c[0]
+
+        @qnb.kernel
+        def k(x, y, c):
+            t = Tile16.zeros(qnb.f32)
+            y[0] = t[0, 0] + bump(t)
+            y[1] = x[0] + bump_arr(x)
+            y[2] = add3(x[0], bump_arr(x), x[0])
+            y[3] = max(x[0], bump_arr(x) + 20.0)
+            y[4] = x[0] < bump_arr(x) + 30.0
+            y[next_slot(c) + 4] = x[0]
+            y[6] = t.sum() + bump(t) + t[0, 0]
+            y[7] = (t + bump(t))[0, 0]  # a tile variable is the tile, as an array is
+            a, b = x[0], bump_arr(x)
+            y[8] = a
+            y[9] = x[0]
+        """
+    scope, _ = define(source)
+    x, y, c = np.float32([2.0]), np.full(10, np.nan, np.float32), np.zeros(1, np.int32)
+    scope["k"](x, y, c)
+    # The same source run as Python, with NumPy arrays for the tiles.
+    python, _ = define(source.replace("@qnb.func", "").replace("@qnb.kernel", ""))
+    python["Tile16"] = type("T", (), {"zeros": staticmethod(lambda d: np.zeros((16, 16)))})
+    px, py, pc = np.float32([2.0]), np.full(10, np.nan, np.float32), np.zeros(1, np.int32)
+    python["k"](px, py, pc)
+    np.testing.assert_array_equal(y, py)
+    assert x[0] == px[0] and c[0] == pc[0] == 1
+
+
+def test_operands_are_not_copied_when_nothing_later_runs_code(cpu):
+    k = kernel("""
+        @qnb.func
+        def twice(v):
+            return v * 2.0
+
+        @qnb.kernel
+        def k(x, y):
+            y[0] = x[0] + twice(x[1]) * x[2] < x[3]
+        """)
+    text = k.source("ir", np.zeros(4, np.float32), np.zeros(1, np.float32))
+    assert "operand" not in text, text
+
+
+def test_a_chained_comparison_short_circuits_and_evaluates_its_middle_once(backend):
+    k = kernel("""
+        @qnb.func
+        def side(c, v):
+            c[0] = c[0] + 1
+            return v
+
+        @qnb.kernel
+        def k(x, c, y):
+            y[0] = x[0] < x[1] < side(c, 5.0)
+            y[1] = x[1] < side(c, 3.0) < x[0]
+            y[2] = 0 < 1 < x[0] <= x[0]
+        """)
+    c, y = np.zeros(1, np.int32), np.full(3, -1, np.float32)
+    k(np.float32([2.0, 1.0]), c, y)
+    assert c[0] == 1  # the first comparison is false: side() runs once, for y[1]
+    np.testing.assert_array_equal(y, [0, 0, 1])
+
+
+# ------------------------------------------------------------------ tuple targets
+
+
+def test_tuple_assignment_to_elements_and_from_a_shape(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(y, d, x, i: qnb.i32, j: qnb.i32):
+            y[i], y[j] = y[j], y[i]
+            rows, cols = x.shape
+            d[0] = rows
+            d[1] = cols
+            t = Tile16.load(x, 0, 0)
+            t[0, 0], t[0, 1] = t[0, 1], t[0, 0]
+            d[2] = qnb.i32(t[0, 0])
+            n, d[n] = 3, 77
+        """)
+    y, d = np.float32([1, 2, 3]), np.zeros(4, np.int32)
+    x = np.arange(16 * 20, dtype=np.float32).reshape(16, 20)
+    k(y, d, x, 0, 2)
+    np.testing.assert_array_equal(y, [3, 2, 1])
+    np.testing.assert_array_equal(d, [16, 20, 1, 77])
+
+
+# ------------------------------------------------------------------ qnb.static
+
+
+def test_static_reads_numbers_bound_outside_runtime_control_flow(backend):
+    k = kernel("""
+        @qnb.kernel
+        def k(y, shape: qnb.Template):
+            rows, cols = shape
+            n = qnb.static(2)
+            for j in qnb.static(range(cols)):
+                y[j] = j
+            for j in qnb.static(range(n)):
+                y[4 + j] = rows
+        """)
+    y = np.zeros(6, np.float32)
+    k(y, (7, 3))
+    np.testing.assert_array_equal(y, [0, 1, 2, 0, 7, 7])
+    with qnb.backend("cpu"):
+        err = launch_error(
+            """
+            @qnb.kernel
+            def k(y, f: qnb.i32):
+                n = 2
+                if f > 0:
+                    n = 3
+                for j in qnb.static(range(n)):
+                    y[j] = 1.0
+            """,
+            np.zeros(4, np.float32),
+            1,
+            error=qnb.QnbTypeError,
+        )
+    assert "'n' is a runtime value" in err.message
+
+
+def test_static_may_call_library_functions_which_enter_the_key_by_name(cpu):
+    import math
+
+    k = kernel(
+        """
+        @qnb.kernel
+        def k(y):
+            for i in qnb.static(range(sum(SIZES))):
+                y[i] = i
+            y[6] = qnb.static(math.ceil(len(str(sorted(SIZES)))) + int(np.prod(SIZES)))
+        """,
+        {"SIZES": (3, 1, 2), "math": math},
+    )
+    y = np.zeros(7, np.float32)
+    k(y)
+    np.testing.assert_array_equal(y, [0, 1, 2, 3, 4, 5, 15])
+    captured = qnb.cache.events()[-1].components["captured"]
+    assert captured["sum"] == ["library", "builtins.sum"]
+    assert captured["math.ceil"] == ["library", "math.ceil"]
+    assert captured["np.prod"] == ["library", "numpy.prod"]
+
+
+def test_static_refuses_functions_no_key_can_follow(cpu):
+    def helper(n):
+        return n * 2
+
+    for name, value in (("helper", helper), ("open", open)):
+        err = launch_error(
+            f"""
+            @qnb.kernel
+            def k(y):
+                y[0] = qnb.static({name}(1))
+            """,
+            np.zeros(1, np.float32),
+            namespace={name: value},
+            error=qnb.QnbCaptureError,
+        )
+        assert f"uses {name!r}" in err.message and "inside qnb.static(...)" in err.message
+        assert err.lineno == 4
