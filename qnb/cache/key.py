@@ -276,6 +276,8 @@ def _render_tagged(value: list | tuple) -> str | None:
         return None
     if tag == "str" and isinstance(payload, str):
         return repr(payload)
+    if tag == "library" and isinstance(payload, str):  # a function qnb.static(...) calls
+        return payload
     if tag in ("none", "None") and payload is None:
         return "None"
     if tag in _TAGS_SHOWN_BARE and isinstance(payload, str):

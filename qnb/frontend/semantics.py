@@ -307,7 +307,8 @@ def fill(lower, kind, how, value, dtype, node) -> ir.Expr:
     scalar_value = (
         lower.coerce(value, ir.scalar(dtype), node)
         if not isinstance(value, int | float)
-        else const(lower, value, node, dtype)
+        # a number is converted as the running kernel would (3.9e9 → i32 saturates)
+        else const(lower, cast_constant(value, dtype), node, dtype)
     )
     return ir.TileFill(type_, lower.loc(node), "full", scalar_value)
 

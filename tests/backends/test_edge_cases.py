@@ -153,3 +153,22 @@ def test_integer_power_wraps_and_truncates(backend_name):
     with qnb.backend(backend_name):
         POWER["int_power"](a.astype(np.int32), b.astype(np.int32), out)
     np.testing.assert_array_equal(out, want)
+
+
+FILLS, _ = define("""
+    @qnb.kernel
+    def int_fills(out):
+        Tile16.full(3.9e9, qnb.i32).store(out[0], 0, 0)
+        Tile16.full(float("inf"), qnb.i32).store(out[1], 0, 0)
+        Tile16.full(float("nan"), qnb.i32).store(out[2], 0, 0)
+        Tile16.full(-7.9, qnb.i32).store(out[3], 0, 0)
+    """)
+
+
+def test_a_float_fill_of_an_int_tile_converts_as_a_cast(backend_name):
+    # Truncate toward zero, saturate, NaN -> 0: as .astype(qnb.i32) does at run time.
+    out = np.full((4, 16, 16), 7, np.int32)
+    with qnb.backend(backend_name):
+        FILLS["int_fills"](out)
+    assert [int(out[k, 3, 3]) for k in range(4)] == [2**31 - 1, 2**31 - 1, 0, -7]
+    assert (out == out[:, :1, :1]).all()

@@ -819,6 +819,7 @@ def test_static_may_call_library_functions_which_enter_the_key_by_name(cpu):
     assert captured["sum"] == ["library", "builtins.sum"]
     assert captured["math.ceil"] == ["library", "math.ceil"]
     assert captured["np.prod"] == ["library", "numpy.prod"]
+    assert "sum: builtins.sum" in qnb.cache.explain(k)  # shown by its name
 
 
 def test_static_refuses_functions_no_key_can_follow(cpu):
