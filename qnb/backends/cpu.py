@@ -95,6 +95,7 @@ def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units):
             f"tracing records every op of every program; {total} programs is too "
             "many (use a grid of at most 4096 programs)"
         )
+    initial = {name: np.array(a.reshape(shape)) for name, (a, shape) in arrays.items()}
     recorder = _Recorder(kernel, grid, parsed_units)
     _Executor(kernel, grid, arrays, scalars, 0, total, recorder).run()
     parsed = kernel_parsed
@@ -107,6 +108,8 @@ def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units):
         arrays={name: np.array(a.reshape(shape)) for name, (a, shape) in arrays.items()},
     )
     result._steps = recorder.steps
+    result._initial = initial
+    result._writes = recorder.writes
     return result
 
 
@@ -612,7 +615,7 @@ class _Executor:
                 return
         value = _gathered(value)
         rows, cols, valid = _masks(r0, c0, row_end, col_end)
-        n = max(value.shape[0], rows.shape[0], batch.shape[0])
+        n = max(value.shape[0], rows.shape[0], batch.shape[0], _mask_lanes(self.mask))
         valid = np.broadcast_to(valid, (n, 16, 16))
         if self.mask is not None:
             valid = valid & self.mask[:, None, None]
@@ -668,7 +671,7 @@ class _Executor:
         array, batch, index, ok, _ = self.vec_window(s, s.view, s.start, s.stop, None)
         writes = self.reads.pop() if self.recorder else None
         self.detach(array)
-        n = max(value.shape[0], index.shape[0], batch.shape[0])
+        n = max(value.shape[0], index.shape[0], batch.shape[0], _mask_lanes(self.mask))
         ok = np.broadcast_to(ok, (n, 16))
         if self.mask is not None:
             ok = ok & self.mask[:, None]
@@ -965,6 +968,8 @@ class _Recorder:
         self.grid = grid
         self.units = parsed_units
         self.steps: dict[tuple[int, int, int], list] = {}
+        self.tick = -1  # one per statement run (for all the programs it ran in)
+        self.writes: list = []  # qnb.trace.ArrayWrite, by tick
         total = grid[0] * grid[1] * grid[2]
         for flat in range(total):
             program = (flat % grid[0], (flat // grid[0]) % grid[1], flat // (grid[0] * grid[1]))
@@ -1005,6 +1010,7 @@ class _Recorder:
         from qnb.trace import TraceStep
 
         filename, lineno, text = self.where(stmt.loc)
+        self.tick += 1
         for lane in self.lanes(executor):
             program = tuple(int(p[lane]) for p in executor.pid)
             steps = self.steps[program]
@@ -1021,6 +1027,7 @@ class _Recorder:
                     output=_plain(_lane(value, lane)),
                     reads=self.regions(reads or [], lane),
                     writes=self.regions(writes or [], lane),
+                    tick=self.tick,
                 )
             )
 
@@ -1057,6 +1064,51 @@ class _Recorder:
             [writes] if writes else [],
         )
         executor.reads = None
+        if writes:
+            self.keep_written(executor, writes)
+
+    def keep_written(self, executor, writes):
+        """Keep what a store left in its array (and in every parameter bound to the same
+        memory), so that ``Trace.arrays_at`` can replay it. Each active program's window
+        is at most 16×16, so this costs no more than the steps' own values."""
+        from qnb.trace import ArrayWrite
+
+        array = executor.arrays[writes[0]][0]
+        lanes = self.lanes(executor)
+        b, r0, r1, c0, c1 = (np.broadcast_to(x, (executor.n,))[lanes] for x in writes[1:])
+        rows = r0[:, None] + _ARANGE
+        cols = c0[:, None] + _ARANGE
+        row_ok = (rows < np.minimum(r1, array.shape[1])[:, None]) & (rows >= 0)
+        col_ok = (cols < np.minimum(c1, array.shape[2])[:, None]) & (cols >= 0)
+        valid = row_ok[:, :, None] & col_ok[:, None, :]
+        flat = (b[:, None, None] * array.shape[1] + rows[:, :, None]) * array.shape[2] + cols[
+            :, None, :
+        ]
+        index = np.unique(flat[valid])
+        if index.size == 0:
+            return
+        values = array[np.unravel_index(index, array.shape)]
+        if array.size < 2**31:
+            index = index.astype(np.int32)
+        for name, (other, _) in executor.arrays.items():
+            if other is array or self.same_memory(other, array):
+                self.writes.append(ArrayWrite(self.tick, name, index, values))
+
+    @staticmethod
+    def same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+        """Two parameters bound to one array: the same elements at the same places."""
+        return (
+            a.shape == b.shape
+            and a.strides == b.strides
+            and a.dtype == b.dtype
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+        )
+
+
+def _mask_lanes(mask) -> int:
+    """The lanes a masked store must cover (a store the same in every program still
+    writes only where the branch mask holds); 1 where no branch masks."""
+    return 1 if mask is None else mask.shape[0]
 
 
 def _lane(values, lane):

@@ -28,6 +28,7 @@ VIRIDIS = [
     (253, 231, 37),
 ]
 HTML_TABLE_MAX = 32  # larger arrays get a PNG instead of a table of values
+VALUES_MAX = 32  # arrays up to 32x32 show their values in the cells
 READ_COLOUR, WRITE_COLOUR = "#00a0e0", "#e03030"
 
 
@@ -50,12 +51,30 @@ def as_2d(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def tick_step(rows: int, cols: int) -> int:
+    """Rows/columns between two index labels: every 4 up to 32x32, else every 16 (a
+    tile's edge), doubled until an axis has at most 16 labels (as ``qnbTickStep`` in
+    static/heatmap.js, which spaces them by pixels instead)."""
+    step = 4 if max(rows, cols) <= 32 else 16
+    while max(rows, cols) > 16 * step:
+        step *= 2
+    return step
+
+
 def html_table(a: np.ndarray, vmin: float, vmax: float) -> str:
-    """A small array as an HTML table of coloured cells with values."""
+    """A small array as an HTML table of coloured cells with values, its column and row
+    indices labelled every few cells."""
     span = (vmax - vmin) or 1.0
-    rows = []
-    for row in as_2d(a):
-        cells = []
+    shown = as_2d(a)
+    step = tick_step(*shown.shape)
+    label = "color:#888;font-size:9px;font-weight:400;padding:0 3px"
+    head = "".join(
+        f'<th style="{label}">{j if j % step == 0 else ""}</th>' for j in range(shown.shape[1])
+    )
+    rows = [f'<tr><th style="{label}"></th>{head}</tr>']
+    for i, row in enumerate(shown):
+        row_label = i if i % step == 0 and np.ndim(a) != 1 else ""
+        cells = [f'<th style="{label};text-align:right">{row_label}</th>']
         for v in row:
             t = (float(v) - vmin) / span
             r, g, b = colour(t)
@@ -115,8 +134,9 @@ def draw_heatmap(
     values: bool | None = None,
     colour_bar: bool = True,
 ):
-    """Draw a heatmap into a matplotlib Axes: cells, values (for small arrays), the 16x16
-    grid over larger ones, read/write regions as outlined rectangles."""
+    """Draw a heatmap into a matplotlib Axes: cells, values (up to 32x32), row and column
+    index labels, the 16x16 grid over larger arrays, read/write regions as outlined
+    rectangles."""
     from matplotlib import patheffects
     from matplotlib.patches import Rectangle
 
@@ -131,7 +151,7 @@ def draw_heatmap(
         aspect="equal",
     )
     if values is None:
-        values = rows <= 16 and cols <= 16
+        values = rows <= VALUES_MAX and cols <= VALUES_MAX
     if values:
         span = (vmax - vmin) or 1.0
         for i in range(rows):
@@ -143,7 +163,7 @@ def draw_heatmap(
                     format_value(a2[i, j]),
                     ha="center",
                     va="center",
-                    fontsize=5,
+                    fontsize=5 if max(rows, cols) <= 16 else 4.5,
                     color="black" if np.isfinite(t) and t > 0.6 else "white",
                 )
     for i in range(16, rows, 16):
@@ -164,8 +184,13 @@ def draw_heatmap(
         # a white rim under the coloured edge: visible on every colour of the map
         outline.set_path_effects([patheffects.withStroke(linewidth=4.5, foreground="white")])
         ax.add_patch(outline)
-    ax.set_xticks([])
-    ax.set_yticks([])
+    # index labels: columns above (as in the live view), rows on the left
+    step = tick_step(rows, cols)
+    ax.set_xticks(range(0, cols, step))
+    ax.set_yticks(range(0, rows, step) if np.ndim(a) != 1 else [])
+    ax.tick_params(
+        labelsize=5, length=2, pad=1, top=True, labeltop=True, bottom=False, labelbottom=False
+    )
     if title:
         ax.set_title(title, fontsize=8, family="monospace")
     if colour_bar:

@@ -12,9 +12,10 @@ from qnb.viz.widget import QnbWidget
 
 
 class TileView(QnbWidget):
-    """Show a 16x16 tile (values written in the cells) or a larger array (the 16x16 tile
-    grid drawn over it). Hovering shows the index and value. 1-D arrays show as one row;
-    3-D arrays one slab at a time (``batch``).
+    """Show a 16x16 tile or an array: values written in the cells up to 32x32, row and
+    column indices labelled, and the 16x16 tile grid drawn over larger arrays. Hovering
+    shows the index and value. 1-D arrays show as one row; 3-D arrays one slab at a time
+    (``batch``).
 
     >>> TileView(np.eye(16, dtype=np.float32), title="I")
 
@@ -84,9 +85,11 @@ class TileView(QnbWidget):
         return f'<div class="qnb-static qnb-tileview-static">{head}{body}</div>'
 
     def _static_png(self) -> bytes | None:
-        shown = static_render.as_2d(self._shown())
-        rows, cols = shown.shape
-        side = 4.0 if max(rows, cols) <= 16 else 5.0
+        shown = self._shown()
+        rows, cols = static_render.as_2d(shown).shape
+        longest = max(rows, cols)
+        # a quarter inch a cell up to 32x32, where values are written in the cells
+        side = 4.0 if longest <= 16 else 8.0 * longest / 32 if longest <= 32 else 5.0
         fig = static_render.new_figure(
             side * min(1.0, cols / max(rows, cols)) + 0.8,
             side * min(1.0, rows / max(rows, cols)) + 0.3,

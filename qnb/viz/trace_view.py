@@ -30,6 +30,20 @@ def _is_tile_value(value) -> bool:
     return isinstance(value, np.ndarray) and value.shape in TILE_SHAPES
 
 
+def _colour_ranges(trace) -> dict[str, tuple[float, float]]:
+    """Each array's colour scale, the same at every step: the values it held at launch
+    and at the end (a value held only in between, outside them, takes the end colour)."""
+    low = {name: [] for name in trace.arrays}
+    high = {name: [] for name in trace.arrays}
+    for contents in (trace.initial_arrays, trace.arrays):
+        for name, value in contents.items():
+            if value.size and value.dtype.kind in "biuf":
+                vmin, vmax = arrays.value_range(value)
+                low[name].append(vmin)
+                high[name].append(vmax)
+    return {name: (min(low[name], default=0.0), max(high[name], default=1.0)) for name in low}
+
+
 def _scalar_text(value) -> str:
     if isinstance(value, np.ndarray):
         shape = "\u00d7".join(str(n) for n in value.shape)
@@ -39,19 +53,57 @@ def _scalar_text(value) -> str:
     return repr(value)
 
 
+class ProgramIndex(traitlets.Int):
+    """An index into the view's ``programs``; setting it also takes a program's grid
+    coordinates, as ``Trace.steps`` does: a tuple of up to 3 ints (``(1, 0)``, ``(1, 0,
+    0)``). A plain int stays an index, which on a 1-D grid is the program's x coordinate.
+    A program that is not in the trace is refused, not clamped."""
+
+    info_text = "an index into programs, or a program's coordinates (a tuple of ints)"
+
+    def validate(self, obj, value):
+        programs = [tuple(p) for p in obj.programs]
+        if isinstance(value, tuple | list):
+            if not 1 <= len(value) <= 3 or not all(_is_int(n) for n in value):
+                raise traitlets.TraitError(
+                    f"program coordinates are a tuple of 1 to 3 ints, not {value!r}"
+                )
+            coordinates = tuple(int(n) for n in value) + (0,) * (3 - len(value))
+            if coordinates not in programs:
+                raise traitlets.TraitError(
+                    f"program {coordinates} is not in this trace's grid {tuple(obj.grid)}"
+                )
+            return programs.index(coordinates)
+        value = super().validate(obj, value)
+        if programs and not -len(programs) <= value < len(programs):
+            raise traitlets.TraitError(
+                f"program index {value} is out of range: this trace has {len(programs)} "
+                f"programs (indices 0 to {len(programs) - 1}, or their coordinates)"
+            )
+        return value % len(programs) if programs else 0
+
+
+def _is_int(n) -> bool:
+    return isinstance(n, int | np.integer) and not isinstance(n, bool)
+
+
 class TraceView(QnbWidget):
     """Show a recorded kernel run (``kernel.trace[grid](*args)``): pick a program and a
     step; the kernel's source with the step's line highlighted; the tiles it read and
-    produced as small heatmaps; every array argument with the regions this step read
-    (blue) and wrote (red). All state is in traitlets: set ``program`` (an index into
-    ``programs``) and ``step`` from Python or from the controls."""
+    produced as small heatmaps; every array argument as it was at that step (after the
+    step's own store), with the regions this step read (blue) and wrote (red). All state
+    is in traitlets: set ``program`` (an index into ``programs``, or a program's
+    coordinates such as ``(1, 0, 0)``) and ``step`` from Python or from the controls.
+
+    >>> TraceView(trace, program=(1, 0, 0), step=2)
+    """
 
     _esm = widget_module("trace_view.js")
 
     kernel_name = traitlets.Unicode("").tag(sync=True)
     grid = traitlets.List(traitlets.Int()).tag(sync=True)
     programs = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
-    program = traitlets.Int(0).tag(sync=True)
+    program = ProgramIndex(0).tag(sync=True)
     step = traitlets.Int(0).tag(sync=True)
     num_steps = traitlets.Int(0).tag(sync=True)
     source = traitlets.List(traitlets.Unicode()).tag(sync=True)
@@ -60,7 +112,7 @@ class TraceView(QnbWidget):
     op_text = traitlets.Unicode("").tag(sync=True)
     tiles = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's tile/vec values
     scalars = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's other values
-    arrays = traitlets.List(traitlets.Dict()).tag(sync=True)  # array arguments (final)
+    arrays = traitlets.List(traitlets.Dict()).tag(sync=True)  # array arguments at this step
     regions = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's reads/writes
 
     def __init__(self, trace, **kwargs):
@@ -71,18 +123,26 @@ class TraceView(QnbWidget):
                 f"TraceView shows a qnb.Trace (from kernel.trace[grid](*args)), "
                 f"not {type(trace).__name__}"
             )
+        # program and step are checked against the trace, so they are set after it
+        chosen = {name: kwargs.pop(name) for name in ("program", "step") if name in kwargs}
         super().__init__(**kwargs)
         self.trace = trace
+        self._colour_ranges = _colour_ranges(trace)
+        self._shown_arrays: dict[str, np.ndarray] = {}
         with self.hold_sync():
             self.kernel_name = trace.kernel_name
             self.grid = [int(n) for n in trace.grid]
             self.programs = [[int(n) for n in p] for p in trace.programs]
             self.source = [line.rstrip("\n") for line in trace.source_lines]
             self.first_line = int(trace.firstlineno)
-            self.arrays = [
-                {"name": name, **arrays.encode(value)} for name, value in trace.arrays.items()
-            ]
+            for name, value in chosen.items():
+                setattr(self, name, value)
             self._show_step()
+
+    @property
+    def current_program(self) -> tuple[int, ...]:
+        """The coordinates of the program on show."""
+        return tuple(self.programs[self.program]) if self.programs else ()
 
     @property
     def current_step(self):
@@ -93,11 +153,7 @@ class TraceView(QnbWidget):
     def _steps(self):
         if not self.programs:
             return []
-        return self.trace.steps(tuple(self.programs[self.program]))
-
-    @traitlets.validate("program")
-    def _valid_program(self, proposal):
-        return min(max(0, proposal["value"]), max(0, len(self.programs) - 1))
+        return self.trace.steps(self.current_program)
 
     @traitlets.validate("step")
     def _valid_step(self, proposal):
@@ -120,6 +176,7 @@ class TraceView(QnbWidget):
         if step is None:
             self.current_line, self.op_text = 0, "(no steps)"
             self.tiles, self.scalars, self.regions = [], [], []
+            self._show_arrays(self.trace.initial_arrays)
             return
         tiles, scalars = [], []
         values = [(name, "in", v) for name, v in step.inputs.items()]
@@ -138,11 +195,28 @@ class TraceView(QnbWidget):
             self.regions = [_region(r, "read") for r in step.reads] + [
                 _region(r, "write") for r in step.writes
             ]
+            self._show_arrays(self.trace.arrays_at(self.current_program, self.step))
+
+    def _show_arrays(self, contents: dict[str, np.ndarray]) -> None:
+        """Sync the arrays as of this step; nothing is sent when none changed."""
+        shown = self._shown_arrays
+        if shown.keys() == contents.keys() and all(
+            np.array_equal(shown[name], a, equal_nan=a.dtype.kind == "f")
+            for name, a in contents.items()
+        ):
+            return
+        self._shown_arrays = contents
+        states = []
+        for name, value in contents.items():
+            state = {"name": name, **arrays.encode(value)}
+            # one colour scale for every step, so that a colour keeps its meaning
+            state["vmin"], state["vmax"] = self._colour_ranges[name]
+            states.append(state)
+        self.arrays = states
 
     def __repr__(self) -> str:
-        program = tuple(self.programs[self.program]) if self.programs else ()
         return (
-            f"TraceView({self.kernel_name!r}, program {program}, "
+            f"TraceView({self.kernel_name!r}, program {self.current_program}, "
             f"step {self.step + 1}/{self.num_steps})"
         )
 
@@ -186,6 +260,7 @@ class TraceView(QnbWidget):
                 batch = next((r["batch"] for r in mine if r["batch"] is not None), 0)
                 value = value[batch]
                 mine = [r for r in mine if r["batch"] in (None, batch)]
+                title = f"{title}[{batch}]"
             static_render.draw_heatmap(
                 ax,
                 value,
@@ -197,8 +272,11 @@ class TraceView(QnbWidget):
                 colour_bar=False,
             )
         fig.suptitle(
-            f"{self.kernel_name}: {self.op_text} (line {self.current_line})",
+            f"{self.kernel_name}, program {self.current_program}, step {self.step + 1}/"
+            f"{self.num_steps}: {self.op_text} (line {self.current_line}); "
+            "arrays as they were at this step",
             fontsize=8,
             family="monospace",
+            y=1.06,  # above the panels' titles and column labels
         )
         return static_render.figure_png(fig)

@@ -172,3 +172,24 @@ def test_a_float_fill_of_an_int_tile_converts_as_a_cast(backend_name):
         FILLS["int_fills"](out)
     assert [int(out[k, 3, 3]) for k in range(4)] == [2**31 - 1, 2**31 - 1, 0, -7]
     assert (out == out[:, :1, :1]).all()
+
+
+BRANCH_STORES, _ = define("""
+    @qnb.kernel
+    def same_store_in_a_branch(m, v):
+        i = qnb.program_id(0)
+        if i == 1:  # the value and the window are the same in every program
+            Tile16.full(5.0, qnb.f32).store(m, 3, 2)
+            Vec16.full(6.0, qnb.f32).store(v, 2)
+    """)
+
+
+def test_a_store_the_same_in_every_program_inside_a_branch(backend_name):
+    m = np.zeros((20, 20), np.float32)
+    v = np.zeros(20, np.float32)
+    with qnb.backend(backend_name):
+        BRANCH_STORES["same_store_in_a_branch"][3](m, v)
+    want_m, want_v = np.zeros_like(m), np.zeros_like(v)
+    want_m[3:19, 2:18], want_v[2:18] = 5.0, 6.0
+    np.testing.assert_array_equal(m, want_m)
+    np.testing.assert_array_equal(v, want_v)

@@ -4,8 +4,9 @@ Starts JupyterLab on 127.0.0.1 (a free port, a token, ``expose_app_in_browser`` 
 test can run commands), opens a temporary copy of ``widgets.ipynb``, runs every cell and
 checks that TileView, TraceView and CacheView rendered: their DOM nodes are there, no
 "Loading widget" / "Error displaying widget" placeholder or error output, and their
-canvases hold pixels of more than one colour. A click on TraceView's "next" button and on
-a CacheView row checks the round trip to the kernel. Screenshots (the page and
+canvases hold pixels of more than one colour, and that the index labels are there. Clicks
+on TraceView's "next" button (up to the store, where an array's canvas changes) and on a
+CacheView row check the round trip to the kernel. Screenshots (the page and
 each widget) go to ``test-artifacts/``. Every wait is bounded; the server is stopped by its PID.
 
 Needs Chromium (``/usr/bin/chromium`` or ``$QNB_CHROMIUM``) and the ``playwright``
@@ -251,6 +252,10 @@ def check_widgets(page) -> None:
     assert colours and min(colours) > 1, f"TileView canvases look blank: {colours}"
     tile.locator("canvas.qnb-heatmap").hover(position={"x": 3, "y": 3})
     assert tile.locator(".qnb-readout").inner_text().endswith("[0, 0] = 0")
+    # index labels: every 4 on a 16x16 tile, every 16 (the tile grid) on the 64x64 array
+    assert tile.locator(".qnb-ticks-top .qnb-tick").all_inner_texts() == ["0", "4", "8", "12"]
+    big = page.locator(".qnb-tileview").nth(1)
+    assert big.locator(".qnb-ticks-left .qnb-tick").all_inner_texts() == ["0", "16", "32", "48"]
 
     trace = page.locator(".qnb-traceview").first
     assert trace.locator(".qnb-source-line.qnb-current").count() == 1
@@ -268,6 +273,18 @@ def check_widgets(page) -> None:
     )
     assert trace.locator(".qnb-source-line.qnb-current").count() == 1
     assert trace.locator(".qnb-source-line.qnb-current").inner_text() != "" and current != ""
+    # the arrays show as they were at the step: out (zeros at launch) changes at the store
+    out_canvas = trace.locator(".qnb-arrays canvas").nth(1)
+    before = out_canvas.evaluate("(c) => c.toDataURL()")
+    for shown in ("step 3 /", "step 4 /"):
+        trace.locator("button.qnb-next").click()
+        page.wait_for_function(
+            "([el, text]) => el.textContent.startsWith(text)",
+            arg=[label.element_handle(), shown],
+            timeout=WIDGET_MS,
+        )
+    assert "store" in trace.locator(".qnb-op").first.inner_text()
+    assert out_canvas.evaluate("(c) => c.toDataURL()") != before
 
     cache = page.locator(".qnb-cacheview").first
     rows = cache.locator("tbody tr")

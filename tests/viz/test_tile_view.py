@@ -101,3 +101,66 @@ def test_decode_roundtrip():
     view = TileView(a)
     state = {"data": view.data, "shape": view.shape, "dtype": view.dtype}
     np.testing.assert_array_equal(decode(state), a)
+
+
+def drawn_axes(a):
+    """The matplotlib Axes a TileView's static PNG is drawn from."""
+    pytest.importorskip("matplotlib")
+    from qnb.viz import static_render
+
+    fig = static_render.new_figure(4, 4)
+    ax = fig.add_subplot()
+    static_render.draw_heatmap(ax, a, float(np.min(a)), float(np.max(a)))
+    return ax
+
+
+@pytest.mark.parametrize(
+    ("shape", "xticks", "yticks", "texts"),
+    [
+        ((16, 16), [0, 4, 8, 12], [0, 4, 8, 12], 256),
+        ((32, 24), [0, 4, 8, 12, 16, 20], [0, 4, 8, 12, 16, 20, 24, 28], 32 * 24),
+        ((48, 64), [0, 16, 32, 48], [0, 16, 32], 0),
+        ((20,), [0, 4, 8, 12, 16], [], 20),  # 1-D: one row, no row labels
+        ((4, 1024), list(range(0, 1024, 64)), [0], 0),  # at most 16 labels an axis
+    ],
+)
+def test_static_png_labels_indices_and_shows_values_up_to_32(shape, xticks, yticks, texts):
+    a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    ax = drawn_axes(a)
+    assert list(ax.get_xticks()) == xticks and list(ax.get_yticks()) == yticks
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(n) for n in xticks]
+    assert len(ax.texts) == texts
+
+
+def test_static_png_of_a_32x32_array_has_room_for_its_values():
+    pytest.importorskip("matplotlib")
+    import io
+
+    from matplotlib.image import imread
+
+    small = TileView(np.zeros((16, 16), np.float32))._static_png()
+    large = TileView(np.zeros((32, 32), np.float32))._static_png()
+    width = {name: imread(io.BytesIO(png)).shape[1] for name, png in [("s", small), ("l", large)]}
+    assert width["l"] > 1.7 * width["s"]  # about the same cell size as a 16x16 tile
+
+
+def test_html_table_labels_rows_and_columns():
+    view = TileView(np.zeros((20, 8), np.float32))
+    html = view._repr_mimebundle_()[0]["text/html"]
+    head = html.split("</tr>")[0]
+    assert ">0<" in head and ">4<" in head
+    assert ">8<" not in head  # 8 columns: 0 and 4 are labelled
+    assert html.count('text-align:right">16</th>') == 1  # row 16's label
+
+
+def test_static_png_of_a_1d_array_has_no_row_labels(monkeypatch):
+    pytest.importorskip("matplotlib")
+    from qnb.viz import static_render
+
+    axes = []
+    draw = static_render.draw_heatmap
+    monkeypatch.setattr(
+        static_render, "draw_heatmap", lambda ax, *a, **k: (axes.append(ax), draw(ax, *a, **k))
+    )
+    TileView(np.arange(20.0))._static_png()
+    assert list(axes[0].get_yticks()) == [] and list(axes[0].get_xticks()) == [0, 4, 8, 12, 16]

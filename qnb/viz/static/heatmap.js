@@ -91,7 +91,7 @@ function qnbDrawHeatmap(canvas, values, rows, cols, opts) {
     }
   }
   if (opts.showValues && cell >= 18) {
-    ctx.font = `${Math.min(11, Math.floor(cell / 3))}px monospace`;
+    ctx.font = `${Math.min(11, Math.floor(cell / 2.5))}px monospace`;
     ctx.textAlign = "center";
     ctx.textBaseline = "middle";
     for (let i = 0; i < rows; i++) {
@@ -161,13 +161,49 @@ function qnbIndexSpeller(ndim, slab) {
   return (i, j) => `${i}, ${j}`;
 }
 
+// Rows/columns between two tick labels: every 4 on arrays up to 32x32, else every 16
+// (a tile's edge), spread further where cells are too small for the labels to fit.
+function qnbTickStep(rows, cols, cell) {
+  let step = Math.max(rows, cols) <= 32 ? 4 : 16;
+  while (step * cell < 26) step *= 2;
+  return step;
+}
+
+// The canvas of a rows x cols heatmap with its indices: column numbers above, row
+// numbers on the left (none for a 1-D array, shown as one row). Labels are text, not
+// drawn, so the canvas and its hover coordinates stay as they are.
+function qnbWithTicks(canvas, rows, cols, cell, ndim) {
+  const step = qnbTickStep(rows, cols, cell);
+  const box = qnbElement("div", "qnb-axes");
+  const top = qnbElement("div", "qnb-ticks-top");
+  top.style.width = `${cols * cell}px`;
+  for (let j = 0; j < cols; j += step) {
+    const label = qnbElement("span", "qnb-tick", String(j));
+    label.style.left = `${j * cell + cell / 2}px`;
+    top.append(label);
+  }
+  const left = qnbElement("div", "qnb-ticks-left");
+  left.style.height = `${rows * cell}px`;
+  left.style.width = ndim === 1 ? "0px" : `${String(rows - 1).length * 0.65 + 0.2}em`;
+  if (ndim !== 1) {
+    for (let i = 0; i < rows; i += step) {
+      const label = qnbElement("span", "qnb-tick", String(i));
+      label.style.top = `${i * cell + cell / 2}px`;
+      left.append(label);
+    }
+  }
+  box.append(qnbElement("div", ""), top, left, canvas);
+  return box;
+}
+
 // Cell size that keeps the canvas within maxPx on its longer side.
 function qnbCellSize(rows, cols, maxPx, largest) {
   return Math.max(1, Math.min(largest, Math.floor(maxPx / Math.max(rows, cols))));
 }
 
 // A small self-contained heatmap (used for tiles and arrays in TraceView).
-// spec: {name, shape, dtype, data}; returns an element.
+// spec: {name, shape, dtype, data}; opts: title, maxPx, largest, showValues, regions,
+// batch, ticks (index labels). Returns an element.
 function qnbHeatmapBlock(spec, opts) {
   const values = qnbDecode(spec.data, spec.dtype);
   const shape = spec.shape.length === 1 ? [1, spec.shape[0]] : spec.shape;
@@ -184,7 +220,7 @@ function qnbHeatmapBlock(spec, opts) {
   });
   const readout = qnbElement("div", "qnb-readout", "\u00a0");
   qnbHover(canvas, readout, rows, cols, cell, slice, spec.name, qnbIndexSpeller(spec.shape.length, slab));
-  box.append(canvas, readout);
+  box.append(opts.ticks ? qnbWithTicks(canvas, rows, cols, cell, spec.shape.length) : canvas, readout);
   return box;
 }
 

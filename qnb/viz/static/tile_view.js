@@ -1,4 +1,5 @@
-// TileView front end: heatmap with values, colour bar, 16x16 grid, hover readout.
+// TileView front end: heatmap with values, index labels, colour bar, 16x16 grid, hover
+// readout.
 // State lives in the model (qnb/viz/tile_view.py); this only draws it.
 
 function render({ model, el }) {
@@ -29,14 +30,16 @@ function render({ model, el }) {
     const cols = shape[shape.length - 1];
     const slab = shape.length === 3 ? model.get("batch") : 0;
     const slice = values.subarray(slab * rows * cols, (slab + 1) * rows * cols);
-    const cell = qnbCellSize(rows, cols, 512, 34);
+    // up to 32x32 the cells stay large enough to hold their values
+    const cell = qnbCellSize(rows, cols, Math.max(rows, cols) <= 32 ? 704 : 512, 32);
     const canvas = document.createElement("canvas");
     canvas.className = "qnb-heatmap";
     qnbDrawHeatmap(canvas, slice, rows, cols, {
       cell, showValues: true, vmin: model.get("vmin"), vmax: model.get("vmax"),
     });
     const [vmin, vmax] = qnbRange(values, model.get("vmin"), model.get("vmax"));
-    body.append(canvas, qnbColourBar(vmin, vmax, Math.min(rows * cell, 256)));
+    body.append(qnbWithTicks(canvas, rows, cols, cell, shape.length),
+                qnbColourBar(vmin, vmax, Math.min(rows * cell, 256)));
     const readout = qnbElement("div", "qnb-readout", "\u00a0");
     qnbHover(canvas, readout, rows, cols, cell, slice, title || "a", qnbIndexSpeller(shape.length, slab));
     el.append(body, readout);

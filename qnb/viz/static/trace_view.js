@@ -75,14 +75,14 @@ function render({ model, el }) {
     const regions = model.get("regions");
     const legend = qnbElement("div", "qnb-op");
     legend.append(qnbElement("span", "qnb-legend-read", "\u25a0 read "),
-                  qnbElement("span", "qnb-legend-write", " \u25a0 written"), document.createTextNode(" by this step"));
+                  qnbElement("span", "qnb-legend-write", " \u25a0 written"), document.createTextNode(" by this step; arrays as they were at this step"));
     const row = qnbElement("div", "qnb-row qnb-arrays");
     for (const a of model.get("arrays")) {
       const mine = regions.filter((r) => r.array === a.name);
       const batch = a.shape.length === 3 ? (mine.find((r) => r.batch !== null) || { batch: 0 }).batch : 0;
       const shown = mine.filter((r) => r.batch === null || r.batch === batch);
       const title = a.shape.length === 3 ? `${a.name}[${batch}]` : a.name;
-      row.append(qnbHeatmapBlock(a, { title, maxPx: 256, largest: 16, regions: shown, batch }));
+      row.append(qnbHeatmapBlock(a, { title, maxPx: 256, largest: 16, regions: shown, batch, ticks: true }));
     }
     body.append(legend, row);
   }
