@@ -275,7 +275,10 @@ class _Executor:
         self.aliased: set[str] = set()
         self.array_list = [a for a, _ in arrays.values()]
         for name, t in kernel.locals.items():
-            self.env[name] = np.zeros((1, *t.shape), t.dtype.numpy)
+            if name in scalars:  # a scalar parameter the body reassigns starts as passed
+                self.env[name] = scalars[name].astype(t.dtype.numpy).reshape(1, *t.shape)
+            else:
+                self.env[name] = np.zeros((1, *t.shape), t.dtype.numpy)
         self.consts = {}
 
     # ------------------------------------------------------------------ statements

@@ -193,3 +193,22 @@ def test_a_store_the_same_in_every_program_inside_a_branch(backend_name):
     want_m[3:19, 2:18], want_v[2:18] = 5.0, 6.0
     np.testing.assert_array_equal(m, want_m)
     np.testing.assert_array_equal(v, want_v)
+
+
+PARAMS, _ = define("""
+    @qnb.kernel
+    def reassigned(x, n: qnb.i32, s: qnb.f32):
+        n = min(n, x.shape[0])
+        for i in range(n):
+            x[i] = s
+        s += 0.5
+        x[7] = s
+    """)
+
+
+def test_a_scalar_parameter_the_kernel_reassigns_starts_as_passed(backend_name):
+    # (the cpu backend, the oracle, started such a parameter at 0)
+    x = np.zeros(8, np.float32)
+    with qnb.backend(backend_name):
+        PARAMS["reassigned"](x, 5, 2.0)
+    np.testing.assert_array_equal(x, [2, 2, 2, 2, 2, 0, 0, 2.5])
