@@ -143,7 +143,17 @@ def add_bounds_checks(kernel: ir.KernelIR) -> tuple[ir.KernelIR, list[Check]]:
             new = ir.For(stmt.loc, stmt.var, stmt.start, stmt.stop, stmt.step, body(stmt.body))
             return guarded(new, [stmt.start, stmt.stop, stmt.step])
         if isinstance(stmt, ir.While):
-            return guarded(ir.While(stmt.loc, stmt.cond, body(stmt.body)), [stmt.cond])
+            tests = guarded(None, [stmt.cond])[:-1]
+            if not tests:
+                return [ir.While(stmt.loc, stmt.cond, body(stmt.body))]
+            # The condition runs before every iteration, so must its checks:
+            # ``while True: <checks>; if not cond: break; <body>``.
+            loc = stmt.loc
+            stop = ir.If(
+                loc, ir.Unary(ir.scalar(bool_), loc, "not", stmt.cond), [ir.Break(loc)], []
+            )
+            always = ir.Const(ir.scalar(bool_), loc, True)
+            return [ir.While(loc, always, [*tests, stop, *body(stmt.body)])]
         if isinstance(stmt, ir.Assign):
             return guarded(stmt, [stmt.value])
         if isinstance(stmt, ir.StoreWindow | ir.VecStore | ir.ArrayStore):

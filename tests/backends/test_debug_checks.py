@@ -32,6 +32,17 @@ BAD = {
         5,
         "index out of range",
     ),
+    "while condition, a later test": (  # checked before every test, not only the first
+        """
+        @qnb.kernel(debug=True)
+        def k(x, out):
+            i = qnb.program_id(0)
+            while x[i, 0] > 0.0:
+                i += 1
+        """,
+        5,
+        "index out of range",
+    ),
     "tile index": (
         """
         @qnb.kernel(debug=True)
