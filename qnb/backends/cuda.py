@@ -37,6 +37,8 @@ from qnb.backends.base import (
     Options,
     argument_error,
     check_dims,
+    memory_key,
+    refuse_partial_overlap,
     require_writable,
 )
 from qnb.errors import BackendError, CompileError, QnbTypeError
@@ -320,7 +322,7 @@ class _Words:
 def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words):
     """CuPy launch arguments for ``args``, and (host, device) pairs to copy back after.
     A NumPy array passed for several parameters is copied once: one memory, as on cpu."""
-    values, write_back, copied = [], [], {}
+    values, write_back, copied, host = [], [], {}, []
     for step, value in zip(plan, args):
         if step[0] == "scalar":
             values.append(step[2](value))
@@ -334,10 +336,12 @@ def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words):
             check_dims(name, value.shape)  # before a copy of a huge array
             if stored:
                 require_writable(name, value)
-            device = copied.get(id(value))
+            host.append((name, value, stored))
+            key = memory_key(value)  # one memory passed twice (x, or x and x[:]): one copy
+            device = copied.get(key)
             if device is None:
-                device = copied[id(value)] = cupy.asarray(np.ascontiguousarray(value))
-            if stored and all(host is not value for host, _ in write_back):
+                device = copied[key] = cupy.asarray(np.ascontiguousarray(value))
+            if stored and all(memory_key(h) != key for h, _ in write_back):
                 write_back.append((value, device))
         elif isinstance(value, DeviceArray):
             raise argument_error(
@@ -363,6 +367,8 @@ def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words):
             )
         values.append(device)
         values += words(name, device.shape)
+    if len(host) > 1:
+        refuse_partial_overlap("cuda", host)
     return values, write_back
 
 

@@ -26,6 +26,8 @@ from qnb.backends.base import (
     Options,
     argument_error,
     check_dims,
+    memory_key,
+    refuse_partial_overlap,
     require_writable,
 )
 from qnb.backends.wgsl import WgslRenderer
@@ -437,7 +439,7 @@ class _Launcher:
         for slot, pos, axis in self.dim_words:
             words[slot] = args[pos].shape[axis]
         self.grid_words[:] = grid
-        buffers, write_back, copied = [], [], {}
+        buffers, write_back, copied, host = [], [], {}, []
         for pos, spec in self.array_args:
             value = args[pos]
             if isinstance(value, WgpuDeviceArray):
@@ -445,14 +447,18 @@ class _Launcher:
             elif isinstance(value, np.ndarray):
                 if spec["stored"]:
                     require_writable(spec["name"], value)
-                # The same array passed twice is one buffer, as it is one memory on cpu.
-                if id(value) not in copied:
-                    copied[id(value)] = self._copy_in(spec, value, write_back)
+                host.append((spec["name"], value, spec["stored"]))
+                # One memory passed twice (x, or x and x[:]) is one buffer, as on cpu.
+                key = memory_key(value)
+                if key not in copied:
+                    copied[key] = self._copy_in(spec, value, write_back)
                 elif (
-                    spec["stored"] and value.size and all(v is not value for v, _, _ in write_back)
+                    spec["stored"]
+                    and value.size
+                    and all(memory_key(v) != key for v, _, _ in write_back)
                 ):
-                    write_back.append((value, copied[id(value)], _storage_bytes(value)))
-                buffers.append(copied[id(value)])
+                    write_back.append((value, copied[key], _storage_bytes(value)))
+                buffers.append(copied[key])
             else:
                 raise argument_error(
                     QnbTypeError,
@@ -460,6 +466,8 @@ class _Launcher:
                     f"kernel {self.name!r}: {type(value).__name__} is not an array "
                     "the wgpu backend can use (pass a NumPy array or qnb.to_device(x))",
                 )
+        if len(host) > 1:
+            refuse_partial_overlap("wgpu", host)
         if 0 in grid:
             return
         packed = words.tobytes()

@@ -68,3 +68,14 @@ def test_a_strided_device_array_and_a_foreign_object_are_refused():
         cuda._launch_arguments(
             PLAN, [[1.0], 1.0, _DeviceArray((3,), np.int32)], CUPY, cuda._Words()
         )
+
+
+def test_numpy_views_are_not_refused_before_their_copy_when_read_only():
+    from qnb.backends.base import memory_key, refuse_partial_overlap
+
+    a = np.zeros(6, np.float32)
+    assert memory_key(a) == memory_key(a[:]) != memory_key(a[1:])
+    refuse_partial_overlap("cuda", [("x", a[:-1], False), ("y", a[1:], False)])  # reads only
+    with pytest.raises(qnb.BackendError, match="overlapping parts") as info:
+        refuse_partial_overlap("cuda", [("x", a[:-1], False), ("y", a[1:], True)])
+    assert info.value.param == "y"

@@ -103,3 +103,33 @@ def test_one_array_passed_for_two_parameters_is_one_memory(backend_name, how):
         a = np.ones((17, 17), np.float32)
         _run(backend_name, "through_another_name", a, x, out)
         np.testing.assert_array_equal(out, np.ones((16, 16), np.float32))
+
+
+VIEWS, _ = define("""
+    @qnb.kernel
+    def element_through_two(x, y):
+        y[0] = 42.0
+        y[1] = x[0]
+    """)
+
+
+def test_a_view_of_the_whole_array_is_the_same_memory(backend_name):
+    a = np.zeros(4, np.float32)
+    with qnb.backend(backend_name):
+        VIEWS["element_through_two"](a, a[:])
+    np.testing.assert_array_equal(a, [42, 42, 0, 0])
+
+
+def test_partly_overlapping_arrays_are_refused_on_the_gpus(backend_name):
+    # Two copies on a device cannot stay one memory: the GPU backends say so (by the
+    # parameter) instead of losing a store; the cpu backend runs it.
+    a = np.zeros(6, np.float32)
+    if backend_name == "cpu":
+        VIEWS["element_through_two"](a[:-1], a[1:])
+        np.testing.assert_array_equal(a, [0, 42, 0, 0, 0, 0])
+        return
+    overlap = "'x' and 'y' are overlapping parts"
+    with pytest.raises(qnb.BackendError, match=overlap) as info, qnb.backend(backend_name):
+        VIEWS["element_through_two"](a[:-1], a[1:])
+    assert info.value.lineno is not None  # at the kernel's def line (parameter y)
+    assert (a == 0).all()

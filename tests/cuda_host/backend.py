@@ -40,6 +40,8 @@ from qnb.backends.base import (
     Options,
     argument_error,
     check_dims,
+    memory_key,
+    refuse_partial_overlap,
     require_writable,
 )
 from qnb.backends.cuda import _argument_plan, check_array_kind, dispatch
@@ -248,7 +250,7 @@ class CudaHostBackend(Backend):
 
         def launch(grid: tuple[int, int, int], args: list) -> None:
             grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-            keep, guarded, write_back, copied = [], [], [], {}
+            keep, guarded, write_back, copied, hosts = [], [], [], {}, []
             for step, value in zip(plan, args):
                 if step[0] == "scalar":
                     keep.append(np.array([value], step[2]))
@@ -265,14 +267,18 @@ class CudaHostBackend(Backend):
                 check_dims(name, host.shape)
                 if stored:
                     require_writable(name, host)
-                buffer = copied.get(id(host))  # one array for two parameters: one copy
+                hosts.append((name, host, stored))
+                key = memory_key(host)  # one memory for two parameters: one copy
+                buffer = copied.get(key)
                 if buffer is None:
-                    buffer = copied[id(host)] = _Guarded(name, host)
+                    buffer = copied[key] = _Guarded(name, host)
                     guarded.append(buffer)
                 keep.append(np.array([buffer.pointer()], np.uintp))
                 keep += [np.array([n], np.int32) for n in host.shape]
-                if stored and all(h is not host for h, _ in write_back):
+                if stored and all(memory_key(h) != key for h, _ in write_back):
                     write_back.append((host, buffer))
+            if len(hosts) > 1:
+                refuse_partial_overlap("cuda-host", hosts)
             pointers = (ctypes.c_void_p * max(len(keep), 1))(*(k.ctypes.data for k in keep))
             blocks = dispatch(grid, per_block)  # the cuda backend's, limits and folding
             if min(grid) > 0:
