@@ -168,6 +168,27 @@ def build(source: str, entry: str, abi: list[dict], threads: int) -> ctypes.CDLL
     return ctypes.CDLL(str(compile_once(text, entry, flags)))
 
 
+def nvrtc_check(source: str, entry: str, options: Options) -> None:
+    """The same text through NVRTC to a cubin for sm_90 (once per text, where NVRTC and
+    its headers are installed): every kernel a test runs on cuda-host also compiles for a
+    GPU, so g++'s view of the code cannot hide what NVRTC rejects. A rejection raises
+    CompileError, and the test fails."""
+    from qnb.backends import cuda
+
+    try:
+        cuda.nvrtc_version()
+        cuda.include_dirs()
+    except BackendError:
+        return  # (test_cuda_compile.py says why NVRTC is missing, or fails in CI)
+    key = "\0".join([source, repr(options.as_component()), cuda.nvrtc_version()])
+    marker = BUILD / f"nvrtc-{hashlib.sha256(key.encode()).hexdigest()[:24]}.ok"
+    if marker.exists():
+        return
+    cuda.nvrtc_compile(source, "sm_90", options, name=f"{entry}.cu")
+    BUILD.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+
+
 class HostDeviceArray(DeviceArray):
     """``qnb.to_device`` under cuda-host: the array stays in host memory."""
 
@@ -229,6 +250,7 @@ class CudaHostBackend(Backend):
             "programs_per_block": rendered.programs_per_block,
         }
         self._build(text)  # a compile error shows here
+        nvrtc_check(rendered.text, rendered.entry, options)
         return Artifact(text=text)
 
     @staticmethod
