@@ -23,7 +23,7 @@ from qnb.backends import registry as _backends
 from qnb.backends.base import FAST_ARRAY_TYPES, DeviceArray, Options
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
 from qnb.errors import QnbCaptureError, QnbError, QnbIndexError, QnbSyntaxError, QnbTypeError
-from qnb.frontend.capture import Captures, canonical, classify, describe
+from qnb.frontend.capture import Captures, canonical, classify, describe, intrinsic_name
 from qnb.frontend.checks import add_bounds_checks
 from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
@@ -557,6 +557,12 @@ class Kernel:
                     continue  # qnb.f32 and friends: the language itself (the `qnb` component)
                 if kind[0] == "const":
                     resolved.captured[prefix + ".".join(chain)] = kind[1]
+                elif kind[0] == "intrinsic" and getattr(value, "__name__", None) != chain[-1]:
+                    # reached under another name (OP = max): the key says which one it is
+                    resolved.captured[prefix + ".".join(chain)] = [
+                        "intrinsic",
+                        intrinsic_name(value),
+                    ]
                 elif kind[0] == "callable":
                     visit(value._qnb_parsed, value._qnb_captures, False)
                 elif kind[0] == "undefined":

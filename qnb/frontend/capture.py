@@ -203,11 +203,10 @@ def canonical(value):
         return ["bool", value]
     if isinstance(value, enum.Enum):
         kind = type(value)
-        return [
-            "enum",
-            f"{kind.__module__}.{kind.__qualname__}.{value.name}",
-            canonical(value.value),
-        ]
+        member_value = canonical(value.value)
+        if member_value is None and value.value is not None:  # Enum('A', [list]): not a
+            return None  # constant; qnb.static(M.value[0]) could read what the key lacks
+        return ["enum", f"{kind.__module__}.{kind.__qualname__}.{value.name}", member_value]
     if isinstance(value, int):
         return ["int", int(value)]
     if isinstance(value, float):
@@ -289,10 +288,23 @@ def classify(owner: ParsedFunction, chain: tuple[str, ...], value):
     )
 
 
+def intrinsic_name(value) -> str:
+    """What an intrinsic is, for the cache key when a kernel reaches it under another name
+    (``OP = max``, ``F = np.exp``): rebinding ``OP`` to ``min`` must change the key."""
+    tag = getattr(value, "_qnb_intrinsic", None) or foreign_intrinsic(value)
+    if isinstance(tag, str):
+        return tag
+    module = getattr(value, "__module__", None) or type(value).__module__
+    qualname = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    return f"{module}.{qualname}" if qualname else repr(value)
+
+
 # Library functions whose result does not depend on their arguments alone (files, the
-# process, uninitialised memory, random state): a cache key cannot stand for their result.
+# process, uninitialised memory, random state, attributes of objects the key does not
+# hold): a cache key cannot stand for their result.
 _IMPURE_NAMES = frozenset(
     {
+        "builtins.getattr", "builtins.hasattr", "builtins.setattr", "builtins.delattr",
         "builtins.open", "builtins.input", "builtins.eval", "builtins.exec",
         "builtins.compile", "builtins.__import__", "builtins.globals", "builtins.locals",
         "builtins.vars", "builtins.id", "builtins.hash", "builtins.breakpoint",

@@ -331,9 +331,18 @@ def _is_static_call(node: ast.Call) -> bool:
 
 
 def _local_names(tree: ast.FunctionDef) -> set[str]:
+    """The function's own names: its parameters and every name it assigns, but not a
+    comprehension's loop variables (inside ``qnb.static(...)``), which live in the
+    comprehension's own scope, as in Python."""
+    own_scope = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+            for generator in node.generators:
+                own_scope.update(id(n) for n in ast.walk(generator.target))
     names = {a.arg for a in tree.args.args}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        stored = isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+        if stored and id(node) not in own_scope:
             names.add(node.id)
     return names
 

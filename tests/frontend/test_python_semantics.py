@@ -839,3 +839,68 @@ def test_static_refuses_functions_no_key_can_follow(cpu):
         )
         assert f"uses {name!r}" in err.message and "inside qnb.static(...)" in err.message
         assert err.lineno == 4
+
+
+# ---- what a kernel reads must be in its key (each of these served a stale kernel)
+
+
+def test_an_intrinsic_under_another_name_enters_the_key(cpu):
+    scope, _ = define("@qnb.kernel\ndef k(x):\n    x[0] = OP(x[1], x[2])\n", {"OP": max})
+    k = scope["k"]
+    x = np.array([0, 1, 5], np.float32)
+    k(x)
+    assert x[0] == 5
+    scope["OP"] = min  # as a later notebook cell would
+    x = np.array([0, 1, 5], np.float32)
+    k(x)
+    assert x[0] == 1
+    event = qnb.cache.events()[-1]
+    assert event.outcome == "miss" and "captured.OP" in event.reason
+
+
+def test_static_refuses_getattr_on_a_module(cpu):
+    import types
+
+    cfg = types.ModuleType("cfg")
+    cfg.SCALE = 2.0
+    err = launch_error(
+        """
+        @qnb.kernel
+        def k(x):
+            x[0] = qnb.static(getattr(cfg, "SCALE"))
+        """,
+        np.zeros(2, np.float32),
+        error=qnb.QnbCaptureError,
+        namespace={"cfg": cfg},
+    )
+    assert "'getattr'" in err.message and "qnb.static" in err.message
+
+
+def test_an_enum_member_whose_value_is_not_a_constant_is_refused(cpu):
+    import enum
+
+    class Mode(enum.Enum):
+        A = [2.0]
+
+    err = launch_error(
+        "@qnb.kernel\ndef k(x):\n    x[0] = qnb.static(M.value[0])\n",
+        np.zeros(2, np.float32),
+        error=qnb.QnbCaptureError,
+        namespace={"M": Mode.A},
+    )
+    assert "'M.value'" in err.message or "'M'" in err.message
+
+
+def test_a_comprehension_variable_in_static_has_its_own_scope(cpu):
+    k = kernel(
+        """
+        @qnb.kernel
+        def k(x):
+            s = qnb.static(sum(N for N in range(3)))
+            x[0] = N + s
+        """,
+        {"N": 2.0},
+    )
+    x = np.zeros(2, np.float32)
+    k(x)
+    assert x[0] == 5.0
