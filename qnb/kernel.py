@@ -557,8 +557,11 @@ class Kernel:
                     continue  # qnb.f32 and friends: the language itself (the `qnb` component)
                 if kind[0] == "const":
                     resolved.captured[prefix + ".".join(chain)] = kind[1]
-                elif kind[0] == "intrinsic" and getattr(value, "__name__", None) != chain[-1]:
-                    # reached under another name (OP = max): the key says which one it is
+                elif (
+                    kind[0] == "intrinsic"
+                    and len(chain) == 1
+                    and getattr(value, "__name__", None) != chain[0]
+                ):  # a plain name bound to an intrinsic (OP = max): the key says which one
                     resolved.captured[prefix + ".".join(chain)] = [
                         "intrinsic",
                         intrinsic_name(value),
