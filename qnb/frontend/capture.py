@@ -281,6 +281,15 @@ def classify(owner: ParsedFunction, chain: tuple[str, ...], value):
         )
     if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
         hint = "decorate it with @qnb.func to call it from a kernel"
+    elif isinstance(value, list):
+        hint = "make it a tuple (a constant the kernel can bake in), or pass it as an array"
+    elif isinstance(value, np.ndarray):
+        hint = "pass it as a parameter"
+    elif len(chain) > 1 or not isinstance(value, type):
+        hint = (
+            "bind the value it holds to a global constant, pass it as a parameter "
+            "(qnb.Template for a compile-time value), or pass an array"
+        )
     else:
         hint = "pass it as a parameter"
     raise QnbCaptureError(

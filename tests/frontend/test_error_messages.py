@@ -132,3 +132,19 @@ def test_a_name_bound_differently_on_two_paths_says_what_it_holds():
     err = error_of("p = 3; if x[0, 0] > 0:;     p = (1, 2); y[0, 0] = p[0]", qnb.QnbTypeError)
     assert "'p' is bound to the tuple (1, 2)" in err.message, err.message
     assert "an array, a tuple, a dtype" not in err.message
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "body", "hint"),
+    [
+        ("L", [1, 2], "x[0, 0] = L[0]", "make it a tuple"),
+        ("ns", __import__("types").SimpleNamespace(flag=True), "x[0, 0] = 1.0 if ns.flag else 0.0",
+         "bind the value it holds to a global constant"),
+        ("A", np.ones(3), "x[0, 0] = A[0]", "pass it as a parameter"),
+    ],
+)  # fmt: skip
+def test_a_capture_error_says_what_to_do_with_that_kind_of_value(name, value, body, hint):
+    scope, _ = define(f"@qnb.kernel\ndef k(x):\n    {body}\n", {name: value})
+    with pytest.raises(qnb.QnbCaptureError) as info:
+        scope["k"](np.zeros((2, 2), np.float32))
+    assert info.value.message.endswith(hint) or hint in info.value.message
