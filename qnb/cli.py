@@ -30,6 +30,11 @@ OPTIONAL_PACKAGES = (
 )
 
 
+# The exit status of a command whose reader went away (`qnb cache list | head -3`): that
+# of a process ended by SIGPIPE, as the shell reports it (128 + 13).
+BROKEN_PIPE_STATUS = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``qnb`` console script and of ``python -m qnb``."""
     parser = _build_parser()
@@ -37,7 +42,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return args.handler(args)
+    try:
+        status = args.handler(args)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught
+    except BrokenPipeError:
+        # The reader stopped reading (`| head`): end quietly. What is left in stdout's
+        # buffer goes to devnull, so the flush at exit does not fail again (Python's
+        # documentation, "Note on SIGPIPE").
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE_STATUS
+    return status
 
 
 def _build_parser() -> argparse.ArgumentParser:

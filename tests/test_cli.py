@@ -167,3 +167,28 @@ def test_cache_list_and_explain_skip_a_deeply_nested_entry(tmp_path):
     explained = run_qnb("cache", "explain", "k", cache_dir=tmp_path)
     assert explained.returncode == 1 and "no entries for kernel 'k'" in explained.stdout
     assert "Traceback" not in listed.stderr + explained.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-m", "qnb", "cache", "list"],
+        ["-m", "qnb", "cache", "explain", "k"],
+        ["-m", "qnb", "doctor"],
+        ["-m", "qnb.cache.cli", "list"],
+    ],
+)
+def test_a_closed_stdout_ends_quietly(tmp_path, command):
+    """`qnb cache list | head -3`: the reader went away; no BrokenPipeError traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to stdout fails with EPIPE
+    env = dict(os.environ, QNB_CACHE_DIR=str(tmp_path))
+    try:
+        result = subprocess.run(
+            [sys.executable, *command], stdout=write_end, stderr=subprocess.PIPE, text=True,
+            env=env, timeout=180,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert result.stderr == ""
+    assert result.returncode == 141  # as for a process ended by SIGPIPE

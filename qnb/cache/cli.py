@@ -86,5 +86,7 @@ def run(argv: list[str], out=None, err=None) -> int:
     return 2
 
 
-if __name__ == "__main__":
-    raise SystemExit(run(sys.argv[1:]))
+if __name__ == "__main__":  # as `qnb cache ...`, which also ends quietly on a closed pipe
+    from qnb.cli import main
+
+    raise SystemExit(main(["cache", *sys.argv[1:]]))

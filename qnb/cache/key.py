@@ -147,7 +147,9 @@ def _components_of(key: CacheKey | Mapping[str, Any]) -> Mapping[str, Any]:
 
 def diff(old: CacheKey | Mapping[str, Any], new: CacheKey | Mapping[str, Any]) -> list[Difference]:
     """How ``new`` differs from ``old``, component by component (in key order) and,
-    for dict-valued components, entry by entry (in sorted entry order)."""
+    for dict-valued components, entry by entry: ``name`` first (a backend switch
+    reads ``backend.name: wgpu → cpu`` before the adapter details that follow from
+    it), then the others sorted."""
     old_components, new_components = _components_of(old), _components_of(new)
     differences: list[Difference] = []
     for component in COMPONENTS:
@@ -156,13 +158,17 @@ def diff(old: CacheKey | Mapping[str, Any], new: CacheKey | Mapping[str, Any]) -
         if _same(before, after):
             continue
         if component in DICT_COMPONENTS and isinstance(before, dict) and isinstance(after, dict):
-            for name in sorted(set(before) | set(after)):
+            for name in sorted(set(before) | set(after), key=_entry_order):
                 entry_before, entry_after = before.get(name, ABSENT), after.get(name, ABSENT)
                 if not _same(entry_before, entry_after):
                     differences.append(Difference(component, name, entry_before, entry_after))
         else:
             differences.append(Difference(component, None, before, after))
     return differences
+
+
+def _entry_order(name: str) -> tuple[bool, str]:
+    return name != "name", name
 
 
 def count_differing_components(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[int, int]:
@@ -276,7 +282,7 @@ def _render_tagged(value: list | tuple) -> str | None:
         return None
     if tag == "str" and isinstance(payload, str):
         return repr(payload)
-    if tag == "library" and isinstance(payload, str):  # a function qnb.static(...) calls
+    if tag in ("library", "intrinsic") and isinstance(payload, str):  # a function, by name
         return payload
     if tag in ("none", "None") and payload is None:
         return "None"

@@ -115,7 +115,7 @@ def bench(
     # A traceback through the expression shows its text (as it does for a cell's).
     linecache.cache[BENCH_FILENAME] = (len(expr), None, [expr + "\n"], BENCH_FILENAME)
     syncs: list[Callable[[], None]] = []
-    backends: list[str] = []
+    backends: list[str] = []  # those the first run launched on (none: no qnb launch)
 
     def first() -> float:
         """The first run: its cache events name the backends to wait for."""
@@ -157,8 +157,10 @@ def bench(
         while len(times) < MAX_RUNS and (len(times) < MIN_RUNS or sum(times) < TARGET_SECONDS):
             times.append(once())
     estimate = ""
-    if nbytes is None or flops is None:
+    if backends and (nbytes is None or flops is None):  # estimates are for qnb launches only
         kernel, args = _launch_parts(expr, namespace)
+        if not isinstance(kernel, qnb.Kernel):  # e.g. a function of the user's that launches
+            args = []
         arrays = [a for a in args if hasattr(a, "nbytes") and hasattr(a, "shape")]
         if nbytes is None and arrays:
             nbytes = float(sum(a.nbytes for a in arrays))

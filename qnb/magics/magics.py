@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import functools
 import importlib
 import inspect
+import itertools
 import linecache
 import os
 import shlex
@@ -30,6 +32,11 @@ from qnb.viz.events import event_detail, status_line
 LANGUAGES = ("ir", "cuda", "wgsl")
 REASON_CHARS = 80  # a status line's reason, at most (%qcache explain NAME has it all)
 
+# Every %%qkernel cell file name given out in this process. Kernels, errors and traces
+# keep their cell's name, so a name is never given twice: not after %reload_ext qnb
+# (a new QnbMagics), not when a cell runs twice under one execution count.
+_CELL_NAMES: set[str] = set()
+
 
 def _is_kernel(value) -> bool:
     kernel_type = getattr(qnb, "Kernel", None)
@@ -40,10 +47,6 @@ def _is_kernel(value) -> bool:
 
 @magics_class
 class QnbMagics(Magics):
-    def __init__(self, shell=None, **kwargs):
-        super().__init__(shell, **kwargs)
-        self._cells = 0
-
     # ----------------------------------------------------------------------------- qkernel
 
     @magic_arguments()
@@ -79,10 +82,18 @@ class QnbMagics(Magics):
         why, where a compile or a disk load was not the kernel's first in this process
         (what changed in its key, e.g. ``(captured.ALPHA: 2.0 → 3.0)``).
 
+        The cell runs under the file name ``<qkernel-cell-In[N]>``, N its execution
+        count (``-2``, ``-3``… follow where a name would be reused; a cell run without
+        an In[N] of its own is ``<qkernel-cell-1>``, ``<qkernel-cell-2>``…).
+
         When a function's definition fails (an unsupported construct, say), its name is
         bound to a :class:`FailedDefinition`: calling or launching it raises the same
         error again, naming the cell's line, so the kernel an earlier run of the cell
         defined is never run by mistake. Fix the cell and run it again.
+
+        Every kernel of the cell is compiled and gets its status line, a failed one
+        too (what failed, and where); then the cell fails with the first error: one
+        that stopped the cell's code, else the first failed definition or compile.
         """
         args = parse_argstring(self.qkernel, line)
         # Line 1 of the cell as the user sees it is "%%qkernel ...": a blank line in its
@@ -91,16 +102,40 @@ class QnbMagics(Magics):
         filename = self._register_cell(cell)
         try:
             with self._cell_settings(args):
-                result, kernels = self._run_cell(cell, filename, args.backend)
-                for kernel in kernels:
-                    self._compile_and_report(kernel, args)
+                ran = self._run_cell(cell, filename, args.backend)
+                failures = [ran.error] if ran.error is not None else []
+                for name, value in ran.functions.items():
+                    if isinstance(value, FailedDefinition):
+                        print(_failure_line(name, "definition", value.error, filename))
+                        failures.append(value.error)
+                        continue
+                    try:
+                        self._compile_and_report(value, args)
+                    except qnb.QnbError as err:
+                        print(_failure_line(name, "compile", err, filename))
+                        failures.append(err)
         except qnb.QnbError as err:
-            raise show_error(err) from None
-        return result
+            raise _shown(err, filename) from None
+        if failures:
+            error = failures[0]
+            raise _shown(error, filename) if isinstance(error, qnb.QnbError) else error
+        return ran.result
 
     def _register_cell(self, cell: str) -> str:
-        self._cells += 1
-        filename = f"<qkernel-cell-{self._cells}>"
+        """A file name for the cell, never given before in this process, that says which
+        cell it is: ``<qkernel-cell-In[N]>``, N the cell's execution count."""
+        # The running cell's own count: shell.execution_count has moved on to the next.
+        running = getattr(getattr(self.shell, "displayhook", None), "exec_result", None)
+        count = getattr(running, "execution_count", None)
+        counted = getattr(getattr(running, "info", None), "store_history", False)
+        if counted and isinstance(count, int):
+            names = (
+                f"<qkernel-cell-In[{count}]{f'-{n}' if n > 1 else ''}>" for n in itertools.count(1)
+            )
+        else:  # no In[N] to name
+            names = (f"<qkernel-cell-{n}>" for n in itertools.count(1))
+        filename = next(n for n in names if n not in _CELL_NAMES and n not in linecache.cache)
+        _CELL_NAMES.add(filename)
         # mtime None: linecache.checkcache keeps the entry (as for IPython's own cells).
         linecache.cache[filename] = (len(cell), None, cell.splitlines(keepends=True), filename)
         return filename
@@ -114,11 +149,12 @@ class QnbMagics(Magics):
                 stack.enter_context(_environment("QNB_ALWAYS_COMPILE", "1"))
             yield
 
-    def _run_cell(self, cell: str, filename: str, backend: str | None):
+    def _run_cell(self, cell: str, filename: str, backend: str | None) -> _CellRun:
         """Run the cell in the user namespace; make its plain functions kernels (on
         ``backend`` by default, if given). Returns the value of a final expression (shown
-        as the cell's result) and the kernels the cell defines. A function whose
-        definition fails is bound to a FailedDefinition, and the error raised."""
+        as the cell's result), the kernels the cell defines and the error that stopped
+        its code, if one did. A function whose definition fails is bound to a
+        FailedDefinition (the kernels it defined before such an error are kept)."""
         try:
             tree = ast.parse(cell, filename)
         except SyntaxError as err:
@@ -136,24 +172,27 @@ class QnbMagics(Magics):
         # dont_inherit: this module's own `from __future__ import annotations` must not
         # turn the cell's annotations into strings.
         code = compile(tree, filename, "exec", dont_inherit=True)
+        failed = {}
         try:
             _run(code, namespace, filename, self.shell)
         except Exception as err:
             if isinstance(err, qnb.QnbError):  # a decorator (@qnb.kernel) refused its function
                 name = _failed_definition(tree, err, filename, namespace)
                 if name is not None:
-                    namespace[name] = FailedDefinition(name, err)
-            _make_kernels(defined, namespace, filename, backend)  # those defined before it
-            raise
-        kernels, failures = _make_kernels(defined, namespace, filename, backend)
-        if failures:  # every other function of the cell is a kernel now
-            raise failures[0]
+                    failed[name] = namespace[name] = FailedDefinition(name, err)
+                    show_error(err)  # at the definition: the line and caret say it all
+            functions = _make_kernels(defined, namespace, filename, backend, failed)
+            return _CellRun(None, functions, err)  # (the kernels defined before the error)
+        functions = _make_kernels(defined, namespace, filename, backend, failed)
         result = None
-        if last is not None:
+        if last is not None and not failed:  # (it may use a function that failed)
             expression = ast.Expression(last.value)
             code = compile(expression, filename, "eval", dont_inherit=True)
-            result = _run(code, namespace, filename, self.shell)
-        return result, list(kernels.values())
+            try:
+                result = _run(code, namespace, filename, self.shell)
+            except Exception as err:
+                return _CellRun(None, functions, err)
+        return _CellRun(result, functions, None)
 
     def _compile_and_report(self, kernel, args) -> None:
         name = getattr(kernel, "name", "kernel")
@@ -215,6 +254,8 @@ class QnbMagics(Magics):
             if not args.name:
                 raise UsageError("%qcache explain needs a kernel name: %qcache explain NAME")
             target = self.shell.user_ns.get(args.name, args.name)
+            if isinstance(target, FailedDefinition):  # then its name's history, if any
+                print(_failure_line(args.name, "its last %%qkernel definition", target.error, ""))
             print(qnb.cache.explain(target if _is_kernel(target) else args.name))
 
     # ---------------------------------------------------------------------------- qbackend
@@ -259,8 +300,9 @@ class QnbMagics(Magics):
         [-b BACKEND] [--] EXPR``.
 
         Runs EXPR (after warm-up runs) with a device sync after each, and prints the
-        median time, and GB/s and GFLOP/s where bytes and flops are known or can be
-        estimated from the array arguments. ``-o`` returns the :class:`BenchResult`
+        median time, and GB/s and GFLOP/s where bytes and flops are given (``--bytes``,
+        ``--flops``) or, for a kernel launch ``k[grid](...)``, estimated from its array
+        arguments (anything else is timed only). ``-o`` returns the :class:`BenchResult`
         (its ``times`` hold every run's seconds).
         """
         options, expr = _split_options(self.qbench, line)
@@ -288,7 +330,7 @@ class QnbMagics(Magics):
                     flops=args.flops,
                 )
         except qnb.QnbError as err:
-            raise show_error(err) from None
+            raise _shown(err, BENCH_FILENAME) from None
         except SyntaxError as exc:
             raise UsageError(f"%qbench cannot parse {expr.strip()!r}: {exc.msg}") from None
         except Exception as exc:
@@ -296,6 +338,17 @@ class QnbMagics(Magics):
             raise
         print(result)
         return result if args.output else None
+
+
+@dataclasses.dataclass
+class _CellRun:
+    """What running a %%qkernel cell's code gave: the final expression's value, the
+    cell's kernels and failed definitions by name (in the cell's order), and the error
+    that stopped the code, if one did."""
+
+    result: object
+    functions: dict
+    error: Exception | None
 
 
 class FailedDefinition:
@@ -325,32 +378,60 @@ class FailedDefinition:
     def trace(self):
         self._raise()
 
+    @property
+    def _qnb_parsed(self):
+        """What a kernel (or func) that reads this name asks for, to compile it or to
+        see whether it changed: the error says this function's definition failed, at
+        its own line, rather than that a kernel cannot capture a FailedDefinition."""
+        err = self.error
+        raise qnb.QnbCaptureError(
+            f"a kernel reads {self.name!r}, whose last %%qkernel definition failed "
+            f"({type(err).__name__}: {_first_line(err)}): fix that cell and run it again",
+            err.filename,
+            err.lineno,
+            err.col,
+            err.source_line,
+        ) from err
+
     def __repr__(self) -> str:
         err = self.error
         where = f", {err.filename} line {err.lineno}" if err.lineno is not None else ""
         return f"<{self.name}: definition failed ({type(err).__name__}{where})>"
 
 
-def _make_kernels(names, namespace, filename, backend):
+def _make_kernels(names, namespace, filename, backend, failed) -> dict:
     """Make the cell's plain functions ``names`` kernels (on ``backend`` by default, if
-    given). Returns the kernels by name and the errors of the functions that could not
-    be made kernels (each name is bound to a FailedDefinition)."""
-    kernels, failures = {}, []
-    for name in names:
+    given). Returns the cell's kernels and failed definitions (``failed``, and those of
+    the functions that could not be made kernels, now bound to a FailedDefinition) by
+    name, in the cell's order; names the cell's code did not reach are left out."""
+    functions = {}
+    for name in dict.fromkeys(names):
         value = namespace.get(name)
-        if inspect.isfunction(value) and value.__code__.co_filename == filename:
+        if name in failed:
+            functions[name] = failed[name]
+            continue
+        if not _defined_in(value, filename):  # a def the cell did not reach: an older value
+            continue
+        if inspect.isfunction(value):
             chosen = backend if backend != "auto" else None
             try:
                 value = namespace[name] = qnb.kernel(value, backend=chosen)
             except qnb.QnbError as err:
-                namespace[name] = FailedDefinition(name, err)
-                failures.append(err)
+                functions[name] = namespace[name] = FailedDefinition(name, err)
+                show_error(err)  # at the definition: the line and caret say it all
                 continue
         if _is_kernel(value):
             if backend and value.backend is None:
                 value.backend = backend  # -b is the default of decorated kernels too
-            kernels[name] = value
-    return kernels, failures
+            functions[name] = value
+    return functions
+
+
+def _defined_in(value, filename: str) -> bool:
+    """Whether ``value`` is a function (or a kernel or func of one) defined in ``filename``."""
+    function = getattr(value, "__wrapped__", value)  # a kernel's or func's own
+    code = getattr(function, "__code__", None)
+    return code is not None and code.co_filename == filename
 
 
 def _failed_definition(tree: ast.Module, err: qnb.QnbError, filename: str, namespace) -> str | None:
@@ -364,11 +445,57 @@ def _failed_definition(tree: ast.Module, err: qnb.QnbError, filename: str, names
             continue
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         if first <= err.lineno <= (node.end_lineno or node.lineno):
-            value = namespace.get(node.name)
-            function = getattr(value, "__wrapped__", value)  # a kernel's or func's own
-            code = getattr(function, "__code__", None)
-            return None if code is not None and code.co_filename == filename else node.name
+            return None if _defined_in(namespace.get(node.name), filename) else node.name
     return None
+
+
+def _first_line(err: Exception) -> str:
+    """The first line of an error's message (a qnb error's, without its location)."""
+    message = err.message if isinstance(err, qnb.QnbError) else str(err)
+    return (message.splitlines() or [""])[0]
+
+
+def _failure_line(name: str, what: str, err: Exception, filename: str) -> str:
+    """A status line for a kernel whose definition or compile failed: the error's type,
+    first line and line (and cell, if another one's)."""
+    where = ""
+    if getattr(err, "lineno", None) is not None:
+        where = f" (line {err.lineno})"
+        if err.filename != filename:
+            where = f" ({err.filename} line {err.lineno})"
+    return f"{name}: {what} failed: {type(err).__name__}: {_first_line(err)}{where}"
+
+
+def _shown(err: qnb.QnbError, filename: str) -> qnb.QnbError:
+    """``err`` as IPython should show it. One that came through the user's code run in
+    ``filename`` (a launch in the cell or the %qbench expression, a function of theirs
+    it calls) keeps its own rendering: the user's frames, then the error and its caret,
+    as in a plain cell. Any other (a definition, a compile, an option: nothing of
+    theirs ran) shows as its message and caret only."""
+    if "_render_traceback_" in vars(err):  # (said how to show it already)
+        return err
+    if _frames_from(err.__traceback__, filename) is None:
+        return show_error(err)
+    own = type(err)._render_traceback_
+
+    def render() -> list[str]:
+        # From the cell's (or expression's) own frame on: not the frame of the IPython
+        # cell that calls the magic (get_ipython().run_cell_magic(...)).
+        whole = err.__traceback__
+        try:
+            return own(err.with_traceback(_frames_from(whole, filename)))
+        finally:
+            err.__traceback__ = whole
+
+    err._render_traceback_ = render
+    return err
+
+
+def _frames_from(tb, filename: str):
+    """The traceback ``tb`` from its first frame in ``filename`` on (None: none is)."""
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    return tb
 
 
 def _status_line(event, name: str) -> str:
@@ -414,9 +541,7 @@ def _run(code, namespace, filename, shell):
 def _from_frame_of(exc: BaseException, filename: str, shell) -> None:
     """Make IPython show ``exc``'s traceback from the first frame of ``filename`` (the
     user's cell or expression), without the frames of qnb's magics above it."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
-        tb = tb.tb_next
+    tb = _frames_from(exc.__traceback__, filename)
     if tb is not None:
         with contextlib.suppress(AttributeError):
             exc._render_traceback_ = functools.partial(

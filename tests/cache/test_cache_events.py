@@ -295,3 +295,21 @@ def test_cli_usage_errors(cache_dir, capsys):
 def test_cli_on_a_missing_directory(tmp_path, monkeypatch, argv):
     monkeypatch.setenv("QNB_CACHE_DIR", str(tmp_path / "never-created"))
     assert run_cli(*argv)[0] == 0
+
+
+def test_a_backend_switch_names_the_backend_first_in_reasons_and_explain(cache_dir):
+    backend = FakeBackend()
+    wgpu = {"name": "wgpu", "adapter": "llvmpipe", "adapter_type": "CPU", "driver": "Mesa"}
+    backend.get(make_key(backend=wgpu, compiler={"wgpu-native": "29"}))
+    _, event = backend.get(make_key(backend={"name": "cpu"}, compiler={"numpy": "2.4"}))
+    assert event.differences[0].label == "backend.name"
+    assert event.reason.startswith("backend.name: wgpu → cpu; backend.adapter: llvmpipe → ")
+    explained = qnb.cache.explain("k").splitlines()
+    assert any("[fake]  backend.name: wgpu → cpu; " in line for line in explained)
+    assert "  backend.name: wgpu → cpu; " in cli_output("explain", "k")
+
+
+def cli_output(*argv) -> str:
+    out = io.StringIO()
+    cli.run(list(argv), out=out, err=out)
+    return out.getvalue()

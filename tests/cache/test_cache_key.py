@@ -169,3 +169,33 @@ def test_signature_values_render_as_dicts():
     assert [str(d) for d in diff(old, new)] == [
         "signature.a: {dtype: f32, kind: array, ndim: 2} → {dtype: f16, kind: array, ndim: 2}"
     ]
+
+
+def test_diff_lists_components_in_key_order_and_a_components_name_first():
+    """A backend switch reads ``backend.name: wgpu → cpu`` first, not the adapter details
+    that follow from it (which sort before "name")."""
+    wgpu = {"name": "wgpu", "adapter": "llvmpipe", "driver": "Mesa", "features": ["shader-f16"]}
+    old = make_key(
+        qnb={"version": "0.1.0", "cache_schema": 1},
+        backend=wgpu,
+        compiler={"wgpu-native": "29"},
+        options={"debug": False},
+    )
+    new = make_key(
+        qnb={"version": "0.2.0", "cache_schema": 1},
+        captured_use_alias=["bool", True],
+        backend={"name": "cpu", "adapter": "host"},
+        compiler={"numpy": "2.4"},
+        options={"debug": True},
+    )
+    assert [d.label for d in diff(old, new)] == [
+        "qnb.version",
+        "captured.use_alias",
+        "backend.name",
+        "backend.adapter",
+        "backend.driver",
+        "backend.features",
+        "compiler.numpy",
+        "compiler.wgpu-native",
+        "options.debug",
+    ]

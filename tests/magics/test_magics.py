@@ -587,3 +587,201 @@ def test_qbench_runs_on_the_backend_it_is_given(ip):
         refused = ip.run_cell("%qbench -b nosuch double_anywhere[2](a, out)")
     assert isinstance(refused.error_in_exec, qnb.BackendError)
     assert "nosuch" in captured.stdout and "Traceback" not in captured.stdout
+
+
+# ------------------------------------------------------------------- cell file names
+
+
+def test_cell_file_names_say_the_execution_count_and_are_never_reused(ip):
+    count = ip.execution_count
+    with capture_output():
+        ip.run_cell("%%qkernel -b cpu\n" + DOUBLE.replace("double", "counted"), store_history=True)
+    assert ip.user_ns["counted"].filename == f"<qkernel-cell-In[{count}]>"
+    names = set()
+    for _ in range(3):  # one execution count, three cells (run_cell_magic stores no history)
+        run(ip, "-b cpu", DOUBLE.replace("double", "again"))
+        names.add(ip.user_ns["again"].filename)
+    assert len(names) == 3
+
+
+RELOADED = """\
+def {name}(x: qnb.Array[qnb.f32, 1]):
+    x[0] = x[{index}]{extra}
+"""
+
+
+def test_reload_ext_does_not_reuse_cell_file_names(ip):
+    """After %reload_ext qnb (a new QnbMagics) a cell's file name is still new: a failed
+    redefinition of an older kernel is bound to a FailedDefinition."""
+    run(ip, "-b cpu", RELOADED.format(name="before_reload", index=5, extra=""))
+    old = ip.user_ns["before_reload"]
+    with capture_output():
+        ip.run_line_magic("reload_ext", "qnb")
+    redefined = RELOADED.format(name="before_reload", index=1, extra="\n    y = [3]")
+    with capture_output():
+        failed = ip.run_cell("%%qkernel -b cpu\n" + redefined)
+    assert isinstance(failed.error_in_exec, qnb.QnbSyntaxError)
+    assert failed.error_in_exec.filename != old.filename
+    with capture_output():
+        again = ip.run_cell("before_reload(np.ones(2, np.float32))")
+    assert again.error_in_exec is failed.error_in_exec  # not the older kernel, run
+
+
+def test_an_older_kernels_errors_keep_naming_its_own_cell(ip):
+    from qnb.magics.magics import QnbMagics
+
+    before, after = QnbMagics(shell=ip), QnbMagics(shell=ip)  # as around %reload_ext qnb
+    with capture_output():
+        before.qkernel("-b cpu", RELOADED.format(name="from_before", index=5, extra=""))
+        after.qkernel("-b cpu", "\n" * 3 + RELOADED.format(name="from_after", index=0, extra=""))
+    old = ip.user_ns["from_before"]
+    assert old.filename != ip.user_ns["from_after"].filename
+    with pytest.raises(IndexError) as raised:
+        old(np.ones(2, np.float32))  # out of range: x has 2 elements
+    assert raised.value.filename == old.filename
+    assert raised.value.source_line.strip() == "x[0] = x[5]"
+
+
+# ------------------------------------------------- a kernel that uses a failed function
+
+FAILED_HELPER = """\
+@qnb.func
+def failed_helper(t):
+    y = [1]
+    return t
+"""
+USES_HELPER = """\
+def uses_helper(x: qnb.Array[qnb.f32, 2]):
+    t = qnb.Tile16.load(x, 0, 0)
+    failed_helper(t).store(x, 0, 0)
+"""
+
+
+def test_a_kernel_reading_a_failed_definition_says_that_it_failed(ip):
+    with capture_output():
+        first = ip.run_cell("%%qkernel -b cpu\n" + FAILED_HELPER)
+    assert isinstance(first.error_in_exec, qnb.QnbSyntaxError)
+    for cell in ("%%qkernel -b cpu\n" + USES_HELPER, "uses_helper(np.ones((16, 16), np.float32))"):
+        with capture_output() as captured:
+            result = ip.run_cell(cell)
+        error = result.error_in_exec
+        assert isinstance(error, qnb.QnbCaptureError), cell
+        shown = captured.stdout + captured.stderr
+        assert (
+            "a kernel reads 'failed_helper', whose last %%qkernel definition failed "
+            "(QnbSyntaxError: lists cannot be used inside a kernel)" in shown
+        )
+        assert "FailedDefinition" not in shown and "pass it as a parameter" not in shown
+        # the caret is at the helper's own failing line
+        assert (error.filename, error.source_line.strip()) == (
+            first.error_in_exec.filename,
+            "y = [1]",
+        )
+
+
+# ------------------------------------------------------- errors keep the user's frames
+
+WRAPPED = """\
+@qnb.kernel(backend="cpu")
+def wants_f32(x: qnb.Array[qnb.f32, 2]):
+    qnb.Tile16.load(x, 0, 0).store(x, 0, 0)
+def wrapper(a):
+    return wants_f32(a.astype(np.float64))
+"""
+
+
+@pytest.mark.parametrize(
+    "cell, first_frame",
+    [
+        ("%qbench -n 1 wrapper(np.ones((16, 16), np.float32))", 'File "<qbench>", line 1'),
+        (
+            "%%qkernel -b cpu\n" + DOUBLE.replace("double", "beside")
+            + "wrapper(np.ones((16, 16), np.float32))\n",
+            'File "<qkernel-cell-',
+        ),
+    ],
+)  # fmt: skip
+def test_an_error_through_the_users_code_keeps_their_frames(ip, cell, first_frame):
+    """As in a plain cell: the expression's (or cell's) line, the user's function, then
+    the error with its caret; not the magic's call nor qnb's frames."""
+    ip.run_cell(WRAPPED)
+    with capture_output() as captured:
+        result = ip.run_cell(cell)
+    assert isinstance(result.error_in_exec, qnb.QnbTypeError)
+    lines = (captured.stdout + captured.stderr).splitlines()
+    start = lines.index("Traceback (most recent call last):")
+    assert lines[start + 1].strip().startswith(first_frame)
+    assert "wrapper(np.ones((16, 16), np.float32))" in lines[start + 2]
+    assert "in wrapper" in lines[start + 3]
+    assert "return wants_f32(a.astype(np.float64))" in lines[start + 4]
+    shown = "\n".join(lines)
+    assert "qnb.QnbTypeError: array 'x' must be f32, got f64" in shown
+    assert "run_cell_magic" not in shown and "run_line_magic" not in shown
+    assert "magics.py" not in shown and "bench.py" not in shown
+
+
+# ------------------------------------------------------- %qbench: bytes of launches only
+
+
+def test_qbench_estimates_bytes_for_a_kernel_launch_only(ip, bench_arrays):
+    ip.run_cell("def launches(a, out):\n    double[2](a, out)\n")
+    for expression in ("np.sum(a)", "launches(a, out)"):  # not a launch / not one we can see
+        with capture_output() as captured:
+            result = ip.run_line_magic("qbench", f"-o -n 2 -w 1 {expression}")
+        assert result.nbytes is None and result.estimate == "", expression
+        assert "GB/s" not in captured.stdout and "bytes:" not in captured.stdout
+    with capture_output() as captured:
+        result = ip.run_line_magic("qbench", "-o -n 2 -w 1 --bytes 2048 np.sum(a)")
+    assert result.nbytes == 2048 and "GB/s" in captured.stdout  # given: still a rate
+
+
+# ------------------------------------------------ every kernel of a cell gets its status
+
+THREE = """\
+def first_of_three(x: qnb.Array[qnb.f32, 2]):
+    qnb.Tile16.load(x, 0, 0).store(x, 0, 0)
+def second_of_three(x: qnb.Array[qnb.f32, 2]):
+    (qnb.Tile16.load(x, 0, 0) + qnb.f32).store(x, 0, 0)
+def third_of_three(x: qnb.Array[qnb.f32, 2]):
+    qnb.Tile16.load(x, 0, 0).store(x, 0, 0)
+"""
+
+
+def test_a_compile_failure_does_not_stop_the_cells_other_kernels(ip):
+    with capture_output() as captured:
+        result = ip.run_cell("%%qkernel -b cpu\n" + THREE)
+    assert isinstance(result.error_in_exec, qnb.QnbTypeError)
+    lines = captured.stdout.splitlines()
+    assert [STATUS.match(line).group(1) for line in (lines[0], lines[2])] == [
+        "first_of_three",
+        "third_of_three",
+    ]
+    assert lines[1] == (
+        "second_of_three: compile failed: QnbTypeError: cannot use DType in arithmetic (line 5)"
+    )
+    # then the error itself, with its caret, once
+    assert lines[3] == "QnbTypeError: cannot use DType in arithmetic"
+    assert "(qnb.Tile16.load(x, 0, 0) + qnb.f32)" in lines[5] and lines[6].strip() == "^"
+
+
+def test_a_failed_definition_does_not_hide_the_other_kernels_status(ip):
+    cell = DOUBLE.replace("double", "good_one") + BROKEN.format(decorator="").replace(
+        "k1", "bad_one"
+    )
+    with capture_output() as captured:
+        result = ip.run_cell("%%qkernel -b cpu\n" + cell)
+    assert isinstance(result.error_in_exec, qnb.QnbSyntaxError)
+    lines = captured.stdout.splitlines()
+    assert STATUS.match(lines[0]).group(1) == "good_one"
+    assert lines[1] == (
+        "bad_one: definition failed: QnbSyntaxError: start and stop indices are required "
+        "in a slice (line 9)"
+    )
+    assert isinstance(ip.user_ns["good_one"], qnb.Kernel)
+
+    with capture_output() as captured:
+        ip.run_line_magic("qcache", "explain bad_one")
+    assert captured.stdout.startswith(
+        "bad_one: its last %%qkernel definition failed: QnbSyntaxError: start and stop "
+        f"indices are required in a slice ({result.error_in_exec.filename} line 9)\n"
+    )
