@@ -370,10 +370,10 @@ def test_to_device_refuses_what_no_kernel_takes(array, message):
 def test_ipython_shows_the_users_frames_and_the_kernel_line_not_qnbs():
     # In a notebook a launch error shows the cell's own calls, then the error at the
     # kernel line with its caret: none of qnb's (or IPython's) frames.
-    from IPython.testing.globalipapp import start_ipython
+    from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
-    ip = start_ipython()
+    ip = InteractiveShell.instance()  # (the one shell of the test process)
     ip.run_cell(
         "import numpy as np, qnb\nfrom qnb import Tile16\n@qnb.kernel\n"
         "def k(x: qnb.Array[qnb.f32, 2]):\n    Tile16.load(x, 0, 0).store(x, 0, 0)\n"
