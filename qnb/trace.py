@@ -7,7 +7,9 @@ values it read and produced, and the array regions it read and wrote.
 The cpu backend runs every program in lockstep: one statement for all programs at once.
 Each step carries that statement's ``tick``, and the trace keeps the arrays' contents at
 launch and what each store left in memory, so :meth:`Trace.arrays_at` can replay the
-arrays as they were at any step.
+arrays as they were at any step. Parameters bound to overlapping memory (one array
+passed twice, ``x[:-1]`` and ``x[1:]``, ``x`` and ``x.reshape(16, 16)``) are replayed in
+their shared bytes (:class:`SharedMemory`), so a store through one shows in the others.
 """
 
 from __future__ import annotations
@@ -89,6 +91,87 @@ class ArrayWrite:
     values: np.ndarray
 
 
+@dataclass(frozen=True)
+class SourceUnit:
+    """The source of one unit of a trace: the kernel or a ``@qnb.func`` it calls."""
+
+    name: str
+    filename: str
+    firstlineno: int  # the absolute line of ``lines[0]``
+    lines: list[str]
+
+    def holds(self, filename: str, lineno: int) -> bool:
+        return filename == self.filename and 0 <= lineno - self.firstlineno < len(self.lines)
+
+
+class SharedMemory:
+    """Array parameters whose memory overlaps, replayed in the bytes they share: the
+    bytes they span at launch, and where each parameter lies in them (offset, shape,
+    strides, dtype). A store through one parameter then shows in every other, whatever
+    its view (shifted, reshaped, a prefix, a slab, another dtype). At most one more copy
+    of the memory the user's arrays already span."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        low = min(arrays.values(), key=lambda a: _byte_bounds(a)[0])
+        start = _byte_bounds(low)[0]
+        end = max(_byte_bounds(a)[1] for a in arrays.values())
+        self.initial = _bytes_from(low, end - start)
+        self.layouts = {
+            name: (_data_address(a) - start, a.shape, a.strides, a.dtype)
+            for name, a in arrays.items()
+        }
+
+    @classmethod
+    def find(cls, arrays: dict[str, np.ndarray]) -> list[SharedMemory]:
+        """The groups of two or more ``arrays`` whose memory overlaps (directly or through
+        another member of the group)."""
+        names = [name for name, a in arrays.items() if a.size]
+        group = {name: {name} for name in names}
+        for k, first in enumerate(names):
+            for second in names[k + 1 :]:
+                if group[first] is not group[second] and _overlap(arrays[first], arrays[second]):
+                    merged = group[first] | group[second]
+                    for name in merged:
+                        group[name] = merged
+        groups = {id(g): g for g in group.values() if len(g) > 1}.values()
+        return [cls({name: arrays[name] for name in names if name in g}) for g in groups]
+
+    def views(self) -> dict[str, np.ndarray]:
+        """Each parameter as a writable view of a fresh copy of the launch's bytes."""
+        memory = self.initial.copy()
+        return {
+            name: np.ndarray(shape, dtype, buffer=memory, offset=offset, strides=strides)
+            for name, (offset, shape, strides, dtype) in self.layouts.items()
+        }
+
+
+def _data_address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
+    """The first byte and one past the last byte that ``a`` (non-empty) addresses."""
+    low = high = _data_address(a)
+    for n, stride in zip(a.shape, a.strides):
+        reach = (n - 1) * stride
+        low, high = (low + reach, high) if reach < 0 else (low, high + reach)
+    return low, high + a.itemsize
+
+
+def _bytes_from(a: np.ndarray, count: int) -> np.ndarray:
+    """A copy of ``count`` bytes of memory from the lowest address ``a`` addresses."""
+    first = tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(a.shape, a.strides))
+    raw = a[first].reshape(-1).view(np.uint8)  # its first element's bytes: a view
+    return np.lib.stride_tricks.as_strided(raw, (count,), (1,), writeable=False).copy()
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    try:
+        return bool(np.shares_memory(a, b, max_work=100_000))
+    except np.exceptions.TooHardError:  # undecided: replaying them together is still exact
+        return True
+
+
 @dataclass
 class Trace:
     """The recorded run of a kernel over a grid (cpu backend)."""
@@ -103,6 +186,9 @@ class Trace:
     # The arrays at launch (None: not recorded) and each store's effect, by tick.
     _initial: dict[str, np.ndarray] | None = None
     _writes: list[ArrayWrite] = field(default_factory=list)
+    _shared: list[SharedMemory] = field(default_factory=list)
+    # The kernel's and its funcs' sources (empty: only the kernel's, ``source_lines``).
+    _units: list[SourceUnit] = field(default_factory=list)
 
     @property
     def programs(self) -> list[tuple[int, int, int]]:
@@ -129,9 +215,12 @@ class Trace:
     def arrays_at(self, program=(0, 0, 0), step: int = 0) -> dict[str, np.ndarray]:
         """Every array argument as it was when step ``step`` of ``program`` ran: after
         that statement ran in every program (a store's values are in), before the next.
-        Copies, replayed from the launch's contents; a trace made without its history
-        gives its final arrays."""
+        A negative ``step`` counts from the end. Copies, replayed from the launch's
+        contents (a store shows in every parameter bound to the same memory); a trace
+        made without its history gives its final arrays."""
         steps = self.steps(program)
+        if not isinstance(step, int | np.integer) or isinstance(step, bool):
+            raise TypeError(f"step is an index into the program's steps (an int), not {step!r}")
         if not -len(steps) <= step < len(steps):
             raise IndexError(
                 f"program {steps[0].program if steps else program} has {len(steps)} "
@@ -141,10 +230,30 @@ class Trace:
         if self._initial is None or tick is None:
             return {name: np.array(a) for name, a in self.arrays.items()}
         out = self.initial_arrays  # C-contiguous copies: reshape(-1) is a view
+        shared = {}  # parameters that overlap: views of their group's replayed bytes
+        for memory in self._shared:
+            shared.update(memory.views())
         ticks = [w.tick for w in self._writes]
         for write in self._writes[: bisect.bisect_right(ticks, tick)]:
-            out[write.array].reshape(-1)[write.index] = write.values
+            if write.array in shared:
+                view = shared[write.array]
+                view[np.unravel_index(write.index, view.shape)] = write.values
+            else:
+                out[write.array].reshape(-1)[write.index] = write.values
+        out.update((name, np.array(view)) for name, view in shared.items())
         return out
+
+    @property
+    def kernel_source(self) -> SourceUnit:
+        return SourceUnit(self.kernel_name, self.filename, self.firstlineno, self.source_lines)
+
+    def source_of(self, step: TraceStep) -> SourceUnit | None:
+        """The source of the unit ``step`` ran in: the kernel's, or a ``@qnb.func``'s
+        (from another cell or file); None where the trace does not hold it."""
+        for unit in [self.kernel_source, *self._units]:
+            if unit.holds(step.filename, step.lineno):
+                return unit
+        return None
 
     def __len__(self) -> int:
         return sum(len(s) for s in self._steps.values())

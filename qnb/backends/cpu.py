@@ -86,7 +86,7 @@ def run(kernel: ir.KernelIR, grid, args, stored=None) -> None:
 
 def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units):
     """Run with recording on; returns a ``qnb.Trace``."""
-    from qnb.trace import Trace
+    from qnb.trace import SharedMemory, SourceUnit, Trace
 
     arrays, scalars = _bind(kernel, args)
     total = grid[0] * grid[1] * grid[2]
@@ -95,7 +95,10 @@ def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units):
             f"tracing records every op of every program; {total} programs is too "
             "many (use a grid of at most 4096 programs)"
         )
-    initial = {name: np.array(a.reshape(shape)) for name, (a, shape) in arrays.items()}
+    bound = {name: a.reshape(shape) for name, (a, shape) in arrays.items()}
+    initial = {name: np.array(a) for name, a in bound.items()}
+    # before the run: the bytes that overlapping parameters share, as they were at launch
+    shared = SharedMemory.find(bound)
     recorder = _Recorder(kernel, grid, parsed_units)
     _Executor(kernel, grid, arrays, scalars, 0, total, recorder).run()
     parsed = kernel_parsed
@@ -105,11 +108,16 @@ def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units):
         filename=parsed.filename,
         firstlineno=parsed.firstlineno,
         source_lines=parsed.source.splitlines(),
-        arrays={name: np.array(a.reshape(shape)) for name, (a, shape) in arrays.items()},
+        arrays={name: np.array(a) for name, a in bound.items()},
     )
     result._steps = recorder.steps
     result._initial = initial
     result._writes = recorder.writes
+    result._shared = shared
+    result._units = [
+        SourceUnit(unit.qualname, unit.filename, unit.firstlineno, unit.source.splitlines())
+        for unit in parsed_units.values()
+    ]
     return result
 
 
@@ -995,15 +1003,19 @@ class _Recorder:
         mask = _lanes(executor.mask, executor.n)
         return np.nonzero(mask)[0]
 
-    def regions(self, entries, lane):
+    def regions(self, executor, entries, lane):
+        """One program's regions, clamped to their arrays; an empty window (its start past
+        its end or past the array's edge) touches nothing and has none."""
         from qnb.trace import Region
 
         out = []
         for param, batch, r0, r1, c0, c1 in entries:
-            bounds = (int(_lane(b, lane)) for b in (r0, r1, c0, c1))
-            out.append(
-                Region(param, *bounds, int(_lane(batch, lane)) if self._is3d(param) else None)
-            )
+            _, rows, cols = executor.arrays[param][0].shape
+            r0, c0 = (max(0, int(_lane(b, lane))) for b in (r0, c0))
+            r1, c1 = (min(int(_lane(b, lane)), n) for b, n in ((r1, rows), (c1, cols)))
+            if r0 < r1 and c0 < c1:
+                slab = int(_lane(batch, lane)) if self._is3d(param) else None
+                out.append(Region(param, r0, r1, c0, c1, slab))
         return out
 
     def _is3d(self, param):
@@ -1028,8 +1040,8 @@ class _Recorder:
                     target=target,
                     inputs={name: _plain(_lane(v, lane)) for name, v in inputs.items()},
                     output=_plain(_lane(value, lane)),
-                    reads=self.regions(reads or [], lane),
-                    writes=self.regions(writes or [], lane),
+                    reads=self.regions(executor, reads or [], lane),
+                    writes=self.regions(executor, writes or [], lane),
                     tick=self.tick,
                 )
             )
@@ -1071,9 +1083,10 @@ class _Recorder:
             self.keep_written(executor, writes)
 
     def keep_written(self, executor, writes):
-        """Keep what a store left in its array (and in every parameter bound to the same
-        memory), so that ``Trace.arrays_at`` can replay it. Each active program's window
-        is at most 16×16, so this costs no more than the steps' own values."""
+        """Keep what a store left in its array, so that ``Trace.arrays_at`` can replay it
+        (and show it in the parameters bound to the same memory: ``Trace`` replays those
+        in their shared bytes). Each active program's window is at most 16×16, so this
+        costs no more than the steps' own values."""
         from qnb.trace import ArrayWrite
 
         array = executor.arrays[writes[0]][0]
@@ -1093,19 +1106,7 @@ class _Recorder:
         values = array[np.unravel_index(index, array.shape)]
         if array.size < 2**31:
             index = index.astype(np.int32)
-        for name, (other, _) in executor.arrays.items():
-            if other is array or self.same_memory(other, array):
-                self.writes.append(ArrayWrite(self.tick, name, index, values))
-
-    @staticmethod
-    def same_memory(a: np.ndarray, b: np.ndarray) -> bool:
-        """Two parameters bound to one array: the same elements at the same places."""
-        return (
-            a.shape == b.shape
-            and a.strides == b.strides
-            and a.dtype == b.dtype
-            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-        )
+        self.writes.append(ArrayWrite(self.tick, writes[0], index, values))
 
 
 def _mask_lanes(mask) -> int:

@@ -30,6 +30,7 @@ VIRIDIS = [
 HTML_TABLE_MAX = 32  # larger arrays get a PNG instead of a table of values
 VALUES_MAX = 32  # arrays up to 32x32 show their values in the cells
 READ_COLOUR, WRITE_COLOUR = "#00a0e0", "#e03030"
+MIN_TILE_PX = 6  # a finer 16x16 grid would hide the cells under it
 
 
 def colour(t: float) -> tuple[int, int, int]:
@@ -43,12 +44,32 @@ def colour(t: float) -> tuple[int, int, int]:
 
 
 def as_2d(a: np.ndarray) -> np.ndarray:
-    """The 2-D view that is drawn: 1-D as one row, 3-D as its first slab."""
+    """The 2-D view that is drawn: 1-D as one row, 3-D as its first slab (an empty 2-D
+    array for a 3-D array with no slabs)."""
     if a.ndim == 1:
         return a.reshape(1, -1)
     if a.ndim == 3:
-        return a[0]
+        return a[0] if len(a) else a.reshape(0, a.shape[2])
     return a
+
+
+def shape_text(shape) -> str:
+    return "\u00d7".join(str(n) for n in shape)
+
+
+def sampling_text(steps) -> str:
+    """How an array sent with every k-th element along each axis was sampled."""
+    names = {1: ["elements"], 2: ["rows", "columns"], 3: ["slabs", "rows", "columns"]}
+    taken = [f"{k} {name}" for k, name in zip(steps, names[len(steps)]) if k > 1]
+    return "sampled: one in every " + " and ".join(taken)
+
+
+def empty_note_html(shape) -> str:
+    """What shows in place of the cells of an array with no elements."""
+    return (
+        '<div style="font:12px monospace;color:#888;padding:4px 0">'
+        f"(empty array: shape {html.escape(shape_text(shape))}, no elements to show)</div>"
+    )
 
 
 def tick_step(rows: int, cols: int) -> int:
@@ -66,6 +87,8 @@ def html_table(a: np.ndarray, vmin: float, vmax: float) -> str:
     indices labelled every few cells."""
     span = (vmax - vmin) or 1.0
     shown = as_2d(a)
+    if shown.size == 0:
+        return empty_note_html(np.shape(a))
     step = tick_step(*shown.shape)
     label = "color:#888;font-size:9px;font-weight:400;padding:0 3px"
     head = "".join(
@@ -133,22 +156,44 @@ def draw_heatmap(
     regions=(),
     values: bool | None = None,
     colour_bar: bool = True,
+    aspect: str = "equal",
+    steps: tuple[int, int] = (1, 1),
 ):
     """Draw a heatmap into a matplotlib Axes: cells, values (up to 32x32), row and column
     index labels, the 16x16 grid over larger arrays, read/write regions as outlined
-    rectangles."""
-    from matplotlib import patheffects
+    rectangles. NaN and infinities are grey cells with their values written, as in the
+    HTML table and the live view. ``steps`` (rows, columns) says that ``a`` holds every
+    k-th row and column of a larger array: labels, grid and regions are in that array's
+    indices."""
+    from matplotlib import colormaps, patheffects
     from matplotlib.patches import Rectangle
 
     a2 = as_2d(np.asarray(a, dtype=np.float64))
+    if title:
+        ax.set_title(title, fontsize=8, family="monospace")
+    if a2.size == 0:  # nothing to draw (and imshow would warn)
+        ax.set_axis_off()
+        ax.text(
+            0.5,
+            0.5,
+            f"(empty array: shape {shape_text(np.shape(a))})",
+            ha="center",
+            va="center",
+            fontsize=7,
+            family="monospace",
+            color="#888",
+            transform=ax.transAxes,
+        )
+        return None
     rows, cols = a2.shape
+    row_step, col_step = steps
     image = ax.imshow(
         a2,
-        cmap="viridis",
+        cmap=colormaps["viridis"].with_extremes(bad=tuple(c / 255 for c in colour(np.nan))),
         vmin=vmin,
         vmax=vmax if vmax > vmin else vmin + 1,
         interpolation="nearest",
-        aspect="equal",
+        aspect=aspect,
     )
     if values is None:
         values = rows <= VALUES_MAX and cols <= VALUES_MAX
@@ -166,16 +211,22 @@ def draw_heatmap(
                     fontsize=5 if max(rows, cols) <= 16 else 4.5,
                     color="black" if np.isfinite(t) and t > 0.6 else "white",
                 )
-    for i in range(16, rows, 16):
-        ax.axhline(i - 0.5, color="white", linewidth=0.8)
-    for j in range(16, cols, 16):
-        ax.axvline(j - 0.5, color="white", linewidth=0.8)
+    # the 16x16 tile grid, where a tile is a whole number of cells and large enough to see
+    box = ax.get_window_extent()
+    tile_px = min(16 / row_step * box.height / rows, 16 / col_step * box.width / cols)
+    if 16 % row_step == 0 and 16 % col_step == 0 and tile_px >= MIN_TILE_PX:
+        for i in range(16 // row_step, rows, 16 // row_step):
+            ax.axhline(i - 0.5, color="white", linewidth=0.8)
+        for j in range(16 // col_step, cols, 16 // col_step):
+            ax.axvline(j - 0.5, color="white", linewidth=0.8)
     for region in regions:
         edge = WRITE_COLOUR if region["kind"] == "write" else READ_COLOUR
+        r0, c0 = region["r0"] // row_step, region["c0"] // col_step
+        r1, c1 = -(-region["r1"] // row_step), -(-region["c1"] // col_step)
         outline = Rectangle(
-            (region["c0"] - 0.5, region["r0"] - 0.5),
-            region["c1"] - region["c0"],
-            region["r1"] - region["r0"],
+            (c0 - 0.5, r0 - 0.5),
+            c1 - c0,
+            r1 - r0,
             fill=True,
             facecolor=edge + "40",
             edgecolor=edge,
@@ -185,14 +236,20 @@ def draw_heatmap(
         outline.set_path_effects([patheffects.withStroke(linewidth=4.5, foreground="white")])
         ax.add_patch(outline)
     # index labels: columns above (as in the live view), rows on the left
-    step = tick_step(rows, cols)
-    ax.set_xticks(range(0, cols, step))
-    ax.set_yticks(range(0, rows, step) if np.ndim(a) != 1 else [])
+    step = tick_step(rows * row_step, cols * col_step)
+    ax.set_xticks(range(0, cols, max(1, step // col_step)))
+    ax.set_xticklabels([str(j * col_step) for j in range(0, cols, max(1, step // col_step))])
+    if np.ndim(a) != 1:
+        ax.set_yticks(range(0, rows, max(1, step // row_step)))
+        ax.set_yticklabels([str(i * row_step) for i in range(0, rows, max(1, step // row_step))])
+    else:
+        ax.set_yticks([])
     ax.tick_params(
         labelsize=5, length=2, pad=1, top=True, labeltop=True, bottom=False, labelbottom=False
     )
-    if title:
-        ax.set_title(title, fontsize=8, family="monospace")
     if colour_bar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=6)
+        bar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        bar.ax.tick_params(labelsize=6)
+        if not vmax > vmin:  # one value everywhere: one label, at its colour
+            bar.set_ticks([vmin], labels=[format_value(vmin)])
     return image

@@ -10,6 +10,8 @@ from qnb.viz import arrays, static_render
 from qnb.viz.assets import widget_module
 from qnb.viz.widget import QnbWidget
 
+THIN_INCHES = 0.4  # the least height (width) a static PNG gives a thin array
+
 
 class TileView(QnbWidget):
     """Show a 16x16 tile or an array: values written in the cells up to 32x32, row and
@@ -61,7 +63,7 @@ class TileView(QnbWidget):
     @traitlets.validate("batch")
     def _valid_batch(self, proposal):
         slabs = self.shape[0] if len(self.shape) == 3 else 1
-        return min(max(0, proposal["value"]), slabs - 1)
+        return max(0, min(proposal["value"], slabs - 1))
 
     def __repr__(self) -> str:
         shape = "\u00d7".join(str(n) for n in self.shape)
@@ -70,33 +72,52 @@ class TileView(QnbWidget):
 
     def _shown(self):
         a = self.array
-        return a[self.batch] if a.ndim == 3 else a
+        return a[self.batch] if a.ndim == 3 and len(a) else a
 
-    def _static_html(self, png: bytes | None) -> str:
+    def _slab_text(self) -> str:
+        """Which slab of a 3-D array the static renderings show."""
+        if len(self.shape) == 3 and self.shape[0]:
+            return f", slab [{self.batch}] of {self.shape[0]}"
+        return ""
+
+    def _static_html(self, png: bytes | None) -> str | None:
         shown = self._shown()
-        head = f'<div style="font:600 12px sans-serif">{html.escape(repr(self))}</div>'
-        if max(static_render.as_2d(shown).shape) <= static_render.HTML_TABLE_MAX:
+        head = f'<div style="font:600 12px sans-serif">{html.escape(repr(self) + self._slab_text())}</div>'
+        if shown.size == 0:
+            body = static_render.empty_note_html(self.shape)
+        elif max(static_render.as_2d(shown).shape) <= static_render.HTML_TABLE_MAX:
             body = static_render.html_table(
                 shown, self.vmin, self.vmax
             ) + static_render.colour_bar_html(self.vmin, self.vmax)
             body = f'<div style="display:flex;align-items:flex-start">{body}</div>'
+        elif png is not None:
+            return None  # the PNG alone says it all (its title is this heading)
         else:
-            body = self._img(png)
+            body = html.escape("(too large for a table of values: matplotlib would draw it)")
         return f'<div class="qnb-static qnb-tileview-static">{head}{body}</div>'
 
     def _static_png(self) -> bytes | None:
         shown = self._shown()
+        if shown.size == 0:
+            return None
         rows, cols = static_render.as_2d(shown).shape
         longest = max(rows, cols)
         # a quarter inch a cell up to 32x32, where values are written in the cells
         side = 4.0 if longest <= 16 else 8.0 * longest / 32 if longest <= 32 else 5.0
+        width, height = side * cols / longest, side * rows / longest
+        # a thin array (1x1000) keeps cells it can be seen in: wider than square
+        aspect = "auto" if min(width, height) < THIN_INCHES else "equal"
         fig = static_render.new_figure(
-            side * min(1.0, cols / max(rows, cols)) + 0.8,
-            side * min(1.0, rows / max(rows, cols)) + 0.3,
+            max(width, THIN_INCHES) + 0.8, max(height, THIN_INCHES) + 0.3
         )
         if fig is None:
             return None
         static_render.draw_heatmap(
-            fig.add_subplot(), shown, self.vmin, self.vmax, title=self.title or repr(self)
+            fig.add_subplot(),
+            shown,
+            self.vmin,
+            self.vmax,
+            title=(self.title or repr(self)) + self._slab_text(),
+            aspect=aspect,
         )
         return static_render.figure_png(fig)

@@ -74,6 +74,8 @@ class ProgramIndex(traitlets.Int):
                     f"program {coordinates} is not in this trace's grid {tuple(obj.grid)}"
                 )
             return programs.index(coordinates)
+        if isinstance(value, bool):  # True is not program 1
+            self.error(obj, value)
         value = super().validate(obj, value)
         if programs and not -len(programs) <= value < len(programs):
             raise traitlets.TraitError(
@@ -84,7 +86,31 @@ class ProgramIndex(traitlets.Int):
 
 
 def _is_int(n) -> bool:
-    return isinstance(n, int | np.integer) and not isinstance(n, bool)
+    return isinstance(n, int | np.integer) and not isinstance(n, bool | np.bool_)
+
+
+class StepIndex(traitlets.Int):
+    """An index into the current program's steps; a negative one counts from the end (as
+    ``Trace.arrays_at`` and ``program`` do). A step the program does not have is refused,
+    not clamped; a program with no steps has only step 0."""
+
+    info_text = "an index into the program's steps (negative: from the end)"
+
+    def validate(self, obj, value):
+        if isinstance(value, bool | np.bool_):  # True is not step 1
+            self.error(obj, value)
+        value = super().validate(obj, value)
+        if getattr(obj, "trace", None) is None:  # the default, before the trace is set
+            return value
+        count = len(obj._steps())
+        if count == 0 and value == 0:
+            return 0
+        if not -count <= value < count:
+            raise traitlets.TraitError(
+                f"step {value} is out of range: program {obj.current_program} has {count} "
+                f"steps" + (f" (0 to {count - 1}, or -{count} to -1 from the end)" if count else "")
+            )
+        return value % count
 
 
 class TraceView(QnbWidget):
@@ -93,7 +119,10 @@ class TraceView(QnbWidget):
     produced as small heatmaps; every array argument as it was at that step (after the
     step's own store), with the regions this step read (blue) and wrote (red). All state
     is in traitlets: set ``program`` (an index into ``programs``, or a program's
-    coordinates such as ``(1, 0, 0)``) and ``step`` from Python or from the controls.
+    coordinates such as ``(1, 0, 0)``) and ``step`` (negative: from the end) from Python or
+    from the controls; either is refused where the trace has no such one. A step inside a
+    ``@qnb.func`` shows that func's source. An array too large to send whole
+    (:data:`qnb.viz.arrays.MAX_ELEMENTS`) is sent sampled, every k-th row and column.
 
     >>> TraceView(trace, program=(1, 0, 0), step=2)
     """
@@ -104,11 +133,13 @@ class TraceView(QnbWidget):
     grid = traitlets.List(traitlets.Int()).tag(sync=True)
     programs = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
     program = ProgramIndex(0).tag(sync=True)
-    step = traitlets.Int(0).tag(sync=True)
+    step = StepIndex(0).tag(sync=True)
     num_steps = traitlets.Int(0).tag(sync=True)
+    # the source of the unit the step is in: the kernel, or a @qnb.func it calls
     source = traitlets.List(traitlets.Unicode()).tag(sync=True)
     first_line = traitlets.Int(1).tag(sync=True)
     current_line = traitlets.Int(0).tag(sync=True)
+    source_title = traitlets.Unicode("").tag(sync=True)
     op_text = traitlets.Unicode("").tag(sync=True)
     tiles = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's tile/vec values
     scalars = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's other values
@@ -133,8 +164,6 @@ class TraceView(QnbWidget):
             self.kernel_name = trace.kernel_name
             self.grid = [int(n) for n in trace.grid]
             self.programs = [[int(n) for n in p] for p in trace.programs]
-            self.source = [line.rstrip("\n") for line in trace.source_lines]
-            self.first_line = int(trace.firstlineno)
             for name, value in chosen.items():
                 setattr(self, name, value)
             self._show_step()
@@ -155,10 +184,6 @@ class TraceView(QnbWidget):
             return []
         return self.trace.steps(self.current_program)
 
-    @traitlets.validate("step")
-    def _valid_step(self, proposal):
-        return min(max(0, proposal["value"]), max(0, len(self._steps()) - 1))
-
     @traitlets.observe("program")
     def _on_program(self, change):
         with self.hold_sync():
@@ -174,9 +199,11 @@ class TraceView(QnbWidget):
         self.num_steps = len(steps)
         step = steps[self.step] if steps else None
         if step is None:
-            self.current_line, self.op_text = 0, "(no steps)"
-            self.tiles, self.scalars, self.regions = [], [], []
-            self._show_arrays(self.trace.initial_arrays)
+            with self.hold_sync():
+                self._show_source(None)
+                self.op_text = "(no steps)"
+                self.tiles, self.scalars, self.regions = [], [], []
+                self._show_arrays(self.trace.initial_arrays)
             return
         tiles, scalars = [], []
         values = [(name, "in", v) for name, v in step.inputs.items()]
@@ -189,13 +216,32 @@ class TraceView(QnbWidget):
                 scalars.append({"name": name, "role": role, "text": _scalar_text(value)})
         target = f" \u2192 {step.target}" if step.target else ""
         with self.hold_sync():
-            self.current_line = int(step.lineno)
+            self._show_source(step)
             self.op_text = f"{step.op}{target}"
             self.tiles, self.scalars = tiles, scalars
             self.regions = [_region(r, "read") for r in step.reads] + [
                 _region(r, "write") for r in step.writes
             ]
             self._show_arrays(self.trace.arrays_at(self.current_program, self.step))
+
+    def _show_source(self, step) -> None:
+        """The source the step ran in, its line highlighted: the kernel's, a ``@qnb.func``'s
+        from another cell or file, or (where the trace does not hold that source) the
+        step's own line alone. A kernel line is never highlighted for a step elsewhere."""
+        trace = self.trace
+        kernel = trace.kernel_source
+        unit = kernel if step is None else trace.source_of(step)
+        if unit is None:
+            lines, first, title = [step.line], step.lineno, f"in {step.filename}"
+        else:
+            lines, first, title = unit.lines, unit.firstlineno, ""
+            if unit != kernel:
+                elsewhere = unit.filename != kernel.filename
+                title = f"in {unit.name}" + (f" ({unit.filename})" if elsewhere else "")
+        self.source = [line.rstrip("\n") for line in lines]
+        self.first_line = int(first)
+        self.current_line = int(step.lineno) if step is not None else 0
+        self.source_title = title
 
     def _show_arrays(self, contents: dict[str, np.ndarray]) -> None:
         """Sync the arrays as of this step; nothing is sent when none changed."""
@@ -206,19 +252,29 @@ class TraceView(QnbWidget):
         ):
             return
         self._shown_arrays = contents
-        states = []
-        for name, value in contents.items():
-            state = {"name": name, **arrays.encode(value)}
-            # one colour scale for every step, so that a colour keeps its meaning
-            state["vmin"], state["vmax"] = self._colour_ranges[name]
-            states.append(state)
-        self.arrays = states
+        self.arrays = [self._array_state(name, value) for name, value in contents.items()]
+
+    def _array_state(self, name: str, value: np.ndarray) -> dict:
+        """One array's synced state. An array too large to send is sent with every k-th
+        row and column (``steps``: k along each axis; ``full_shape``: its own shape): the
+        regions a step touches still show where they are, and the values that are sent
+        are exact."""
+        sampled, steps = arrays.downsampled(value)
+        state = {"name": name, **arrays.encode(sampled), "full_shape": list(value.shape)}
+        state["steps"] = steps
+        # one colour scale for every step, so that a colour keeps its meaning
+        state["vmin"], state["vmax"] = self._colour_ranges[name]
+        return state
 
     def __repr__(self) -> str:
         return (
             f"TraceView({self.kernel_name!r}, program {self.current_program}, "
-            f"step {self.step + 1}/{self.num_steps})"
+            f"step {self._step_text()})"
         )
+
+    def _step_text(self) -> str:
+        """``2/5``; ``0/0`` for a program with no steps (as the live view says)."""
+        return f"{self.step + 1 if self.num_steps else 0}/{self.num_steps}"
 
     def _static_html(self, png: bytes | None) -> str:
         lines = []
@@ -231,17 +287,27 @@ class TraceView(QnbWidget):
                 f'<div{style}><span style="color:#888;display:inline-block;width:3em">'
                 f"{number}</span>{html.escape(text)}</div>"
             )
+        title = (
+            f'<div style="font:12px monospace;color:#888">{html.escape(self.source_title)}</div>'
+            if self.source_title
+            else ""
+        )
         values = "".join(
             f"<div>{html.escape(s['role'])} {html.escape(s['name'])} = "
             f"{html.escape(s['text'])}</div>"
             for s in self.scalars
         )
+        notes = "".join(
+            f'<div style="font:12px monospace;color:#888">{html.escape(note)}</div>'
+            for note in (_array_note(a) for a in self.arrays)
+            if note
+        )
         return (
             '<div class="qnb-static qnb-traceview-static">'
-            f"<b>{html.escape(repr(self))}</b>"
+            f"<b>{html.escape(repr(self))}</b>{title}"
             f'<div style="font:12px monospace;white-space:pre;margin:4px 0">{"".join(lines)}</div>'
             f'<div style="font:12px monospace">{html.escape(self.op_text)}</div>'
-            f'<div style="font:12px monospace">{values}</div>{self._img(png)}</div>'
+            f'<div style="font:12px monospace">{values}</div>{notes}{self._img(png)}</div>'
         )
 
     def _static_png(self) -> bytes | None:
@@ -256,11 +322,14 @@ class TraceView(QnbWidget):
             return None
         for k, (title, value, state, mine) in enumerate(panels):
             ax = fig.add_subplot(1, len(panels), k + 1)
-            if value.ndim == 3:  # a region names its slab; show the first one touched
+            steps = state.get("steps") or [1] * value.ndim
+            if value.ndim == 3 and len(value):  # a region names its slab; show the first one
                 batch = next((r["batch"] for r in mine if r["batch"] is not None), 0)
-                value = value[batch]
                 mine = [r for r in mine if r["batch"] in (None, batch)]
-                title = f"{title}[{batch}]"
+                value = value[batch // steps[0]]
+                title = f"{title}[{batch // steps[0] * steps[0]}]"
+            if max(steps) > 1:
+                title += " (sampled)"
             static_render.draw_heatmap(
                 ax,
                 value,
@@ -270,13 +339,24 @@ class TraceView(QnbWidget):
                 regions=mine,
                 values=False,
                 colour_bar=False,
+                steps=(steps[-2] if len(steps) > 1 else 1, steps[-1]),
             )
         fig.suptitle(
-            f"{self.kernel_name}, program {self.current_program}, step {self.step + 1}/"
-            f"{self.num_steps}: {self.op_text} (line {self.current_line}); "
-            "arrays as they were at this step",
+            f"{self.kernel_name}, program {self.current_program}, step {self._step_text()}: "
+            f"{self.op_text} (line {self.current_line}); arrays as they were at this step",
             fontsize=8,
             family="monospace",
             y=1.06,  # above the panels' titles and column labels
         )
         return static_render.figure_png(fig)
+
+
+def _array_note(state: dict) -> str:
+    """What the static HTML says of an array that is not drawn as it is."""
+    shape = static_render.shape_text(state["full_shape"])
+    if not np.prod(state["full_shape"]):
+        return f"{state['name']}: empty array ({shape})"
+    if max(state["steps"]) > 1:
+        sampling = static_render.sampling_text(state["steps"])
+        return f"{state['name']}: {shape}, too large to show whole; {sampling}"
+    return ""

@@ -53,3 +53,124 @@ def test_a_1d_array_has_no_row_labels():
         console.log(JSON.stringify([labels(box.children[1]), labels(box.children[2])]));
     """)
     assert [text for text, _ in top] == ["0", "4", "8", "12", "16"] and left == []
+
+
+def test_cells_spell_values_as_the_static_renderings_do():
+    from qnb.viz.arrays import format_value
+
+    values = [0, 7, -9999, 12345, 255000765, -(2**31), 1e5, 0.001, 0.5, 3.14159, 120.4, 9999.5]
+    values += [0.0123456, -0.5, 1e-300, 1e30]
+    spelled = run_js(f"console.log(JSON.stringify({json.dumps(values)}.map(qnbFormat)))")
+    assert spelled == [format_value(v) for v in values]
+    # the hover readout keeps the digits a cell drops
+    full = run_js("console.log(JSON.stringify([12345, 255000765, 3.14159265].map(qnbFormatFull)))")
+    assert full == ["12345", "255000765", "3.141593"]
+
+
+def test_a_sampled_array_keeps_its_own_indices():
+    top, left, index, text = run_js("""
+        const box = qnbWithTicks(document.createElement("canvas"), 50, 40, 4, 2, [4, 2]);
+        console.log(JSON.stringify([labels(box.children[1]).map((l) => l[0]),
+          labels(box.children[2]).map((l) => l[0]), qnbIndexSpeller(3, 8, [4, 2])(3, 5),
+          qnbSamplingText([1, 4, 2])]));
+    """)
+    assert top == ["0", "32", "64"] and left == ["0", "64", "128", "192"]
+    assert index == "8, 12, 10" and text == "sampled: one in every 4 rows and 2 columns"
+
+
+WIDGET_DOM = """
+class Element {
+  constructor(tag) {
+    this.tag = tag; this.children = []; this.style = {}; this.className = ""; this.options = [];
+    this.classList = { add: (...names) => { this.className += " " + names.join(" "); } };
+  }
+  append(...items) { this.children.push(...items); }
+  replaceChildren(...items) { this.children = items; }
+  addEventListener() {}
+  getContext() { return new Proxy({}, { get: () => () => {}, set: () => true }); }
+  get text() {
+    return (this.textContent || "") + this.children.map((c) => c.text || "").join(" ");
+  }
+}
+globalThis.window = {};
+globalThis.document = {
+  createElement: (tag) => new Element(tag),
+  createTextNode: (text) => ({ text }),
+};
+"""
+
+
+def render_widget(view, module: str) -> str:
+    """Run a widget's front end on the view's synced state (Node, a stand-in DOM); the
+    text of everything it drew."""
+    import base64
+
+    def plain(value):
+        if isinstance(value, bytes):
+            return {"__bytes__": base64.b64encode(value).decode()}
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    from qnb.viz.widget import QnbWidget
+
+    own = set(view.trait_names(sync=True)) - set(QnbWidget.class_trait_names(sync=True))
+    state = {name: plain(getattr(view, name)) for name in own}
+    script = (
+        WIDGET_DOM
+        + read_asset("heatmap.js")
+        + read_asset(module).replace("export default { render };", "")
+        + f"""
+        const revive = (v) => v && v.__bytes__ !== undefined
+          ? new DataView(Uint8Array.from(Buffer.from(v.__bytes__, "base64")).buffer)
+          : Array.isArray(v) ? v.map(revive)
+          : v && typeof v === "object" ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, revive(x)]))
+          : v;
+        const state = revive({json.dumps(state)});
+        const model = {{ get: (n) => state[n], set() {{}}, save_changes() {{}}, on() {{}}, off() {{}} }};
+        const el = new Element("div");
+        render({{ model, el }});
+        console.log(JSON.stringify(el.text));
+        """
+    )
+    done = subprocess.run(
+        [NODE, "-e", script], capture_output=True, text=True, timeout=30, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def test_trace_view_front_end_draws_empty_sampled_and_stepless(monkeypatch):
+    import numpy as np
+
+    import qnb
+    from qnb.viz import TraceView, arrays
+
+    monkeypatch.setattr(arrays, "MAX_ELEMENTS", 1024)
+
+    @qnb.kernel
+    def k(x: qnb.Array[qnb.f32, 2], big: qnb.Array[qnb.f32, 2], e: qnb.Array[qnb.f32, 3]):
+        if qnb.program_id(0) == 0:
+            qnb.Tile16.full(1.0, qnb.f32).store(big, 16, 16)
+
+    trace = k.trace[2](
+        np.zeros((4, 4), np.float32),
+        np.zeros((64, 64), np.float32),
+        np.zeros((0, 4, 4), np.float32),
+    )
+    assert [len(trace.steps(p)) for p in range(2)] == [1, 0]  # the store; nothing
+    text = render_widget(TraceView(trace), "trace_view.js")
+    assert "step 1 / 1" in text
+    assert "64×64: too large to show whole; sampled: one in every 2 rows and 2 columns" in text
+    assert "(empty array: shape 0×4×4, no elements to show)" in text
+    assert "step 0 / 0" in render_widget(TraceView(trace, program=1), "trace_view.js")
+
+
+def test_tile_view_front_end_draws_an_empty_array():
+    import numpy as np
+
+    from qnb.viz import TileView
+
+    text = render_widget(TileView(np.zeros((0, 4, 4), np.float32)), "tile_view.js")
+    assert "(empty array: shape 0×4×4, no elements to show)" in text

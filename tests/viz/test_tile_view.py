@@ -1,10 +1,13 @@
 """TileView: traitlets state after construction and updates, and the static fallback."""
 
+import queue
+
 import numpy as np
 import pytest
 
 pytest.importorskip("anywidget")
 
+from qnb.errors import QnbTypeError
 from qnb.viz import TileView
 from qnb.viz.arrays import decode
 
@@ -60,12 +63,34 @@ def test_three_d_arrays_pick_a_slab():
     assert view.batch == 0
 
 
-def test_objects_with_numpy_method_are_accepted():
-    class DeviceLike:
+def test_device_arrays_are_copied_back():
+    import qnb
+
+    class DeviceLike(qnb.DeviceArray):
         def numpy(self):
             return np.ones((16, 16), np.float32)
 
-    assert TileView(DeviceLike()).array.sum() == 256
+    assert TileView(DeviceLike((16, 16), np.float32)).array.sum() == 256
+
+
+@pytest.mark.parametrize(
+    ("value", "name"), [({"a": 1}, "dict"), (queue.Queue(), "queue.Queue"), (None, "NoneType")]
+)
+def test_objects_that_are_not_arrays_are_refused_without_calling_them(value, name):
+    # dict.get() needs an argument and Queue.get() blocks: neither is asked for an array
+    with pytest.raises(QnbTypeError, match=rf"can show an array .*, not {name}$"):
+        TileView(value)
+
+
+def test_an_object_with_a_numpy_method_is_not_called():
+    class Tricky:
+        def numpy(self):
+            raise AssertionError("called")
+
+        get = numpy
+
+    with pytest.raises(QnbTypeError, match=r"not .*Tricky"):
+        TileView(Tricky())
 
 
 def test_rejects_four_dimensions():
@@ -89,11 +114,12 @@ def test_mimebundle_has_widget_html_and_png():
     assert data["image/png"].startswith(b"\x89PNG")
 
 
-def test_large_array_html_embeds_the_png():
+def test_a_large_array_stores_its_png_once():
     pytest.importorskip("matplotlib")
     view = TileView(np.random.default_rng(1).random((64, 64)).astype(np.float32))
     data, _ = view._repr_mimebundle_()
-    assert "data:image/png;base64," in data["text/html"]
+    # an HTML that would only repeat the image is left out: nbconvert shows the PNG
+    assert data["image/png"].startswith(b"\x89PNG") and "text/html" not in data
 
 
 def test_decode_roundtrip():
@@ -164,3 +190,97 @@ def test_static_png_of_a_1d_array_has_no_row_labels(monkeypatch):
     )
     TileView(np.arange(20.0))._static_png()
     assert list(axes[0].get_yticks()) == [] and list(axes[0].get_xticks()) == [0, 4, 8, 12, 16]
+
+
+@pytest.mark.parametrize("shape", [(0, 4, 4), (2, 0, 4), (0, 16), (0,)])
+def test_an_empty_array_renders_a_note(shape, recwarn):
+    view = TileView(np.zeros(shape, np.float32))
+    view.batch = 3
+    assert view.batch == (1 if shape == (2, 0, 4) else 0)  # never -1, with no slabs
+    data, _ = view._repr_mimebundle_()
+    assert f"(empty array: shape {'×'.join(map(str, shape))}" in data["text/html"]
+    assert "image/png" not in data and not recwarn.list  # nothing drawn, nothing warned
+
+
+def rendered(a, **kwargs):
+    """A static heatmap of ``a`` as RGB pixels, and where each cell's centre lands."""
+    pytest.importorskip("matplotlib")
+    from qnb.viz import static_render
+
+    fig = static_render.new_figure(4, 4)
+    ax = fig.add_subplot()
+    finite = a[np.isfinite(a)]
+    static_render.draw_heatmap(ax, a, float(finite.min()), float(finite.max()), **kwargs)
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())[:, :, :3]
+
+    def at(i, j):
+        x, y = ax.transData.transform((j, i))
+        return pixels[pixels.shape[0] - round(y), round(x)]
+
+    return ax, at
+
+
+def test_static_png_draws_nan_and_infinities_grey_with_visible_labels():
+    a = np.array([[np.nan, np.inf, -np.inf, 1.0, 2.0]], np.float32)
+    ax, at = rendered(a)
+    for j in range(3):  # grey, as the HTML table's rgb(128,128,128) and the live view's
+        np.testing.assert_allclose(at(0.4, j + 0.4), (128, 128, 128), atol=2)  # by the label
+    np.testing.assert_allclose(at(0.4, 3.4), (68, 1, 84), atol=2)  # 1.0: the lowest colour
+    labels = {t.get_text(): t.get_color() for t in ax.texts}
+    assert labels["nan"] == labels["inf"] == labels["-inf"] == "white"  # white on grey
+
+
+@pytest.mark.parametrize("shape", [(1, 1000), (1000, 1), (1000,)])
+def test_static_png_of_a_thin_array_has_cells_that_can_be_seen(shape, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from qnb.viz import static_render
+
+    axes = []
+    draw = static_render.draw_heatmap
+    monkeypatch.setattr(
+        static_render, "draw_heatmap", lambda ax, *a, **k: (axes.append(ax), draw(ax, *a, **k))
+    )
+    TileView(np.random.default_rng(0).random(shape))._static_png()
+    box = axes[0].get_window_extent()
+    assert min(box.width, box.height) >= 30  # pixels, not 1
+
+
+def test_all_equal_values_label_the_colour_bar_once():
+    pytest.importorskip("matplotlib")
+    from qnb.viz import static_render
+
+    fig = static_render.new_figure(4, 4)
+    ax = fig.add_subplot()
+    static_render.draw_heatmap(ax, np.full((4, 4), 3.0), 3.0, 3.0)
+    bar = fig.axes[1]
+    assert [t.get_text() for t in bar.get_yticklabels()] == ["3"]
+
+
+def test_static_renderings_of_a_3d_array_name_the_slab_shown():
+    view = TileView(np.arange(3 * 4 * 4, dtype=np.float32).reshape(3, 4, 4))
+    view.batch = 2
+    data, _ = view._repr_mimebundle_()
+    assert "TileView(3×4×4 float32), slab [2] of 3" in data["text/html"]
+    assert ">32<" in data["text/html"] and ">31<" not in data["text/html"]  # slab 2's values
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (9999, "9999"),
+        (-9999, "-9999"),
+        (12345, "1.2e4"),
+        (255000765, "2.6e8"),
+        (-(2**31), "-2.1e9"),
+        (0.001, "1e-3"),
+        (9999.5, "1e4"),
+        (120.4, "120"),
+        (0.5, "0.5"),
+        (np.nan, "nan"),
+    ],
+)
+def test_values_are_spelled_to_fit_a_cell(value, text):
+    from qnb.viz.arrays import format_value
+
+    assert format_value(value) == text

@@ -87,10 +87,50 @@ def test_program_switch_keeps_the_step_and_moves_regions():
     assert view.regions[0]["kind"] == "write" and view.regions[0]["r0"] == 16
 
 
-def test_an_out_of_range_step_is_clamped():
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        (3, r"step 3 is out of range: program \(1, 0, 0\) has 3 steps \(0 to 2, or -3 to -1"),
+        (-4, r"step -4 is out of range"),
+        (True, r"expected an index into the program's steps .* not the bool True"),
+        (None, r"expected an index into the program's steps"),
+    ],
+)
+def test_a_step_not_in_the_program_is_refused(step, message):
+    view = TraceView(hand_made_trace(), program=1, step=1)
+    with pytest.raises(traitlets.TraitError, match=message):
+        view.step = step
+    assert view.step == 1
+    with pytest.raises(traitlets.TraitError, match=message):
+        TraceView(hand_made_trace(), program=1, step=step)
+
+
+@pytest.mark.parametrize(("step", "index"), [(-1, 2), (-3, 0), (np.int64(-2), 1)])
+def test_a_negative_step_counts_from_the_end(step, index):
+    view = TraceView(hand_made_trace(), step=step)
+    assert view.step == index and view.current_step is view.trace.steps(0)[index]
+    assert repr(view) == f"TraceView('add', program (0, 0, 0), step {index + 1}/3)"
+
+
+def test_a_program_is_not_a_bool():
     view = TraceView(hand_made_trace())
-    view.step = 99
-    assert view.step == 2
+    with pytest.raises(traitlets.TraitError, match="not the bool True"):
+        view.program = True
+    with pytest.raises(traitlets.TraitError, match="a tuple of 1 to 3 ints"):
+        view.program = (True, 0)
+    assert view.program == 0
+
+
+def test_a_program_with_no_steps_shows_step_0_of_0():
+    trace = hand_made_trace()
+    trace._steps[(1, 0, 0)] = []
+    view = TraceView(trace, step=2)
+    view.program = 1  # the step follows to the only one there is
+    assert (view.step, view.num_steps, view.op_text) == (0, 0, "(no steps)")
+    assert repr(view).endswith("step 0/0)")
+    assert "step 0/0" in view._repr_mimebundle_()[0]["text/html"]
+    with pytest.raises(traitlets.TraitError, match="has 0 steps"):
+        view.step = 1
 
 
 @pytest.mark.parametrize(
@@ -372,3 +412,230 @@ def test_trace_step_repr_is_one_short_line():
     assert step.output.shape == (16, 16) and step.inputs["a"].shape == (32, 16)  # data kept
     store = hand_made_trace().steps(0)[2]
     assert "\n" not in repr(store) and "writes c[0:16, 0:16]" in repr(store)
+
+
+# Parameters bound to overlapping memory ---------------------------------------------------
+
+ALIASED = {
+    # name: (the launch's memory, the two parameters as views of it)
+    "shifted": (np.zeros((17, 16)), lambda m: (m[:-1], m[1:])),
+    "reshaped": (np.arange(256.0), lambda m: (m.reshape(16, 16), m.reshape(8, 32))),
+    "prefix": (np.arange(512.0).reshape(32, 16), lambda m: (m, m[:8])),
+    "slab": (np.arange(512.0).reshape(2, 16, 16), lambda m: (m[1], m.reshape(32, 16))),
+    "middle": (np.arange(1024.0).reshape(64, 16), lambda m: (m[4:40], m[10:20])),
+    "same": (np.ones((16, 16)), lambda m: (m, m)),
+}
+
+
+def bump_kernel():
+    import qnb
+
+    @qnb.kernel
+    def bump(src: qnb.Array[qnb.f32, 2], dst: qnb.Array[qnb.f32, 2]):
+        t = qnb.Tile16.load(src, 0, 0)
+        (t + 1.0).store(dst, 0, 0)
+
+    return bump
+
+
+def bumped(memory, views):
+    """What ``bump`` leaves, by NumPy: each parameter before and after its store."""
+    memory = memory.astype(np.float32)
+    src, dst = views(memory)
+    before = {"src": src.copy(), "dst": dst.copy()}
+    tile = np.zeros((16, 16), np.float32)
+    window = src[:16, :16]
+    tile[: window.shape[0], : window.shape[1]] = window
+    target = dst[:16, :16]
+    target[...] = (tile + 1)[: target.shape[0], : target.shape[1]]
+    return before, {"src": src.copy(), "dst": dst.copy()}
+
+
+@pytest.mark.parametrize("case", list(ALIASED))
+def test_arrays_at_shows_a_store_in_every_parameter_of_the_same_memory(case):
+    memory, views = ALIASED[case]
+    before, after = bumped(memory, views)
+    trace = bump_kernel().trace[1](*views(memory.astype(np.float32)))
+    assert [s.op for s in trace.steps(0)] == ["load", "store"]
+    for step, want in [(0, before), (1, after)]:
+        got = trace.arrays_at(0, step)
+        for name in ("src", "dst"):
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{name} at {step}")
+    for name in ("src", "dst"):  # the final arrays are what the run left, as they were
+        np.testing.assert_array_equal(trace.arrays[name], after[name])
+        np.testing.assert_array_equal(trace.arrays_at(0, -1)[name], trace.arrays[name])
+
+
+def test_arrays_at_replays_overlapping_parameters_of_another_view_in_a_loop():
+    import qnb
+
+    @qnb.kernel
+    def smear(a: qnb.Array[qnb.f32, 1], b: qnb.Array[qnb.f32, 2]):
+        for k in range(3):
+            v = qnb.Vec16.load(a, 16 * k)
+            (v + 1.0).store(a, 16 * k + 16)
+        qnb.Tile16.full(-1.0, qnb.f32).store(b, 3, 0)
+
+    x = np.zeros(16 * 16, np.float32)
+    trace = smear.trace[1](x, x.reshape(16, 16))
+    stores = [k for k, s in enumerate(trace.steps(0)) if s.op == "store"]
+    expected = np.zeros(256, np.float32)
+    for k, step in zip(range(3), stores):
+        expected[16 * k + 16 : 16 * k + 32] = k + 1
+        got = trace.arrays_at(0, step)
+        np.testing.assert_array_equal(got["a"], expected)
+        np.testing.assert_array_equal(got["b"], expected.reshape(16, 16))
+    np.testing.assert_array_equal(trace.arrays_at(0, -1)["a"], x)  # the final store too
+    np.testing.assert_array_equal(trace.arrays["b"], x.reshape(16, 16))
+
+
+def test_parameters_that_do_not_overlap_are_replayed_on_their_own():
+    from qnb.trace import SharedMemory
+
+    x = np.zeros((32, 16), np.float32)
+    assert SharedMemory.find({"a": x[:16], "b": x[16:]}) == []
+    assert SharedMemory.find({"c": x[::2], "d": x[1::2]}) == []  # interleaved, not shared
+    groups = SharedMemory.find({"a": x[:16], "b": x[8:24], "c": x[20:], "e": np.zeros(3)})
+    assert [sorted(g.layouts) for g in groups] == [["a", "b", "c"]]
+    # the launch's bytes of the memory they span, and no more
+    assert groups[0].initial.nbytes == x.nbytes
+
+
+# Where a step ran: the kernel, or a func from another cell ---------------------------------
+
+
+def test_a_step_in_a_func_from_another_cell_shows_that_funcs_source():
+    from tests.helpers import define
+
+    funcs, func_file = define(
+        """
+        @qnb.func
+        def bump(x, r):
+            t = Tile16.load(x, r, 0)
+            (t * 2.0).store(x, r, 0)
+        """
+    )
+    kernels, kernel_file = define(
+        """
+        @qnb.kernel
+        def main(x: qnb.Array[qnb.f32, 2]):
+            r = qnb.program_id(0) * 16
+            bump(x, r)
+            x[r, 0] = 7.0
+        """,
+        {"bump": funcs["bump"]},
+    )
+    trace = kernels["main"].trace[1](np.ones((16, 16), np.float32))
+    view = TraceView(trace)
+    seen = {}
+    for k, step in enumerate(trace.steps(0)):
+        view.step = k
+        highlighted = [
+            text for n, text in enumerate(view.source) if view.first_line + n == view.current_line
+        ]
+        assert [line.strip() for line in highlighted] == [step.line], step
+        html = view._repr_mimebundle_()[0]["text/html"]
+        assert html.count("rgba(255,200,0,0.35)") == 1
+        seen[step.filename] = (view.source[0], view.source_title)
+    assert seen[kernel_file] == ("def main(x: qnb.Array[qnb.f32, 2]):", "")
+    assert seen[func_file] == ("def bump(x, r):", f"in bump ({func_file})")
+
+
+def test_a_step_whose_source_the_trace_lacks_shows_its_own_line():
+    trace = hand_made_trace()
+    step = trace.steps(0)[1]
+    # a func's line 12 in another file: not the kernel's line 12
+    trace.steps(0)[1] = TraceStep(1, step.program, "other.py", 12, "u = f(a)", "load", "u")
+    view = TraceView(trace, step=1)
+    assert view.source == ["u = f(a)"] and (view.first_line, view.current_line) == (12, 12)
+    assert view.source_title == "in other.py"
+    html = view._repr_mimebundle_()[0]["text/html"]
+    assert "u = f(a)" in html and "Tile16.load(a, 16 * i, 0)" not in html
+    view.step = 2  # back in the kernel: its listing again
+    assert view.source == SOURCE and view.current_line == 13 and view.source_title == ""
+
+
+# Regions -----------------------------------------------------------------------------------
+
+
+def test_an_empty_window_touches_no_region():
+    import qnb
+
+    @qnb.kernel
+    def edges(x: qnb.Array[qnb.f32, 2]):
+        t = qnb.Tile16.full(1.0, qnb.f32)
+        t.store(x, 12, 8, 0, 16)  # rows 12..8: none
+        t.store(x, 40, 0)  # past the last row
+        x[0:4, 30:40] = t  # past the last column
+        u = qnb.Tile16.load(x, 0, 25)
+        (t + u).store(x, 14, 18)  # clamped to the array: rows 14..19, columns 18..19
+
+    trace = edges.trace[1](np.zeros((20, 20), np.float32))
+    steps = trace.steps(0)
+    assert [(s.op, s.reads, s.writes) for s in steps[1:5]] == [
+        ("store", [], []),
+        ("store", [], []),
+        ("store", [], []),
+        ("load", [], []),
+    ]
+    assert [str(r) for r in steps[5].writes] == ["x[14:20, 18:20]"]
+    view = TraceView(trace, step=1)
+    assert view.regions == []
+
+
+# Arrays too large to send whole ------------------------------------------------------------
+
+
+def test_a_trace_with_a_large_array_opens_with_it_sampled(monkeypatch):
+    import qnb
+    from qnb.viz import arrays
+
+    monkeypatch.setattr(arrays, "MAX_ELEMENTS", 1024)
+
+    @qnb.kernel
+    def touch(big: qnb.Array[qnb.f32, 2], unused: qnb.Array[qnb.f32, 3]):
+        qnb.Tile16.full(5.0, qnb.f32).store(big, 32, 48)
+
+    big = np.random.default_rng(5).random((64, 80)).astype(np.float32)
+    unused = np.ones((3, 24, 24), np.float32)
+    view = TraceView(touch.trace[1](big, unused))
+    states = {a["name"]: a for a in view.arrays}
+    assert (states["big"]["steps"], states["big"]["full_shape"]) == ([4, 4], [64, 80])
+    np.testing.assert_array_equal(decode(states["big"]), view.trace.arrays["big"][::4, ::4])
+    assert (states["unused"]["steps"], states["unused"]["shape"]) == ([1, 2, 2], [3, 12, 12])
+    assert view.regions[0]["r0"] == 32  # regions stay in the array's own indices
+    data, _ = view._repr_mimebundle_()
+    assert (
+        "big: 64×80, too large to show whole; sampled: one in every 4 rows and 4 columns"
+        in (data["text/html"])
+    )
+
+
+def test_a_trace_with_an_array_over_the_limit_builds():
+    import qnb
+
+    @qnb.kernel
+    def touch(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+        t = qnb.Tile16.load(y, 0, 0)
+        (t + 1.0).store(y, 0, 0)
+
+    x, y = np.zeros((2100, 2100), np.float32), np.zeros((16, 16), np.float32)
+    view = TraceView(touch.trace[1](x, y))
+    assert [a["shape"] for a in view.arrays] == [[1050, 1050], [16, 16]]
+
+
+# Empty arrays ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(0, 16, 16), (2, 0, 16), (0,)])
+def test_a_trace_with_an_empty_array_renders(shape):
+    import qnb
+
+    @qnb.kernel
+    def k(x: qnb.Array[qnb.f32, 2], e: qnb.Array):
+        t = qnb.Tile16.load(x, 0, 0)
+        (t + 1.0).store(x, 0, 0)
+
+    view = TraceView(k.trace[1](np.zeros((16, 16), np.float32), np.zeros(shape, np.float32)))
+    data, _ = view._repr_mimebundle_()
+    assert f"e: empty array ({'×'.join(map(str, shape))})" in data["text/html"]

@@ -3,7 +3,7 @@
 // qnb/viz/assets.py prepends this file to each widget's module, so the functions below
 // are plain declarations (no imports, no CDN).
 
-// viridis, 9 stops; qnb/viz/colours.py holds the same table for the static fallback.
+// viridis, 9 stops; qnb/viz/static_render.py holds the same table for the static fallback.
 const QNB_VIRIDIS = [
   [68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
   [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37],
@@ -46,13 +46,29 @@ function qnbDecode(view, dtype) {
   return out;
 }
 
+// A short spelling of a value for a cell, as format_value in qnb/viz/arrays.py: integers
+// up to 4 digits as they are, others in 3 significant digits, very small or large ones as
+// 1.2e5 (no "+", no trailing zeros).
 function qnbFormat(v) {
   if (Number.isNaN(v)) return "nan";
   if (!Number.isFinite(v)) return v > 0 ? "inf" : "-inf";
-  if (Number.isInteger(v) && Math.abs(v) < 1e5) return String(v);
+  if (Number.isInteger(v) && Math.abs(v) < 1e4) return String(v);
   const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-2 || a >= 1e4)) return v.toExponential(1);
-  return v.toPrecision(3).replace(/\.?0+$/, "");
+  return qnbCompact(a !== 0 && (a < 1e-2 || a >= 1e4) ? v.toExponential(1) : v.toPrecision(3));
+}
+
+// The value in full (the hover readout): integers exactly, others in 7 digits.
+function qnbFormatFull(v) {
+  if (Number.isInteger(v)) return qnbCompact(String(v));
+  if (!Number.isFinite(v)) return qnbFormat(v);
+  return qnbCompact(v.toPrecision(7));
+}
+
+// "1.50e+5" -> "1.5e5", "0.500" -> "0.5", "120" stays (zeros go only after a point).
+function qnbCompact(text) {
+  let [mantissa, exponent] = text.split("e");
+  if (mantissa.includes(".")) mantissa = mantissa.replace(/0+$/, "").replace(/\.$/, "");
+  return exponent === undefined ? mantissa : `${mantissa}e${Number(exponent)}`;
 }
 
 function qnbRange(values, vmin, vmax) {
@@ -72,7 +88,9 @@ function qnbElement(tag, className, text) {
 }
 
 // Draw rows x cols values as coloured cells. opts: cell (px), vmin, vmax, showValues,
-// regions [{r0, r1, c0, c1, kind: "read"|"write"}]. Returns the canvas.
+// regions [{r0, r1, c0, c1, kind: "read"|"write"}], steps [row step, column step] when
+// the values are every k-th row/column of a larger array (regions are in its indices).
+// Returns the canvas.
 function qnbDrawHeatmap(canvas, values, rows, cols, opts) {
   const cell = opts.cell, dpr = window.devicePixelRatio || 1;
   const [vmin, vmax] = qnbRange(values, opts.vmin, opts.vmax);
@@ -103,19 +121,24 @@ function qnbDrawHeatmap(canvas, values, rows, cols, opts) {
       }
     }
   }
-  if (rows > 16 || cols > 16) {
+  const [rowStep, colStep] = opts.steps || [1, 1];
+  const tileRows = 16 / rowStep, tileCols = 16 / colStep;  // a tile, in cells
+  const tileSeen = Math.min(tileRows, tileCols) * cell >= 6;  // finer would hide the cells
+  if ((rows * rowStep > 16 || cols * colStep > 16) && Number.isInteger(tileRows) && Number.isInteger(tileCols) && tileSeen) {
     // the 16x16 tile grid
     ctx.strokeStyle = "rgba(255,255,255,0.85)";
     ctx.lineWidth = 1;
     ctx.beginPath();
-    for (let i = 16; i < rows; i += 16) { ctx.moveTo(0, i * cell + 0.5); ctx.lineTo(cols * cell, i * cell + 0.5); }
-    for (let j = 16; j < cols; j += 16) { ctx.moveTo(j * cell + 0.5, 0); ctx.lineTo(j * cell + 0.5, rows * cell); }
+    for (let i = tileRows; i < rows; i += tileRows) { ctx.moveTo(0, i * cell + 0.5); ctx.lineTo(cols * cell, i * cell + 0.5); }
+    for (let j = tileCols; j < cols; j += tileCols) { ctx.moveTo(j * cell + 0.5, 0); ctx.lineTo(j * cell + 0.5, rows * cell); }
     ctx.stroke();
   }
   for (const reg of opts.regions || []) {
     const colour = reg.kind === "write" ? "255,64,64" : "0,200,255";
-    const x = reg.c0 * cell, y = reg.r0 * cell;
-    const w = (reg.c1 - reg.c0) * cell, h = (reg.r1 - reg.r0) * cell;
+    const r0 = Math.floor(reg.r0 / rowStep), r1 = Math.ceil(reg.r1 / rowStep);
+    const c0 = Math.floor(reg.c0 / colStep), c1 = Math.ceil(reg.c1 / colStep);
+    const x = c0 * cell, y = r0 * cell;
+    const w = (c1 - c0) * cell, h = (r1 - r0) * cell;
     ctx.fillStyle = `rgba(${colour},0.25)`;
     ctx.fillRect(x, y, w, h);
     ctx.strokeStyle = `rgb(${colour})`;
@@ -150,15 +173,17 @@ function qnbHover(canvas, readout, rows, cols, cell, values, label, indexOf) {
     const rect = canvas.getBoundingClientRect();
     const j = Math.floor((ev.clientX - rect.left) / cell), i = Math.floor((ev.clientY - rect.top) / cell);
     if (i < 0 || j < 0 || i >= rows || j >= cols) return;
-    readout.textContent = `${label}[${indexOf(i, j)}] = ${qnbFormat(values[i * cols + j])}`;
+    readout.textContent = `${label}[${indexOf(i, j)}] = ${qnbFormatFull(values[i * cols + j])}`;
   });
   canvas.addEventListener("mouseleave", () => { readout.textContent = "\u00a0"; });
 }
 
-function qnbIndexSpeller(ndim, slab) {
-  if (ndim === 1) return (i, j) => `${j}`;
-  if (ndim === 3) return (i, j) => `${slab}, ${i}, ${j}`;
-  return (i, j) => `${i}, ${j}`;
+// steps: [row step, column step] of a view that holds every k-th row/column.
+function qnbIndexSpeller(ndim, slab, steps) {
+  const [rs, cs] = steps || [1, 1];
+  if (ndim === 1) return (i, j) => `${j * cs}`;
+  if (ndim === 3) return (i, j) => `${slab}, ${i * rs}, ${j * cs}`;
+  return (i, j) => `${i * rs}, ${j * cs}`;
 }
 
 // Rows/columns between two tick labels: every 4 on arrays up to 32x32, else every 16
@@ -171,23 +196,25 @@ function qnbTickStep(rows, cols, cell) {
 
 // The canvas of a rows x cols heatmap with its indices: column numbers above, row
 // numbers on the left (none for a 1-D array, shown as one row). Labels are text, not
-// drawn, so the canvas and its hover coordinates stay as they are.
-function qnbWithTicks(canvas, rows, cols, cell, ndim) {
+// drawn, so the canvas and its hover coordinates stay as they are. steps: [row step,
+// column step] of a view holding every k-th row/column (labels are the array's indices).
+function qnbWithTicks(canvas, rows, cols, cell, ndim, steps) {
+  const [rs, cs] = steps || [1, 1];
   const step = qnbTickStep(rows, cols, cell);
   const box = qnbElement("div", "qnb-axes");
   const top = qnbElement("div", "qnb-ticks-top");
   top.style.width = `${cols * cell}px`;
   for (let j = 0; j < cols; j += step) {
-    const label = qnbElement("span", "qnb-tick", String(j));
+    const label = qnbElement("span", "qnb-tick", String(j * cs));
     label.style.left = `${j * cell + cell / 2}px`;
     top.append(label);
   }
   const left = qnbElement("div", "qnb-ticks-left");
   left.style.height = `${rows * cell}px`;
-  left.style.width = ndim === 1 ? "0px" : `${String(rows - 1).length * 0.65 + 0.2}em`;
+  left.style.width = ndim === 1 ? "0px" : `${String((rows - 1) * rs).length * 0.65 + 0.2}em`;
   if (ndim !== 1) {
     for (let i = 0; i < rows; i += step) {
-      const label = qnbElement("span", "qnb-tick", String(i));
+      const label = qnbElement("span", "qnb-tick", String(i * rs));
       label.style.top = `${i * cell + cell / 2}px`;
       left.append(label);
     }
@@ -201,26 +228,55 @@ function qnbCellSize(rows, cols, maxPx, largest) {
   return Math.max(1, Math.min(largest, Math.floor(maxPx / Math.max(rows, cols))));
 }
 
+// How an array sent with every k-th element along each axis was sampled (as
+// sampling_text in qnb/viz/static_render.py).
+function qnbSamplingText(steps) {
+  const names = { 1: ["elements"], 2: ["rows", "columns"], 3: ["slabs", "rows", "columns"] }[steps.length];
+  const taken = steps.map((k, axis) => `${k} ${names[axis]}`).filter((_, axis) => steps[axis] > 1);
+  return `sampled: one in every ${taken.join(" and ")}`;
+}
+
+// What shows in place of the cells of an array with no elements.
+function qnbEmptyNote(shape) {
+  return qnbElement("div", "qnb-empty", `(empty array: shape ${shape.join("\u00d7")}, no elements to show)`);
+}
+
 // A small self-contained heatmap (used for tiles and arrays in TraceView).
-// spec: {name, shape, dtype, data}; opts: title, maxPx, largest, showValues, regions,
-// batch, ticks (index labels). Returns an element.
+// spec: {name, shape, dtype, data, steps?, full_shape?}; opts: title, maxPx, largest,
+// showValues, regions, batch (the slab's index in the array), ticks (index labels).
+// spec.steps: the array was sent with every k-th element along each axis (too large to
+// send whole); labels, hover and regions stay in the array's own indices. Returns an element.
 function qnbHeatmapBlock(spec, opts) {
-  const values = qnbDecode(spec.data, spec.dtype);
-  const shape = spec.shape.length === 1 ? [1, spec.shape[0]] : spec.shape;
-  const [rows, cols] = [shape[shape.length - 2], shape[shape.length - 1]];
-  const slab = opts.batch || 0;
-  const slice = values.subarray(slab * rows * cols, (slab + 1) * rows * cols);
-  const cell = qnbCellSize(rows, cols, opts.maxPx, opts.largest || 32);
   const box = qnbElement("div", "qnb-block");
   box.append(qnbElement("div", "qnb-block-title", opts.title || spec.name));
+  const values = qnbDecode(spec.data, spec.dtype);
+  if (values.length === 0) {
+    box.append(qnbEmptyNote(spec.full_shape || spec.shape));
+    return box;
+  }
+  const shape = spec.shape.length === 1 ? [1, spec.shape[0]] : spec.shape;
+  const [rows, cols] = [shape[shape.length - 2], shape[shape.length - 1]];
+  const steps = spec.steps || spec.shape.map(() => 1);
+  const cellSteps = steps.length === 1 ? [1, steps[0]] : steps.slice(-2);
+  const slabStep = steps.length === 3 ? steps[0] : 1;
+  const slab = Math.floor((opts.batch || 0) / slabStep);  // its index in what was sent
+  const slice = values.subarray(slab * rows * cols, (slab + 1) * rows * cols);
+  const cell = qnbCellSize(rows, cols, opts.maxPx, opts.largest || 32);
   const canvas = document.createElement("canvas");
   canvas.className = "qnb-heatmap";
   qnbDrawHeatmap(canvas, slice, rows, cols, {
     cell, showValues: opts.showValues, regions: opts.regions, vmin: spec.vmin, vmax: spec.vmax,
+    steps: cellSteps,
   });
   const readout = qnbElement("div", "qnb-readout", "\u00a0");
-  qnbHover(canvas, readout, rows, cols, cell, slice, spec.name, qnbIndexSpeller(spec.shape.length, slab));
-  box.append(opts.ticks ? qnbWithTicks(canvas, rows, cols, cell, spec.shape.length) : canvas, readout);
+  const speller = qnbIndexSpeller(spec.shape.length, slab * slabStep, cellSteps);
+  qnbHover(canvas, readout, rows, cols, cell, slice, spec.name, speller);
+  const drawn = opts.ticks ? qnbWithTicks(canvas, rows, cols, cell, spec.shape.length, cellSteps) : canvas;
+  box.append(drawn, readout);
+  if (steps.some((k) => k > 1)) {
+    const full = (spec.full_shape || spec.shape).join("\u00d7");
+    box.append(qnbElement("div", "qnb-note", `${full}: too large to show whole; ${qnbSamplingText(steps)}`));
+  }
   return box;
 }
 

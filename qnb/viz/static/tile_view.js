@@ -13,6 +13,11 @@ function render({ model, el }) {
     const info = qnbElement("span", "qnb-info", ` ${shape.join("\u00d7")} ${model.get("dtype_name") || dtype}`);
     header.append(info);
     el.append(header);
+    const values = qnbDecode(model.get("data"), dtype);
+    if (values.length === 0) {
+      el.append(qnbEmptyNote(shape));
+      return;
+    }
     if (shape.length === 3) {
       const picker = qnbElement("label", "qnb-batch", "slab ");
       const input = document.createElement("input");
@@ -25,7 +30,6 @@ function render({ model, el }) {
       el.append(picker);
     }
     const body = qnbElement("div", "qnb-row");
-    const values = qnbDecode(model.get("data"), dtype);
     const rows = shape.length === 1 ? 1 : shape[shape.length - 2];
     const cols = shape[shape.length - 1];
     const slab = shape.length === 3 ? model.get("batch") : 0;

@@ -19,9 +19,10 @@ function render({ model, el }) {
   slider.addEventListener("input", () => setState("step", Number(slider.value)));
   const prev = qnbElement("button", "qnb-prev", "\u25c0");
   const next = qnbElement("button", "qnb-next", "\u25b6");
+  // step is refused outside 0 .. num_steps - 1 (a program with no steps has only 0)
   prev.addEventListener("click", () => setState("step", Math.max(0, model.get("step") - 1)));
   next.addEventListener("click", () =>
-    setState("step", Math.min(model.get("num_steps") - 1, model.get("step") + 1)));
+    setState("step", Math.max(0, Math.min(model.get("num_steps") - 1, model.get("step") + 1))));
   const label = qnbElement("span", "qnb-step-label");
   const controls = qnbElement("div", "qnb-controls");
   controls.append(select, prev, slider, next, label);
@@ -45,11 +46,14 @@ function render({ model, el }) {
     const steps = model.get("num_steps");
     slider.max = Math.max(0, steps - 1);
     slider.value = model.get("step");
-    label.textContent = `step ${Math.min(model.get("step") + 1, steps)} / ${steps}`;
+    // the numbers of the Python repr: "step 2 / 5", "step 0 / 0" for a program with no steps
+    label.textContent = `step ${steps ? model.get("step") + 1 : 0} / ${steps}`;
   }
 
+  // the source of the unit the step is in (the kernel, or a @qnb.func from elsewhere)
   function sourceListing() {
     const box = qnbElement("div", "qnb-source");
+    if (model.get("source_title")) box.append(qnbElement("div", "qnb-source-title", model.get("source_title")));
     const first = model.get("first_line"), current = model.get("current_line");
     model.get("source").forEach((text, k) => {
       const line = qnbElement("div", "qnb-source-line" + (first + k === current ? " qnb-current" : ""));
@@ -79,15 +83,18 @@ function render({ model, el }) {
     const row = qnbElement("div", "qnb-row qnb-arrays");
     for (const a of model.get("arrays")) {
       const mine = regions.filter((r) => r.array === a.name);
-      const batch = a.shape.length === 3 ? (mine.find((r) => r.batch !== null) || { batch: 0 }).batch : 0;
+      const slabs = a.shape.length === 3 ? a.shape[0] : 0;
+      let batch = slabs ? (mine.find((r) => r.batch !== null) || { batch: 0 }).batch : 0;
       const shown = mine.filter((r) => r.batch === null || r.batch === batch);
-      const title = a.shape.length === 3 ? `${a.name}[${batch}]` : a.name;
+      const slabStep = a.steps && a.shape.length === 3 ? a.steps[0] : 1;
+      batch -= batch % slabStep;  // the slab sent (every k-th, for an array too large to send)
+      const title = slabs ? `${a.name}[${batch}]` : a.name;
       row.append(qnbHeatmapBlock(a, { title, maxPx: 256, largest: 16, regions: shown, batch, ticks: true }));
     }
     body.append(legend, row);
   }
 
-  const names = ["program", "step", "num_steps", "current_line", "op_text", "tiles", "scalars", "arrays", "regions", "programs", "source"];
+  const names = ["program", "step", "num_steps", "current_line", "op_text", "tiles", "scalars", "arrays", "regions", "programs", "source", "first_line", "source_title"];
   return qnbDrawOnChanges(model, names, draw);
 }
 
