@@ -283,8 +283,18 @@ def check_widgets(page) -> None:
             arg=[label.element_handle(), shown],
             timeout=WIDGET_MS,
         )
-    assert "store" in trace.locator(".qnb-op").first.inner_text()
-    assert out_canvas.evaluate("(c) => c.toDataURL()") != before
+    # The step label and the op line are redrawn from separate trait changes: wait for
+    # the op line (and the out canvas) to catch up rather than read them at once.
+    page.wait_for_function(
+        """(el) => el.querySelector(".qnb-op") &&
+                   el.querySelector(".qnb-op").textContent.includes("store")""",
+        arg=trace.element_handle(),
+        timeout=WIDGET_MS,
+    )
+    deadline = time.monotonic() + WIDGET_MS / 1000
+    while out_canvas.evaluate("(c) => c.toDataURL()") == before:
+        assert time.monotonic() < deadline, "the out array did not change at its store"
+        page.wait_for_timeout(100)
 
     cache = page.locator(".qnb-cacheview").first
     rows = cache.locator("tbody tr")
