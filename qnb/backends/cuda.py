@@ -322,7 +322,7 @@ class _Words:
 def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words):
     """CuPy launch arguments for ``args``, and (host, device) pairs to copy back after.
     A NumPy array passed for several parameters is copied once: one memory, as on cpu."""
-    values, write_back, copied, host = [], [], {}, []
+    values, write_back, copied, host, written = [], [], {}, [], set()
     for step, value in zip(plan, args):
         if step[0] == "scalar":
             values.append(step[2](value))
@@ -341,7 +341,8 @@ def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words):
             device = copied.get(key)
             if device is None:
                 device = copied[key] = cupy.asarray(np.ascontiguousarray(value))
-            if stored and all(memory_key(h) != key for h, _ in write_back):
+            if stored and key not in written:  # (copied back once)
+                written.add(key)
                 write_back.append((value, device))
         elif isinstance(value, DeviceArray):
             raise argument_error(

@@ -439,7 +439,7 @@ class _Launcher:
         for slot, pos, axis in self.dim_words:
             words[slot] = args[pos].shape[axis]
         self.grid_words[:] = grid
-        buffers, write_back, copied, host = [], [], {}, []
+        buffers, write_back, copied, host, written = [], [], {}, [], set()
         for pos, spec in self.array_args:
             value = args[pos]
             if isinstance(value, WgpuDeviceArray):
@@ -451,14 +451,12 @@ class _Launcher:
                 # One memory passed twice (x, or x and x[:]) is one buffer, as on cpu.
                 key = memory_key(value)
                 if key not in copied:
-                    copied[key] = self._copy_in(spec, value, write_back)
-                elif (
-                    spec["stored"]
-                    and value.size
-                    and all(memory_key(v) != key for v, _, _ in write_back)
-                ):
-                    write_back.append((value, copied[key], _storage_bytes(value)))
-                buffers.append(copied[key])
+                    copied[key] = self._copy_in(spec, value)
+                buffer, data = copied[key]
+                if spec["stored"] and value.size and key not in written:
+                    written.add(key)  # (read back once, whichever parameter stores)
+                    write_back.append((value, buffer, data))
+                buffers.append(buffer)
             else:
                 raise argument_error(
                     QnbTypeError,
@@ -486,7 +484,8 @@ class _Launcher:
             result = np.frombuffer(raw, dtype=data.dtype, count=data.size).reshape(value.shape)
             value[...] = result != 0 if value.dtype == np.bool_ else result
 
-    def _copy_in(self, spec, value: np.ndarray, write_back: list):
+    def _copy_in(self, spec, value: np.ndarray):
+        """The array in a device buffer: (buffer, the words copied)."""
         _check_fits(self.dev, value, spec["name"])
         data = _storage_bytes(value)
         buffer = self.staging.get(spec["binding"])
@@ -496,9 +495,7 @@ class _Launcher:
             # Stored-only arrays are copied in too: a store leaves the elements
             # outside its window alone, and they are read back with the rest.
             self.dev.queue.write_buffer(buffer, 0, _pad_bytes(data))
-        if spec["stored"] and value.size:
-            write_back.append((value, buffer, data))
-        return buffer
+        return buffer, data
 
     def _bind_group(self, buffers: list):
         key = tuple(id(b) for b in buffers)

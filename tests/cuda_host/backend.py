@@ -272,7 +272,7 @@ class CudaHostBackend(Backend):
 
         def launch(grid: tuple[int, int, int], args: list) -> None:
             grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-            keep, guarded, write_back, copied, hosts = [], [], [], {}, []
+            keep, guarded, write_back, copied, hosts, written = [], [], [], {}, [], set()
             for step, value in zip(plan, args):
                 if step[0] == "scalar":
                     keep.append(np.array([value], step[2]))
@@ -297,7 +297,8 @@ class CudaHostBackend(Backend):
                     guarded.append(buffer)
                 keep.append(np.array([buffer.pointer()], np.uintp))
                 keep += [np.array([n], np.int32) for n in host.shape]
-                if stored and all(memory_key(h) != key for h, _ in write_back):
+                if stored and key not in written:  # (copied back once)
+                    written.add(key)
                     write_back.append((host, buffer))
             if len(hosts) > 1:
                 refuse_partial_overlap("cuda-host", hosts)
