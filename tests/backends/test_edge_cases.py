@@ -13,7 +13,7 @@ import pytest
 import qnb
 from tests.helpers import define
 
-KERNELS, _ = define("""
+COUNT = """
     @qnb.kernel
     def count(out, start: qnb.i32, stop: qnb.i32, step: qnb.i32):
         n = 0
@@ -23,9 +23,15 @@ KERNELS, _ = define("""
             last = i
             if n > 40:  # a wrapped counter would go on: stop it, so the test ends
                 break
-        out[0] = n
+        out[0] = N_OUT
         out[1] = last
-    """)
+    """
+# The same loop in a kernel of scalars only (a thread per program on a GPU) and in one
+# that passes n through a tile (a block per program).
+COUNTS = {
+    "solo": define(COUNT.replace("N_OUT", "n"))[0]["count"],
+    "block": define(COUNT.replace("N_OUT", "Tile16.full(n, qnb.i32)[3, 3]"))[0]["count"],
+}
 
 BIG = 2**31 - 1
 CASES = [
@@ -39,32 +45,14 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("with_tile", [False, True], ids=["solo", "block"])
+@pytest.mark.parametrize("layout", sorted(COUNTS))
 @pytest.mark.parametrize(("start", "stop", "step"), CASES)
-def test_range_near_the_ends_of_i32(backend_name, start, stop, step, with_tile):
+def test_range_near_the_ends_of_i32(backend_name, start, stop, step, layout):
     values = list(range(start, stop, step))
     out = np.full(2, -7, np.int32)
-    kernel = KERNELS["count"]
-    if with_tile:  # the same loop in a kernel that holds a tile (the block layout)
-        kernel = TILED["count_tiled"]
     with qnb.backend(backend_name):
-        kernel(out, start, stop, step)
+        COUNTS[layout](out, start, stop, step)
     assert out.tolist() == [len(values), values[-1] if values else 0]
-
-
-TILED, _ = define("""
-    @qnb.kernel
-    def count_tiled(out, start: qnb.i32, stop: qnb.i32, step: qnb.i32):
-        n = 0
-        last = 0
-        for i in range(start, stop, step):
-            n += 1
-            last = i
-            if n > 40:
-                break
-        out[0] = Tile16.full(n, qnb.i32)[3, 3]
-        out[1] = last
-    """)
 
 
 EMPTY, _ = define("""
