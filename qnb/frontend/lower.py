@@ -374,32 +374,21 @@ class _Lowerer:
         statements that change what they read."""
         base = target.value
         nodes = [] if isinstance(base, ast.Name | _Known) else [base]
-        for part in self.subscript_parts(target):
-            if isinstance(part, ast.Slice):
-                nodes.extend(bound for bound in (part.lower, part.upper) if bound is not None)
-            elif not is_negative_literal(part):  # a literal -1 is refused where it is used
-                nodes.append(part)
+
+        def collect(node):
+            if not is_negative_literal(node):  # a literal -1 is refused where it is used
+                nodes.append(node)
+
+        self.map_subscript(target, collect)
         values = self.ordered(nodes, earlier)
         lowered = iter(values[len(earlier) :])
 
         def known(node):
-            return None if node is None else _Known(next(lowered), node)
+            return node if is_negative_literal(node) else _Known(next(lowered), node)
 
         if not isinstance(base, ast.Name | _Known):
             base = known(base)
-        parts = []
-        for part in self.subscript_parts(target):
-            if isinstance(part, ast.Slice):
-                part = ast.copy_location(ast.Slice(known(part.lower), known(part.upper)), part)
-            elif not is_negative_literal(part):
-                part = known(part)
-            parts.append(part)
-        index = (
-            ast.copy_location(ast.Tuple(parts, ast.Load()), target.slice)
-            if isinstance(target.slice, ast.Tuple)
-            else parts[0]
-        )
-        copy = ast.copy_location(ast.Subscript(base, index, target.ctx), target)
+        copy = self.map_subscript(target, known, base, target.ctx)
         return copy, values[: len(earlier)]
 
     def pin_indices(self, target: ast.Subscript) -> ast.Subscript:
@@ -414,17 +403,27 @@ class _Lowerer:
                 return _Known(self.materialise(value, "index", node), node)
             return node
 
+        return self.map_subscript(target, pin, target.value, ast.Store())
+
+    def map_subscript(self, target: ast.Subscript, fn, base=None, ctx=None):
+        """``fn`` applied to each index and slice bound of ``target``, in order (a missing
+        bound stays None); with ``ctx``, the subscript rebuilt on ``base`` from the results."""
         parts = []
         for part in self.subscript_parts(target):
             if isinstance(part, ast.Slice):
-                part = ast.copy_location(ast.Slice(pin(part.lower), pin(part.upper)), part)
-            parts.append(pin(part))
+                bounds = [None if b is None else fn(b) for b in (part.lower, part.upper)]
+                part = ast.copy_location(ast.Slice(*bounds), part)
+            else:
+                part = fn(part)
+            parts.append(part)
+        if ctx is None:
+            return None
         index = (
             ast.copy_location(ast.Tuple(parts, ast.Load()), target.slice)
             if isinstance(target.slice, ast.Tuple)
             else parts[0]
         )
-        return ast.copy_location(ast.Subscript(target.value, index, ast.Store()), target)
+        return ast.copy_location(ast.Subscript(base, index, ctx), target)
 
     def stmt_If(self, stmt):
         cond = self.lower_expr(stmt.test)
