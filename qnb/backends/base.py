@@ -66,9 +66,11 @@ def refuse_partial_overlap(backend: str, named: list[tuple[str, Any, bool]]) -> 
     would undo the other's): refuse that where either is stored."""
     import numpy as np
 
+    keys = [memory_key(array) for _, array, _ in named]
     for k, (name, array, stored) in enumerate(named):
-        for other, other_array, other_stored in named[k + 1 :]:
-            if not (stored or other_stored) or memory_key(array) == memory_key(other_array):
+        for j in range(k + 1, len(named)):
+            other, other_array, other_stored = named[j]
+            if not (stored or other_stored) or keys[k] == keys[j]:
                 continue
             if np.may_share_memory(array, other_array):
                 raise argument_error(
