@@ -19,6 +19,7 @@ from __future__ import annotations
 from qnb._version import __version__
 from qnb.backends import backend, backends, set_backend
 from qnb.backends.base import DeviceArray
+from qnb.compare import Comparison, compare  # (light: NumPy and dataclasses only)
 from qnb.dtypes import bool_, f16, f32, f64, i32
 from qnb.errors import (
     BackendError,
@@ -126,6 +127,8 @@ __all__ = [
     "DeviceArray",
     "Trace",
     "TraceStep",
+    "compare",
+    "Comparison",
     "Region",
     "QnbError",
     "QnbSyntaxError",

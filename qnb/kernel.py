@@ -638,6 +638,10 @@ class Kernel:
             if debug_checks:
                 kernel_ir, table = add_bounds_checks(kernel_ir)
                 tables.append(table)
+            if self._options.probe and backend_name != "cpu":  # qnb.compare's probe build
+                from qnb.backends.probe import add_probe
+
+                kernel_ir = add_probe(kernel_ir)
             return kernel_ir
 
         def compile_now():
@@ -659,6 +663,21 @@ class Kernel:
             self._memo.clear()
         self._memo[(backend_name, snapshot, signature)] = prepared
         return prepared
+
+    def _variant(self, **options) -> Kernel:
+        """This kernel with other compile options (``probe=True`` for ``qnb.compare``): the
+        same function, its own memo and cache entries (``options`` enters the key)."""
+        import copy
+        import dataclasses
+
+        wanted = dataclasses.replace(self._options, **options)
+        variants = self.__dict__.setdefault("_variants", {})
+        found = variants.get(wanted)
+        if found is None:
+            found = variants[wanted] = copy.copy(self)
+            found._options, found._memo, found._grids = wanted, {}, {}
+            found.__dict__.pop("_variants", None)
+        return found
 
     def _locate(self, err: QnbError, parsed_units: dict, ir_units=()) -> QnbError:
         """Give an error raised at an IR location the user's own file and line (one with

@@ -98,9 +98,15 @@ class Options:
 
     debug: bool = False
     fast_math: bool = False
+    # A probe build (``qnb.compare``): one chosen program records the value of each step
+    # into a hidden buffer (qnb/backends/probe.py). Its own artifact, never the normal one.
+    probe: bool = False
 
     def as_component(self) -> dict:
-        return {"debug": self.debug, "fast_math": self.fast_math}
+        component = {"debug": self.debug, "fast_math": self.fast_math}
+        if self.probe:  # (absent otherwise: the keys of normal builds stay as they were)
+            component["probe"] = True
+        return component
 
 
 @dataclass

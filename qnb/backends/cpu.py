@@ -84,12 +84,16 @@ def run(kernel: ir.KernelIR, grid, args, stored=None) -> None:
         _Executor(kernel, grid, arrays, scalars, start, count).run()
 
 
-def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units):
-    """Run with recording on; returns a ``qnb.Trace``."""
+def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units, programs=None):
+    """Run with recording on; returns a ``qnb.Trace``. ``programs`` (a range of flat
+    program indices; default: the whole grid) runs and records only those programs."""
     from qnb.trace import SharedMemory, SourceUnit, Trace
 
     arrays, scalars = _bind(kernel, args)
     total = grid[0] * grid[1] * grid[2]
+    start = 0 if programs is None else programs.start
+    if programs is not None:
+        total = len(programs)
     if total > 4096:
         raise QnbTypeError(
             f"tracing records every op of every program; {total} programs is too "
@@ -99,8 +103,8 @@ def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units):
     initial = {name: np.array(a) for name, a in bound.items()}
     # before the run: the bytes that overlapping parameters share, as they were at launch
     shared = SharedMemory.find(bound)
-    recorder = _Recorder(kernel, grid, parsed_units)
-    _Executor(kernel, grid, arrays, scalars, 0, total, recorder).run()
+    recorder = _Recorder(kernel, grid, parsed_units, range(start, start + total))
+    _Executor(kernel, grid, arrays, scalars, start, total, recorder).run()
     parsed = kernel_parsed
     result = Trace(
         kernel_name=kernel.name,
@@ -974,15 +978,14 @@ def _op_name(value: ir.Expr) -> str:
 class _Recorder:
     """Collects per-program TraceSteps while the executor runs."""
 
-    def __init__(self, kernel, grid, parsed_units):
+    def __init__(self, kernel, grid, parsed_units, programs):
         self.kernel = kernel
         self.grid = grid
         self.units = parsed_units
         self.steps: dict[tuple[int, int, int], list] = {}
         self.tick = -1  # one per statement run (for all the programs it ran in)
         self.writes: list = []  # qnb.trace.ArrayWrite, by tick
-        total = grid[0] * grid[1] * grid[2]
-        for flat in range(total):
+        for flat in programs:
             program = (flat % grid[0], (flat // grid[0]) % grid[1], flat // (grid[0] * grid[1]))
             self.steps[program] = []
 

@@ -293,6 +293,16 @@ class CudaRenderer(GpuRenderer):
     def array_dim(self, field_name: str) -> str:
         return field_name
 
+    def probe_words(self, value: str, dtype: DType) -> list[str]:
+        if dtype is f64:
+            bits = f"__double_as_longlong({value})"
+            return [f"(int)(unsigned int)({bits} & 0xffffffffll)", f"(int)({bits} >> 32)"]
+        if dtype is f32:
+            return [f"__float_as_int({value})"]
+        if dtype is f16:
+            return [f"__float_as_int(__half2float({value}))"]
+        return [f"(int)({value})"]
+
     def program_id(self, which: str, axis: int) -> str:
         return f"q_{'pid' if which == 'id' else 'grid'}_{'xyz'[axis]}"
 

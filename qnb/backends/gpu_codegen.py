@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from qnb import ir
+from qnb.backends import probe
 from qnb.dtypes import DType, bool_, f16, f32, f64, i32
 from qnb.errors import BackendError
 
@@ -273,6 +274,9 @@ class GpuRenderer:
         self._helpers: dict[str, list[str]] = {}
         self._check_dtypes(kernel)
         self.loaded, self.stored = ir.array_uses(kernel)
+        self.probe = probe.is_probe(kernel)
+        if self.probe:  # the walker writes the probe buffer itself: the launcher copies it back
+            self.stored = self.stored | {probe.PROBE_PARAM}
         self.store_barriers = _store_barriers(kernel)
         self._loops = 0
         self.solo = not ir.holds_tiles(kernel)
@@ -292,6 +296,8 @@ class GpuRenderer:
         for param in kernel.scalars:  # a scalar parameter the body reassigns is a local too
             if param.name in kernel.locals:
                 self.emit(f"{self.local(param.name)} = {self.param_value(param)};")
+        if self.probe:
+            self.probe_open()
         self.block(kernel.body)
         body_lines, body_locs = self._lines, self._locs
 
@@ -446,6 +452,9 @@ class GpuRenderer:
     def stmt_Assign(self, stmt: ir.Assign) -> None:
         value = self.expr(stmt.value)
         self.emit(f"{self.local(stmt.name)} = {value};")
+        if self.probe:
+            typ = self.kernel.locals.get(stmt.name, stmt.value.type)
+            self.probe_step(typ.kind, typ.dtype, self.local(stmt.name))
 
     def stmt_If(self, stmt: ir.If) -> None:
         cond = self.expr(stmt.cond)
@@ -498,12 +507,12 @@ class GpuRenderer:
         self.emit("continue;")
 
     def stmt_StoreWindow(self, stmt: ir.StoreWindow) -> None:
-        value = self.expr(stmt.value)
+        value = self.probe_value(stmt.value, self.expr(stmt.value))
         index, ok = self.window(stmt.view, stmt.r0, stmt.r1, stmt.c0, stmt.c1)
         self.guarded_store(stmt, ok, index, value)
 
     def stmt_VecStore(self, stmt: ir.VecStore) -> None:
-        value = self.expr(stmt.value)
+        value = self.probe_value(stmt.value, self.expr(stmt.value))
         start, stop = self.let(i32, self.expr(stmt.start)), self.let(i32, self.expr(stmt.stop))
         base, dims = self.view_base(stmt.view)
         pos = self.let(i32, f"{start} + q_ti")
@@ -511,7 +520,7 @@ class GpuRenderer:
         self.guarded_store(stmt, ok, f"{base[0]} + {pos}", value)
 
     def stmt_ArrayStore(self, stmt: ir.ArrayStore) -> None:
-        value = self.expr(stmt.value)
+        value = self.probe_value(stmt.value, self.expr(stmt.value))
         index, ok = self.element(stmt.view, stmt.indices)
         self.guarded_store(stmt, ok if self.solo else f"q_lid == 0u && {ok}", index, value)
 
@@ -528,6 +537,64 @@ class GpuRenderer:
         self.emit(f"if ({ok}) {{ {write} }}")
         if not self.solo and (after or self._loops):
             self.emit(self.storage_barrier)
+
+    # ------------------------------------------------------------------ probe builds
+
+    # A probe build (qnb/backends/probe.py) records, in the program the hidden parameter
+    # names, each step's value after the step: every Assign and every store, as the cpu
+    # trace does. Only the probe buffer is written; no value of the kernel changes.
+
+    def probe_words(self, value: str, dtype: DType) -> list[str]:
+        """i32 words holding ``value``'s bits (f16 widened to f32; f64 low word, then high)."""
+        raise NotImplementedError
+
+    def probe_open(self) -> None:
+        params = {p.name: p for p in self.kernel.scalars}
+        ids = [self.program_id("id", axis) for axis in range(3)]
+        counts = [self.program_id("count", axis) for axis in range(2)]
+        flat = f"{ids[0]} + {counts[0]} * ({ids[1]} + {counts[1]} * {ids[2]})"
+        chosen = self.param_value(params[probe.PROGRAM_PARAM])
+        here = self.let(bool_, f"({flat}) == {chosen}")
+        count = self.var(i32, self.literal(0, i32))
+        at = self.var(i32, self.literal(1, i32))
+        binding = self.binding(probe.PROBE_PARAM)
+        capacity = self.array_dim(self.dim_field(probe.PROBE_PARAM, 0))
+        first = "true" if self.solo else "q_lid == 0u"
+        self._probe = (here, count, at, binding, capacity, first)
+        self.emit(f"if ({here} && {first}) {{ {self.array_element(binding, '0')} = 0; }}")
+
+    def probe_value(self, node: ir.Expr, value: str) -> str:
+        """A stored value, recorded first in a probe build (into a temporary, once)."""
+        if not self.probe:
+            return value
+        value = self.let(node.type.dtype, value)
+        self.probe_step(node.type.kind, node.type.dtype, value)
+        return value
+
+    def probe_step(self, kind: str, dtype: DType, value: str) -> None:
+        here, count, at, binding, capacity, first = self._probe
+        words = self.probe_words(value, dtype)
+        need = 1 + probe.value_words(kind, dtype)
+        line = self._loc.line if self._loc is not None else 0
+        element = lambda index: self.array_element(binding, index)  # noqa: E731
+        self.open(f"if ({here}) {{")
+        self.open(f"if ({count} < {probe.STEP_BUDGET} && {at} + {need} <= {capacity}) {{")
+        self.emit(f"if ({first}) {{ {element(at)} = {probe.header(kind, dtype, line)}; }}")
+        if kind == "tile":
+            position, guard = "(q_ti * 16 + q_tj)", None
+        elif kind == "vec":
+            position, guard = "q_ti", "q_tj == 0"
+        else:
+            position, guard = "0", first
+        for w, word in enumerate(words):
+            index = f"{at} + {1 + w} + {position} * {len(words)}"
+            write = f"{element(index)} = {word};"
+            self.emit(write if guard is None else f"if ({guard}) {{ {write} }}")
+        self.emit(f"{at} = {at} + {need};")
+        self.close()
+        self.emit(f"if ({count} <= {probe.STEP_BUDGET}) {{ {count} = {count} + 1; }}")
+        self.emit(f"if ({first}) {{ {element('0')} = {count}; }}")
+        self.close()
 
     # ------------------------------------------------------------------ addressing
 

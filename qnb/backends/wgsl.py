@@ -124,6 +124,13 @@ class WgslRenderer(GpuRenderer):
     def shift_amount(self, n: int) -> str:
         return f"{n}u"
 
+    def probe_words(self, value: str, dtype: DType) -> list[str]:
+        if dtype is bool_:
+            return [f"select(0, 1, {value})"]
+        if dtype is i32:
+            return [value]
+        return [f"bitcast<i32>(f32({value}))" if dtype is f16 else f"bitcast<i32>({value})"]
+
     def is_nan(self, x: str, dtype: DType) -> str:
         # WGSL lets a compiler assume no NaNs, so x != x may fold to false: test the bits.
         return f"((bitcast<u32>(f32({x})) & 0x7fffffffu) > 0x7f800000u)"

@@ -222,6 +222,19 @@ inline double __longlong_as_double(long long x) {
   return d;
 }
 
+// ---------------------------------------------------------------- bit casts (probe builds)
+
+inline int __float_as_int(float f) {
+  int i;
+  memcpy(&i, &f, sizeof i);
+  return i;
+}
+inline long long __double_as_longlong(double d) {
+  long long i;
+  memcpy(&i, &d, sizeof i);
+  return i;
+}
+
 // ---------------------------------------------------------------- cuda_fp16
 
 // A half holds an IEEE binary16; every operation computes in float and rounds once, which
