@@ -1,4 +1,4 @@
-"""Notebook widgets: ``TileView``, ``TraceView``, ``CacheView``.
+"""Notebook widgets: ``TileView``, ``TraceView``, ``CacheView``, ``CompareView``.
 
 Each is an anywidget (ipywidgets 8): state in traitlets, logic in Python, a small front
 end bundled in ``qnb/viz/static/`` (no CDN). Each also renders statically (HTML and a
@@ -16,6 +16,7 @@ _WIDGETS = {
     "TileView": "qnb.viz.tile_view",
     "TraceView": "qnb.viz.trace_view",
     "CacheView": "qnb.viz.cache_view",
+    "CompareView": "qnb.viz.compare_view",
 }
 
 __all__ = list(_WIDGETS)
