@@ -1,5 +1,5 @@
 """IPython magics for qnb: ``%load_ext qnb`` registers ``%%qkernel``, ``%qcache``,
-``%qbackend`` and ``%qbench`` (see :mod:`qnb.magics.magics`)."""
+``%qbackend``, ``%qbench`` and ``%qcompare`` (see :mod:`qnb.magics.magics`)."""
 
 from __future__ import annotations
 

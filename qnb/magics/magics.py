@@ -1,4 +1,4 @@
-"""``%%qkernel``, ``%qcache``, ``%qbackend`` and ``%qbench``: a thin shell over qnb's
+"""``%%qkernel``, ``%qcache``, ``%qbackend``, ``%qbench`` and ``%qcompare``: a thin shell over qnb's
 public API, in the manner of Cython's ``%%cython``.
 
 A ``%%qkernel`` cell runs in the user namespace under its own file name (registered in
@@ -338,6 +338,53 @@ class QnbMagics(Magics):
             raise
         print(result)
         return result if args.output else None
+
+    # ---------------------------------------------------------------------------- qcompare
+
+    @magic_arguments()
+    @argument(
+        "-b",
+        "--backends",
+        help="comma-separated backends to compare with cpu (default: every available one)",
+    )
+    @argument("-o", "--output", action="store_true", help="return the qnb.Comparison")
+    @argument("expr", nargs="*", help="the launch expression, e.g. k[4, 4](a, b, c)")
+    @line_magic
+    def qcompare(self, line):
+        """Compare a launch across backends: ``%qcompare [-b BACKEND,...] [-o] [--] EXPR``.
+
+        Runs ``qnb.compare`` on EXPR (``k[grid](args)``: each backend on its own copy of
+        the arguments), prints one line per backend, and shows ``CompareView`` when they
+        differ. ``-o`` returns the ``qnb.Comparison``.
+        """
+        from qnb.magics.compare import COMPARE_FILENAME, split_launch
+
+        options, expr = _split_options(self.qcompare, line)
+        if options is None:
+            print(self.qcompare.parser.format_help())
+            return None
+        args = parse_argstring(self.qcompare, options)
+        if not expr.strip():
+            raise UsageError("%qcompare needs a launch expression, e.g. %qcompare k[4](x, out)")
+        backends = None
+        if args.backends:
+            backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        try:
+            launch, values = split_launch(expr, self.shell.user_ns)
+            comparison = qnb.compare(launch, *values, backends=backends)
+        except qnb.QnbError as err:
+            raise _shown(err, COMPARE_FILENAME) from None
+        except SyntaxError as exc:
+            raise UsageError(f"%qcompare cannot parse {expr.strip()!r}: {exc.msg}") from None
+        except ValueError as exc:
+            raise UsageError(f"%qcompare: {exc}") from None
+        for text in comparison.summary():
+            print(text)
+        if not comparison.equal:
+            from qnb.viz import CompareView
+
+            display(CompareView(comparison))
+        return comparison if args.output else None
 
 
 @dataclasses.dataclass

@@ -1,0 +1,31 @@
+"""``%qcompare``: run ``qnb.compare`` on a launch expression ``k[grid](args)``."""
+
+from __future__ import annotations
+
+import ast
+
+COMPARE_FILENAME = "<qcompare>"
+
+
+def split_launch(expr: str, namespace: dict) -> tuple[object, list]:
+    """The launch (``k[grid]`` or ``k``) and the argument values of ``k[grid](args)``,
+    evaluated in ``namespace`` (``*xs`` spreads as in Python). Raises SyntaxError where
+    ``expr`` is not one call, and ValueError for keyword arguments."""
+    tree = ast.parse(expr.strip(), COMPARE_FILENAME, mode="eval")
+    call = tree.body
+    if not isinstance(call, ast.Call):
+        raise ValueError("EXPR must be one launch, k[grid](args)")
+    if call.keywords:
+        raise ValueError("pass the kernel's arguments by position: k[grid](a, b, c)")
+
+    def value(node):
+        code = compile(ast.Expression(node), COMPARE_FILENAME, "eval")
+        return eval(code, namespace)  # noqa: S307 - the user's own notebook expression
+
+    args = []
+    for node in call.args:
+        if isinstance(node, ast.Starred):
+            args.extend(value(node.value))
+        else:
+            args.append(value(node))
+    return value(call.func), args

@@ -1,0 +1,94 @@
+"""``%qcompare [-b BACKEND,...] EXPR`` through a real IPython shell (wgpu runs on lavapipe;
+``(x + 1e8) - 1e8`` is where lavapipe and NumPy part: see tests/test_compare.py)."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("IPython")
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+import qnb
+from tests.conftest import require_backend
+
+SHIFT = """\
+def shift(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
+    i = qnb.program_id(0)
+    t = qnb.Tile16.load(x, 16 * i, 0)
+    v = (t + 1e8) - 1e8
+    v.store(out, 16 * i, 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def ip():
+    require_backend("wgpu")
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "qnb")
+    shell.run_cell("import numpy as np\nimport qnb")
+    with capture_output():
+        shell.run_cell_magic("qkernel", "", SHIFT)
+    x = np.full((32, 16), 0.75, np.float32)
+    x[:16] = 0.0  # program 0 agrees everywhere
+    shell.user_ns.update(x=x, out=np.zeros_like(x))
+    return shell
+
+
+def compare(ip, line):
+    with capture_output() as captured:
+        result = ip.run_line_magic("qcompare", line)
+    return captured, result
+
+
+def test_one_line_per_backend_and_no_view_when_equal(ip):
+    captured, result = compare(ip, "-b wgpu shift[1](x, out)")
+    assert result is None
+    assert captured.stdout.splitlines() == [
+        "cpu: reference",
+        "wgpu: equal (max abs difference 0)",
+    ]
+    assert not captured.outputs  # no CompareView
+    assert not ip.user_ns["out"].any()  # the arguments are untouched
+
+
+def test_a_difference_shows_compare_view_and_o_returns_the_comparison(ip):
+    captured, result = compare(ip, "-b wgpu -o shift[2](x, out)")
+    assert isinstance(result, qnb.Comparison) and not result.equal
+    lines = captured.stdout.splitlines()
+    assert lines[0] == "cpu: reference"
+    assert lines[1].startswith("wgpu: differs (out: 256 mismatches, first at (16, 0)")
+    assert (
+        "line 5 (sub)" in lines[1]
+    )  # (line 1 is the %%qkernel line) and "program (1, 0, 0)" in lines[1]
+    (shown,) = captured.outputs
+    assert shown.data["text/plain"] == "CompareView('shift' on cpu, wgpu: different)"
+    assert "application/vnd.jupyter.widget-view+json" in shown.data
+    assert result.first_divergence.program == (1, 0, 0)
+
+
+def test_arguments_may_be_spread(ip):
+    ip.user_ns["pair"] = (ip.user_ns["x"], ip.user_ns["out"])
+    _, result = compare(ip, "-o -b cpu,wgpu shift[2](*pair)")
+    assert result.backends == ["cpu", "wgpu"] and not result.equal
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("", "needs a launch expression"),
+        ("-b wgpu shift[2](x, out=out)", "by position"),
+        ("-b wgpu shift[2](x,", "cannot parse"),
+        ("-b wgpu x + 1", "one launch"),
+        ("--frobnicate shift[2](x, out)", "unknown option"),
+    ],
+)
+def test_usage_errors(ip, line, message):
+    with pytest.raises(UsageError, match=message):
+        ip.run_line_magic("qcompare", line)
+
+
+def test_an_unknown_backend_is_a_qnb_error(ip):
+    with pytest.raises(qnb.BackendError, match="nosuch"):
+        ip.run_line_magic("qcompare", "-b nosuch shift[2](x, out)")
