@@ -303,3 +303,74 @@ def check_widgets(page) -> None:
     rows.first.click()  # the detail text is computed in Python
     cache.locator(".qnb-detail").wait_for(state="visible", timeout=WIDGET_MS)
     assert "key" in cache.locator(".qnb-detail").inner_text()
+
+
+# CompareView (its own test: the same notebook, its own cells at the end) ------------------
+
+
+def test_compare_view_renders_in_jupyterlab(browser_tools, lab_server):
+    """The notebook's ``CompareView`` of a real divergence on lavapipe: the diverging line
+    highlighted, the step's value on cpu and wgpu and their difference drawn, differing
+    elements outlined, and the mismatch map of ``out``."""
+    sync_api, executable = browser_tools
+    base, token = lab_server
+    ARTIFACTS.mkdir(exist_ok=True)
+    console_errors = []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
+            page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?token={token}", timeout=LAB_LOAD_MS)
+            page.wait_for_function(KERNEL_IDLE, timeout=LAB_LOAD_MS, polling=250)
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            page.wait_for_function(ALL_CELLS_RAN, timeout=RUN_ALL_MS, polling=250)
+            view = page.locator(".qnb-compareview").first
+            try:
+                view.wait_for(state="attached", timeout=WIDGET_MS)
+                check_compare_view(page, view)
+            finally:
+                if view.count():
+                    view.screenshot(path=str(ARTIFACTS / "lab-compareview.png"), timeout=10_000)
+        finally:
+            browser.close()
+    widget_errors = [e for e in console_errors if "widget" in e.lower() or "qnb" in e.lower()]
+    assert not widget_errors, widget_errors
+
+
+# (every pixel: CANVAS_COLOURS samples every 16th, which on these 16-pixel cells is always
+# a cell's red outline)
+EVERY_PIXEL_COLOURS = """(root) => [...root.querySelectorAll("canvas")].map((c) => {
+  const data = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+  const seen = new Set();
+  for (let i = 0; i < data.length; i += 4) {
+    if (data[i + 3] > 0) seen.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
+  }
+  return seen.size;
+})"""
+
+
+def check_compare_view(page, view) -> None:
+    page.wait_for_function(
+        """() => !document.body.innerText.includes("Loading widget")""",
+        timeout=WIDGET_MS,
+        polling=250,
+    )
+    text = page.inner_text("body")
+    assert "Error displaying widget" not in text and "Traceback" not in text
+    assert view.locator(".qnb-title").first.inner_text() == "compare cancel on cpu, wgpu: different"
+    assert "wgpu: differs" in view.inner_text()
+    current = view.locator(".qnb-source-line.qnb-current")
+    assert current.count() == 1 and "v = (t + 1e8) - 1e8" in current.inner_text()
+    step = view.locator(".qnb-step-text").inner_text()
+    assert step.startswith("first divergence on wgpu: program (0, 0, 0)"), step
+    titles = view.locator(".qnb-values .qnb-block-title").all_inner_texts()
+    assert titles == ["cpu", "wgpu", "wgpu \u2212 cpu"], titles
+    colours = view.locator(".qnb-values").evaluate(EVERY_PIXEL_COLOURS)
+    # cpu's value is all zeros (one colour); wgpu's and the difference vary, outlined in red
+    assert len(colours) == 3 and min(colours[1:]) > 2, colours
+    assert view.locator(".qnb-maps .qnb-block-title").all_inner_texts() == [
+        "out on wgpu: 512 differ"
+    ]
