@@ -154,7 +154,6 @@ def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) ->
 
     ``qnb.viz.CompareView(comparison)`` shows it; ``%qcompare`` runs it in a notebook.
     """
-    from qnb import ir
     from qnb.backends import registry
 
     kernel, grid = _kernel_and_grid(launch)
@@ -162,8 +161,7 @@ def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) ->
     if program is not None:
         program = _program(program, grid)
     host_args = [_to_host(a) for a in args]
-    kernel_ir = kernel._lower_for(host_args)[0]
-    stored = [p.name for p in kernel_ir.params if p.name in ir.array_uses(kernel_ir)[1]]
+    stored = _stored_arrays(kernel, host_args)
     positions = {name: kernel.param_names.index(name) for name in stored}
     results = {}
     for name in names:
@@ -265,6 +263,23 @@ def _copies(args) -> list:
         else:
             out.append(value)
     return out
+
+
+def _stored_arrays(kernel, args) -> list[str]:
+    """The array parameters the kernel stores to, in parameter order (remembered per
+    signature and captured values: lowering again costs milliseconds)."""
+    from qnb import ir
+
+    signature = kernel._fast_signature(args) or kernel._signature(args)[0]
+    key = (kernel._qnb_captures.snapshot(), signature)
+    known = kernel.__dict__.setdefault("_compare_stored", {})
+    if key not in known:
+        kernel_ir = kernel._lower_for(args)[0]
+        stored = ir.array_uses(kernel_ir)[1]
+        if len(known) > 64:
+            known.clear()
+        known[key] = [p.name for p in kernel_ir.params if p.name in stored]
+    return known[key]
 
 
 def _prepared(kernel, backend: str, args):
