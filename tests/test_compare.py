@@ -14,6 +14,7 @@ import pytest
 import qnb
 from qnb import Tile16
 from qnb.backends import probe
+from qnb.backends.base import Options
 from qnb.compare import _copies, _difference, _run
 from tests.conftest import require_backend
 
@@ -315,3 +316,60 @@ def test_help_explains_the_result():
     for word in ("first_divergence", "mismatches", "first_index", "equal_nan", "10,000"):
         assert word in text
     assert qnb.Comparison.__name__ == "Comparison"
+
+
+@qnb.kernel
+def solo_shift(x, out):
+    i = qnb.program_id(0)
+    out[i] = (x[i] + 1e8) - 1e8
+
+
+def test_a_scalar_step_diverges_at_element_unit(wgpu):
+    """A kernel that holds no tile runs a program per thread (solo): its probe records
+    scalars, and the element of a scalar step is ()."""
+    x = np.zeros(64, np.float32)
+    x[5:] = 0.75
+    result = qnb.compare(solo_shift[64], x, np.zeros_like(x), backends=["wgpu"])
+    record = result.arrays["out"]["wgpu"]
+    assert (record.mismatches, record.first_index) == (59, (5,))
+    found = result.first_divergence
+    assert found.program == (5, 0, 0) and found.element == ()
+    assert found.op == "store" and found.expected == 0.0
+    assert found.values["wgpu"] == pytest.approx(0.75)
+
+
+def _nvrtc_missing() -> str | None:
+    from qnb.backends import cuda
+
+    try:
+        cuda.nvrtc_version()
+        cuda.include_dirs()
+    except qnb.BackendError as exc:
+        return exc.message
+    return None
+
+
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason=f"NVRTC missing: {_nvrtc_missing()}")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [
+        ("tiled_matmul", np.float16),
+        ("tiled_matmul", np.float64),
+        ("cholesky_offsets", np.float32),
+        ("bool_masks", np.float64),
+        ("element_access", np.int32),
+        ("vector_loads", np.float32),
+    ],
+)
+def test_probe_builds_compile_with_nvrtc(name, dtype, arch):
+    from qnb.backends.cuda import CudaBackend
+
+    case = next(c for c in suite.CASES if c.name == name)
+    _, args = case.make(np.random.default_rng(0), dtype)
+    kernel_ir = probe.add_probe(case.kernel._lower_for(args)[0])
+    artifact = CudaBackend().compile_for_arch(kernel_ir, Options(probe=True), arch)
+    assert artifact.binary[:4] == b"\x7fELF"
+    assert probe.PROBE_PARAM in artifact.text["source"]
+    (entry,) = [a for a in artifact.text["abi"] if a["name"] == probe.PROBE_PARAM]
+    assert entry["stored"]  # the launcher copies the probe buffer back
