@@ -635,13 +635,15 @@ class Kernel:
 
         def lowered():
             kernel_ir = self._lower(signature, resolved)
-            if debug_checks:
-                kernel_ir, table = add_bounds_checks(kernel_ir)
-                tables.append(table)
-            if self._options.probe and backend_name != "cpu":  # qnb.compare's probe build
+            # qnb.compare's probe build: its parameters come before the error word, which
+            # the debug launcher passes last
+            if self._options.probe and backend_name != "cpu":
                 from qnb.backends.probe import add_probe
 
                 kernel_ir = add_probe(kernel_ir)
+            if debug_checks:
+                kernel_ir, table = add_bounds_checks(kernel_ir)
+                tables.append(table)
             return kernel_ir
 
         def compile_now():

@@ -373,3 +373,13 @@ def test_probe_builds_compile_with_nvrtc(name, dtype, arch):
     assert probe.PROBE_PARAM in artifact.text["source"]
     (entry,) = [a for a in artifact.text["abi"] if a["name"] == probe.PROBE_PARAM]
     assert entry["stored"]  # the launcher copies the probe buffer back
+
+
+def test_a_debug_kernel_compares_through_its_probe_build(wgpu):
+    """Debug mode adds an error word that its launcher passes last; the probe's buffers
+    come before it."""
+    checked = qnb.kernel(shift.__wrapped__, debug=True)
+    x, out = _shift_inputs()
+    result = qnb.compare(checked[4], x, out, backends=["wgpu"])
+    found = result.first_divergence
+    assert found.program == (1, 0, 0) and found.op == "sub" and found.element == (0, 3)

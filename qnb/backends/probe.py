@@ -69,9 +69,10 @@ def words_for(values: list) -> int:
     trace outputs), with room for the count: what a probe run allocates."""
     total = 1
     for value in values:
-        size = int(np.size(value)) if isinstance(value, np.ndarray) else 1
-        itemsize = value.dtype.itemsize if isinstance(value, np.ndarray) else 4
-        total += 1 + size * (2 if itemsize == 8 else 1)
+        if isinstance(value, np.ndarray):
+            total += 1 + value.size * (2 if value.dtype.itemsize == 8 else 1)
+        else:  # a Python scalar: its dtype is not kept, so room for an f64
+            total += 1 + 2
     return total
 
 
