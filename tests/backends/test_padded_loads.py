@@ -20,6 +20,10 @@ KERNELS, _ = define(
         Tile16.load(img, r, c, other=-math.inf).store(out, 0, 0)
 
     @qnb.kernel
+    def vec_before(line, out, start: qnb.i32, fill: qnb.f32):
+        Vec16.load(line, start, other=fill).store(out, 0)
+
+    @qnb.kernel
     def int_other(img, out, r: qnb.i32):
         Tile16.load(img, r, 0, other=-1).store(out, 0, 0)
 
@@ -50,6 +54,20 @@ def test_a_load_before_the_first_row_is_no_error(backend_name, debug, r, c):
     with qnb.backend(backend_name):
         (kernel or KERNELS["stencil_corner"])(x, out, r, c)
     np.testing.assert_array_equal(out, _expected(x, r, c, -np.inf))
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("start", [-5, -16, -30, 12])
+def test_a_vec_load_before_the_first_element_is_no_error(backend_name, debug, start):
+    line = np.random.default_rng(5).uniform(1, 2, 20).astype(np.float32)
+    out = np.full(16, -7.0, np.float32)
+    kernel = KERNELS["vec_before"]
+    if debug:
+        kernel = qnb.kernel(kernel.__wrapped__, debug=True)
+    with qnb.backend(backend_name):
+        kernel(line, out, start, np.nan)
+    want = [line[start + i] if 0 <= start + i < 20 else np.nan for i in range(16)]
+    np.testing.assert_array_equal(out, np.array(want, np.float32))
 
 
 def test_other_on_an_integer_array(backend_name):
