@@ -304,13 +304,15 @@ def fill(lower, kind, how, value, dtype, node) -> ir.Expr:
     type_ = ir.Type(kind, dtype)
     if how == "eye":
         return ir.TileFill(type_, lower.loc(node), "eye", None)
-    scalar_value = (
-        lower.coerce(value, ir.scalar(dtype), node)
-        if not isinstance(value, int | float)
-        # a number is converted as the running kernel would (3.9e9 → i32 saturates)
-        else const(lower, cast_constant(value, dtype), node, dtype)
-    )
-    return ir.TileFill(type_, lower.loc(node), "full", scalar_value)
+    return ir.TileFill(type_, lower.loc(node), "full", fill_value(lower, value, dtype, node))
+
+
+def fill_value(lower, value, dtype, node) -> ir.Expr:
+    """A fill's scalar (a number or a runtime scalar) as ``dtype``."""
+    if not isinstance(value, int | float):
+        return lower.coerce(value, ir.scalar(dtype), node)
+    # a number is converted as the running kernel would (3.9e9 → i32 saturates)
+    return const(lower, cast_constant(value, dtype), node, dtype)
 
 
 # ---------------------------------------------------------------------------- argument helpers
@@ -527,7 +529,7 @@ def _other_arg(lower, other, dtype, node, name):
         raise lower.error(QnbTypeError, f"{name}(other=...) takes a number, got {raw!r}", node)
     if isinstance(raw, bool):
         raw = int(raw)
-    return fill(lower, "vec", "full", raw, dtype, node).value
+    return fill_value(lower, raw, dtype, node)
 
 
 def _tile_load(lower, node, target, args, kwargs):
@@ -557,8 +559,8 @@ def _tile_load(lower, node, target, args, kwargs):
     r1 = ir.Binary(ir.scalar(i32), loc, "add", row, sixteen)
     c1 = ir.Binary(ir.scalar(i32), loc, "add", col, sixteen)
     # elements outside the array are ``other``; those read convert to ``dtype`` (as astype)
-    base = ir.TileFill(
-        ir.tile(dtype), loc, "full", _other_arg(lower, other, dtype, node, "Tile16.load")
+    base = fill(
+        lower, "tile", "full", _other_arg(lower, other, dtype, node, "Tile16.load"), dtype, node
     )
     return ir.LoadWindow(base.type, loc, base, view, row, r1, col, c1, padded=True)
 
