@@ -56,6 +56,16 @@ def test_a_load_before_the_first_row_is_no_error(backend_name, debug, r, c):
     np.testing.assert_array_equal(out, _expected(x, r, c, -np.inf))
 
 
+@pytest.mark.parametrize(("r", "c"), [(-16, 0), (0, -16), (-16, -16), (16, 16)])
+def test_a_whole_block_before_the_array_is_other_not_the_last_block(backend_name, r, c):
+    # 32×32: a load at -16 is block-aligned (cpu's whole-block path must not wrap to -1)
+    x = np.random.default_rng(6).uniform(1, 2, (32, 32)).astype(np.float32)
+    out = np.full((16, 16), np.nan, np.float32)
+    with qnb.backend(backend_name):
+        KERNELS["stencil_corner"](x, out, r, c)
+    np.testing.assert_array_equal(out, _expected(x, r, c, -np.inf))
+
+
 @pytest.mark.parametrize("debug", [False, True])
 @pytest.mark.parametrize("start", [-5, -16, -30, 12])
 def test_a_vec_load_before_the_first_element_is_no_error(backend_name, debug, start):
