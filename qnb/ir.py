@@ -19,8 +19,16 @@ Meaning of the program model (the cpu backend is the executable definition):
   out of bounds raise ``QnbIndexError`` on cpu (GPU backends read 0 / skip).
 - Windows: ``LoadWindow(base, view, r0, r1, c0, c1)`` sets ``t[i,j] = a[r0+i, c0+j]``
   where ``r0+i < min(r1, rows)`` and ``c0+j < min(c1, cols)`` (and the index is
-  ≥ 0); other elements keep ``base``. ``TileLoad(view, row, col)`` is the same with
-  a zero base and r1 = row+16, c1 = col+16. ``StoreWindow`` is the mirror image.
+  ≥ 0); other elements keep ``base``. The elements read are converted to the tile's
+  dtype (``base``'s) as ``astype`` does. ``StoreWindow`` is the mirror image.
+- Padded loads and stores: ``Tile16.load(a, row, col, other=x, dtype=d)`` is a
+  ``LoadWindow`` with ``base`` the tile full of ``x`` (of dtype ``d``, else the array's),
+  r1 = row+16, c1 = col+16 and ``padded=True``; ``t.store(a, row, col)`` is a
+  ``padded`` ``StoreWindow``; ``Vec16.load(a, start, other=x)`` a ``padded`` ``VecLoad``
+  with ``other``. A padded op's bounds may be negative: the elements before the array's
+  first row or column do not exist (a load gives them ``base``/``other``, a store skips
+  them), on every backend, with no error. An unpadded window (``t.load_``, the slice
+  forms) with a negative bound is an error: ``QnbIndexError`` on cpu and in debug mode.
 
 Every node carries ``loc``: where in the user's source it came from, as
 (unit, line, col) with ``unit`` an index into ``KernelIR.units`` (0 is the kernel,
@@ -31,7 +39,7 @@ notebook cell the kernel lives in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 
 from qnb.dtypes import DType, as_dtype
 
@@ -204,7 +212,7 @@ class TileFill(Expr):
 @dataclass(slots=True, eq=False)
 class LoadWindow(Expr):
     """Tile window load on a 2-D view (see module doc). ``base`` is the tile the
-    elements outside the window keep."""
+    elements outside the window keep; ``padded``: negative bounds allowed."""
 
     base: Expr
     view: ArrayView
@@ -212,18 +220,22 @@ class LoadWindow(Expr):
     r1: Expr
     c0: Expr
     c1: Expr
+    padded: bool = False
 
 
 @dataclass(slots=True, eq=False)
 class VecLoad(Expr):
     """Vec load. 2-D view: ``v[i] = a[start+i, col]`` where ``start+i < min(stop, rows)``.
     1-D view (``col is None``): ``v[i] = a[start+i]`` where ``start+i < min(stop, len)``.
-    Else 0."""
+    Else ``other`` (a scalar of the vec's dtype; None: 0). ``padded``: ``start`` may be
+    negative (see the module doc)."""
 
     view: ArrayView
     start: Expr
     stop: Expr
     col: Expr | None
+    other: Expr | None = None
+    padded: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -325,7 +337,8 @@ class Assign(Stmt):
 
 @dataclass(slots=True, eq=False)
 class StoreWindow(Stmt):
-    """Store tile ``value`` into a 2-D view, window as in LoadWindow."""
+    """Store tile ``value`` into a 2-D view, window as in LoadWindow (``padded``:
+    negative bounds allowed, the elements before the array's edge are not written)."""
 
     value: Expr
     view: ArrayView
@@ -333,6 +346,7 @@ class StoreWindow(Stmt):
     r1: Expr
     c0: Expr
     c1: Expr
+    padded: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -633,6 +647,12 @@ def format_expr(e) -> str:
         if f.name in ("type", "loc"):
             continue
         value = getattr(e, f.name)
+        if f.default is not MISSING:  # an optional field shows only where it is set
+            if value is not f.default:
+                parts.append(
+                    f"{f.name}={format_expr(value) if isinstance(value, Expr) else value!r}"
+                )
+            continue
         if isinstance(value, list):
             parts.append("[" + ", ".join(format_expr(v) for v in value) + "]")
         elif isinstance(value, Expr | ArrayView) or value is None:

@@ -127,7 +127,8 @@ class Tile16:
     """A 16×16 matrix value owned by the whole program. Element ``[i, j]`` is row i, column j.
 
     Inside a kernel: ``Tile16.zeros(dtype)``, ``Tile16(dtype)``, ``Tile16.ones(dtype)``,
-    ``Tile16.full(value, dtype)``, ``Tile16.eye(dtype)``, ``Tile16.load(arr, row, col)``;
+    ``Tile16.full(value, dtype)``, ``Tile16.eye(dtype)``, ``Tile16.load(arr, row, col, *,
+    other=0, dtype=None)``;
     methods ``load_``, ``store``, ``astype``, ``sum``/``max``/``min``, ``row``, ``col``,
     ``eye_``, ``cholesky_``, ``solve_triangular_``; ``t.T``, ``t[i, j]``, ``a @ b`` and
     elementwise arithmetic. ``Tile16.SIZE == 16`` everywhere.
@@ -165,8 +166,16 @@ class Tile16:
 
     @staticmethod
     @intrinsic("Tile16.load")
-    def load(arr, row, col):
-        """A new tile ``t[i, j] = arr[row + i, col + j]`` where that element exists, else 0."""
+    def load(arr, row, col, *, other=0, dtype=None):
+        """A new tile ``t[i, j] = arr[row + i, col + j]`` where that element exists
+        (``0 <= row + i < rows`` and ``0 <= col + j < cols``), else ``other``.
+
+        ``other`` is a number (NaN and ±inf too) or a runtime scalar: a row-wise max or
+        softmax over a partial tile wants ``other=-math.inf``, so that the elements past
+        the edge count for nothing. ``row`` and ``col`` may be negative (a zero-padded
+        stencil is ``Tile16.load(img, r - 1, c - 1)``), on every backend, with no error.
+        The tile has the array's dtype, or ``dtype`` (the elements converted as
+        ``astype`` does, ``other`` converted to it)."""
         _kernel_only("Tile16.load")
 
     # The methods of a tile value, for help() and completion: a kernel's compiler knows
@@ -180,8 +189,9 @@ class Tile16:
 
     def store(self, arr, *window):
         """``t.store(arr, row, col)``: ``arr[row + i, col + j] = t[i, j]`` where that element
-        exists; ``t.store(arr, r0, r1, c0, c1)`` within the window (clamped to the array).
-        Nothing outside the array is written. Also ``arr[r0:r1, c0:c1] = t``."""
+        exists (``row``/``col`` may be negative); ``t.store(arr, r0, r1, c0, c1)`` within the
+        window (clamped to the array). Nothing outside the array is written. Also
+        ``arr[r0:r1, c0:c1] = t``."""
         _kernel_only("t.store")
 
     def astype(self, dtype):
@@ -234,7 +244,7 @@ class Vec16:
     """A 16-vector value owned by the whole program.
 
     ``Vec16.zeros(dtype)``, ``Vec16.full(value, dtype)``, ``Vec16.load(arr, r0, r1, col)``
-    (a column window of a 2-D array) or ``Vec16.load(arr, start)`` (1-D); ``v[i]``,
+    (a column window of a 2-D array) or ``Vec16.load(arr, start, *, other=0)`` (1-D); ``v[i]``,
     ``v.store(arr, start)`` (1-D) and elementwise arithmetic.
     """
 
@@ -255,9 +265,11 @@ class Vec16:
 
     @staticmethod
     @intrinsic("Vec16.load")
-    def load(arr, *window):
-        """``v[i] = arr[r0 + i, col]`` (2-D: ``load(arr, r0, r1, col)``) or
-        ``v[i] = arr[start + i]`` (1-D: ``load(arr, start)``), 0 outside the array."""
+    def load(arr, *window, other=0):
+        """``v[i] = arr[start + i]`` (1-D: ``load(arr, start, *, other=0)``) where that
+        element exists, else ``other`` (a number, NaN and ±inf too, or a runtime scalar);
+        ``start`` may be negative. ``v[i] = arr[r0 + i, col]`` (2-D: ``load(arr, r0, r1,
+        col)``) where ``r0 + i < min(r1, rows)``, else 0."""
         _kernel_only("Vec16.load")
 
     def store(self, arr, start):

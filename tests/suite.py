@@ -10,6 +10,7 @@ contents of each output argument.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -175,6 +176,79 @@ def slab_3d_offsets(x, out):
     u = Tile16.load(x[b], r0, 16)
     u2 = u * 2
     u2.store(out[b], r0, r0 + 16, 16, 24)
+
+
+def _padded_make(rng, dtype):
+    # Room for the 3×3 grid the differential test adds (extra programs), so every
+    # program stores in range and cpu and the GPU backends compare element by element.
+    x = rand(rng, (20, 21), dtype, -50.0, 50.0)
+    line = rand(rng, (21,), dtype)
+    outputs = [
+        poison((27, 16, 16), dtype),  # three tiles per program
+        poison((9 * 32,), dtype),  # two vecs per program
+        poison((9, 16, 16), np.float32),  # load(..., dtype=qnb.f32)
+        poison((9, 16, 16), np.int32),  # load(..., dtype=qnb.i32)
+        poison(x.shape, dtype),  # a padded store
+    ]
+    return (2, 2), [x, line, *outputs, float("nan")]
+
+
+def _padded_tile(x, r, c, other, dtype=None):
+    """``Tile16.load(x, r, c, other=other, dtype=dtype)`` in NumPy."""
+    dtype = np.dtype(dtype or x.dtype)
+    t = np.full((16, 16), other, np.float64)
+    for i in range(16):
+        for j in range(16):
+            if 0 <= r + i < x.shape[0] and 0 <= c + j < x.shape[1]:
+                t[i, j] = x[r + i, c + j].astype(dtype) if dtype.kind == "i" else x[r + i, c + j]
+    if dtype.kind == "i":
+        return t.astype(np.int64).astype(dtype)
+    return t.astype(x.dtype).astype(dtype)
+
+
+def _padded_vec(line, start, other):
+    return np.array(
+        [line[start + i] if 0 <= start + i < len(line) else other for i in range(16)], line.dtype
+    )
+
+
+def _padded_expect(a):
+    x, line, tiles, vecs, as_f32, as_i32, stored = (np.array(v) for v in a[:7])
+    for p in range(2):
+        for q in range(2):
+            b, r, c = p + 2 * q, p * 16 - 3, q * 16 - 5
+            tiles[3 * b] = _padded_tile(x, r, c, -np.inf)
+            tiles[3 * b + 1] = _padded_tile(x, r + 9, c - 12, np.nan)
+            tiles[3 * b + 2] = _padded_tile(x, r, c, 0)
+            vecs[32 * b : 32 * b + 16] = _padded_vec(line, p * 16 - 7, np.nan)
+            vecs[32 * b + 16 : 32 * b + 32] = _padded_vec(line, q * 16 + 10, np.inf)
+            as_f32[b] = _padded_tile(x, c, r, 2.5, np.float32)
+            as_i32[b] = _padded_tile(x, c, r, -7, np.int32)
+            for i in range(16):
+                for j in range(16):
+                    if 0 <= r + i < x.shape[0] and 0 <= c + j < x.shape[1]:
+                        stored[r + i, c + j] = x[r + i, c + j] + 1
+    return {2: tiles, 3: vecs, 4: as_f32, 5: as_i32, 6: stored}
+
+
+@case("padded_loads", _padded_make, _padded_expect, dtypes=(F32, F64, F16))
+@qnb.kernel
+def padded_loads(x, line, tiles, vecs, as_f32, as_i32, stored, nan_fill: qnb.f32):
+    """``other=`` (a literal ±inf, a runtime NaN), ``dtype=``, negative and past-the-end
+    offsets, each program at its own."""
+    p = qnb.program_id(0)
+    q = qnb.program_id(1)
+    b = p + qnb.num_programs(0) * q
+    r = p * 16 - 3
+    c = q * 16 - 5
+    tiles[3 * b, 0:16, 0:16] = Tile16.load(x, r, c, other=-math.inf)
+    tiles[3 * b + 1, 0:16, 0:16] = Tile16.load(x, r + 9, c - 12, other=nan_fill)
+    tiles[3 * b + 2, 0:16, 0:16] = Tile16.load(x, r, c)
+    Vec16.load(line, p * 16 - 7, other=nan_fill).store(vecs, 32 * b)
+    Vec16.load(line, q * 16 + 10, other=math.inf).store(vecs, 32 * b + 16)
+    as_f32[b, 0:16, 0:16] = Tile16.load(x, c, r, other=2.5, dtype=qnb.f32)
+    as_i32[b, 0:16, 0:16] = Tile16.load(x, c, r, dtype=qnb.i32, other=-7)
+    (Tile16.load(x, r, c) + 1).store(stored, r, c)
 
 
 # ----------------------------------------------------------------------------- elementwise

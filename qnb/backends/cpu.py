@@ -173,8 +173,8 @@ def _masks(r0, c0, row_end, col_end):
     """Per-lane row and column indices of a window, and which of its elements exist."""
     rows = r0[:, None] + _ARANGE
     cols = c0[:, None] + _ARANGE
-    row_ok = rows < row_end[:, None]
-    col_ok = cols < col_end[:, None]
+    row_ok = (rows >= 0) & (rows < row_end[:, None])  # a padded window may start before 0
+    col_ok = (cols >= 0) & (cols < col_end[:, None])
     return rows, cols, row_ok[:, :, None] & col_ok[:, None, :]
 
 
@@ -491,16 +491,19 @@ class _Executor:
         )
         return array, np.clip(batch, 0, array.shape[0] - 1)
 
-    def window(self, node, v, r0, r1, c0, c1):
+    def window(self, node, v, r0, r1, c0, c1, padded=False):
         """A 16×16 window per lane: ``(array, batch, r0, c0, row_end, col_end)``, where
         rows ``r0 .. row_end - 1`` and columns ``c0 .. col_end - 1`` exist (clamped to the
         array). Only O(lanes) work: the per-element masks are built by :func:`_masks`
         when a window is not a whole block."""
         array, batch = self.view(v, node)
         r0, r1, c0, c1 = (self.ev(x).astype(np.int64) for x in (r0, r1, c0, c1))
-        self.check(
-            (r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0), f"negative window bound on {v.param!r}", node
-        )
+        if not padded:
+            self.check(
+                (r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0),
+                f"negative window bound on {v.param!r}",
+                node,
+            )
         row_end = np.minimum(r1, array.shape[1])
         col_end = np.minimum(c1, array.shape[2])
         if self.reads is not None:
@@ -521,7 +524,7 @@ class _Executor:
         aligned 16×16 block of ``array``; None otherwise."""
         if array.shape[1] % 16 or array.shape[2] % 16:
             return None
-        if (r0 % 16).any() or (c0 % 16).any():
+        if (r0 % 16).any() or (c0 % 16).any() or (r0 < 0).any() or (c0 < 0).any():
             return None
         if (r0 + 16 > row_end).any() or (c0 + 16 > col_end).any():
             return None
@@ -566,10 +569,18 @@ class _Executor:
         with ``defer`` a launch-order tiling returns a ``_GridTiles`` instead of
         gathering it (only an assignment asks: the value may go straight to a store)."""
         base = self.ev(e.base)
-        array, batch, r0, c0, row_end, col_end = self.window(e, e.view, e.r0, e.r1, e.c0, e.c1)
+        array, batch, r0, c0, row_end, col_end = self.window(
+            e, e.view, e.r0, e.r1, e.c0, e.c1, e.padded
+        )
         if array.size == 0:  # nothing to read: every element keeps the base's value
             return np.array(base)
-        aligned = self.aligned_blocks(array, batch, r0, c0, row_end, col_end)
+        dtype = e.type.dtype.numpy
+        # a load converting to another dtype (``dtype=``) takes the elementwise path
+        aligned = (
+            self.aligned_blocks(array, batch, r0, c0, row_end, col_end)
+            if array.dtype == dtype
+            else None
+        )
         if aligned is not None:
             blocks, b, rb, cb = aligned
             tiled = self.grid_blocks(blocks, b, rb, cb)
@@ -595,13 +606,15 @@ class _Executor:
         index = (batch[:, None, None] * array.shape[1] + r[:, :, None]) * array.shape[2] + c[
             :, None, :
         ]
-        return np.where(valid, flat[index], base)
+        return np.where(valid, flat[index].astype(dtype, copy=False), base)
 
     def s_StoreWindow(self, s):
         if self.recorder:
             self.reads = []
         value = self.value_of(s.value)
-        array, batch, r0, c0, row_end, col_end = self.window(s, s.view, s.r0, s.r1, s.c0, s.c1)
+        array, batch, r0, c0, row_end, col_end = self.window(
+            s, s.view, s.r0, s.r1, s.c0, s.c1, s.padded
+        )
         writes = self.reads.pop() if self.recorder else None
         self.detach(array)
         if self.mask is None:
@@ -641,10 +654,11 @@ class _Executor:
         array[b[valid], r[valid], c[valid]] = values[valid]
         self.record_store(s, value, writes)
 
-    def vec_window(self, node, v, start, stop, col):
+    def vec_window(self, node, v, start, stop, col, padded=False):
         array, batch = self.view(v, node)
         start, stop = self.ev(start).astype(np.int64), self.ev(stop).astype(np.int64)
-        self.check((start < 0) | (stop < 0), f"negative bound on {v.param!r}", node)
+        if not padded:
+            self.check((start < 0) | (stop < 0), f"negative bound on {v.param!r}", node)
         index = start[:, None] + _ARANGE
         if col is None:  # 1-D: index runs along the last axis
             limit = array.shape[2]
@@ -657,7 +671,7 @@ class _Executor:
                 f"column index out of range for {v.param!r}",
                 node,
             )
-        ok = index < np.minimum(stop, limit)[:, None]
+        ok = (index >= 0) & (index < np.minimum(stop, limit)[:, None])
         if self.reads is not None:
             end = np.minimum(np.minimum(stop, limit), start + 16)
             if col is None:
@@ -669,15 +683,16 @@ class _Executor:
         return array, batch, index, ok, colv
 
     def e_VecLoad(self, e):
-        array, batch, index, ok, col = self.vec_window(e, e.view, e.start, e.stop, e.col)
-        if array.size == 0:  # nothing to read: zeros
-            return np.zeros(ok.shape, array.dtype)
+        array, batch, index, ok, col = self.vec_window(e, e.view, e.start, e.stop, e.col, e.padded)
+        other = np.zeros((), array.dtype) if e.other is None else self.ev(e.other)[:, None]
+        if array.size == 0:  # nothing to read: every element is other
+            return np.broadcast_to(other, ok.shape).astype(array.dtype)
         i = np.clip(index, 0, (array.shape[2] if col is None else array.shape[1]) - 1)
         if col is None:
             values = array[batch[:, None], 0, i]
         else:
             values = array[batch[:, None], i, np.clip(col, 0, array.shape[2] - 1)[:, None]]
-        return np.where(ok, values, np.zeros((), array.dtype))
+        return np.where(ok, values, other).astype(array.dtype, copy=False)
 
     def s_VecStore(self, s):
         if self.recorder:

@@ -773,7 +773,10 @@ class GpuRenderer:
         dtype = node.type.dtype
         result = self.var(dtype, self.expr(node.base))
         index, ok = self.window(node.view, node.r0, node.r1, node.c0, node.c1)
-        value = self.array_read(self.binding(node.view.param), index, dtype)
+        stored = node.view.type.dtype
+        value = self.array_read(self.binding(node.view.param), index, stored)
+        if stored is not dtype:  # Tile16.load(..., dtype=): converted as astype does
+            value = self.cast(value, stored, dtype)
         self.emit(f"if ({ok}) {{ {result} = {value}; }}")
         return result
 
@@ -789,7 +792,8 @@ class GpuRenderer:
             col = self.let(i32, self.expr(node.col))
             ok += f" && {col} >= 0 && {col} < {dims[1]}"
             index = f"{base[0]} + {self.wide(pos)} * {dims[1]} + {col}"
-        result = self.var(dtype, self.literal(0, dtype))
+        other = self.literal(0, dtype) if node.other is None else self.expr(node.other)
+        result = self.var(dtype, other)
         value = self.array_read(self.binding(node.view.param), index, dtype)
         self.emit(f"if ({ok}) {{ {result} = {value}; }}")
         return result

@@ -88,17 +88,19 @@ def add_bounds_checks(kernel: ir.KernelIR) -> tuple[ir.KernelIR, list[Check]]:
             return
         if isinstance(node, ir.LoadWindow | ir.StoreWindow):
             view_checks(node.view, loc, out)
-            negative = None
-            for bound in (node.r0, node.r1, node.c0, node.c1):
-                negative = either(negative, compare("lt", bound, i32_const(0, loc)))
-            out.append((negative, loc, f"negative window bound on {node.view.param!r}"))
+            if not node.padded:  # a padded load/store may start before the array
+                negative = None
+                for bound in (node.r0, node.r1, node.c0, node.c1):
+                    negative = either(negative, compare("lt", bound, i32_const(0, loc)))
+                out.append((negative, loc, f"negative window bound on {node.view.param!r}"))
         elif isinstance(node, ir.VecLoad | ir.VecStore):
             view_checks(node.view, loc, out)
-            negative = either(
-                compare("lt", node.start, i32_const(0, loc)),
-                compare("lt", node.stop, i32_const(0, loc)),
-            )
-            out.append((negative, loc, f"negative bound on {node.view.param!r}"))
+            if not getattr(node, "padded", False):
+                negative = either(
+                    compare("lt", node.start, i32_const(0, loc)),
+                    compare("lt", node.stop, i32_const(0, loc)),
+                )
+                out.append((negative, loc, f"negative bound on {node.view.param!r}"))
         elif isinstance(node, ir.ArrayLoad | ir.ArrayStore):
             view_checks(node.view, loc, out)
             first = shapes[node.view.param].ndim - len(node.indices)

@@ -304,13 +304,15 @@ def fill(lower, kind, how, value, dtype, node) -> ir.Expr:
     type_ = ir.Type(kind, dtype)
     if how == "eye":
         return ir.TileFill(type_, lower.loc(node), "eye", None)
-    scalar_value = (
-        lower.coerce(value, ir.scalar(dtype), node)
-        if not isinstance(value, int | float)
-        # a number is converted as the running kernel would (3.9e9 → i32 saturates)
-        else const(lower, cast_constant(value, dtype), node, dtype)
-    )
-    return ir.TileFill(type_, lower.loc(node), "full", scalar_value)
+    return ir.TileFill(type_, lower.loc(node), "full", fill_value(lower, value, dtype, node))
+
+
+def fill_value(lower, value, dtype, node) -> ir.Expr:
+    """A fill's scalar (a number or a runtime scalar) as ``dtype``."""
+    if not isinstance(value, int | float):
+        return lower.coerce(value, ir.scalar(dtype), node)
+    # a number is converted as the running kernel would (3.9e9 → i32 saturates)
+    return const(lower, cast_constant(value, dtype), node, dtype)
 
 
 # ---------------------------------------------------------------------------- argument helpers
@@ -504,34 +506,95 @@ def _tile_class(lower, node, target, args, kwargs):
     return _constructor("tile", "zeros")(lower, node, target, args, kwargs)
 
 
+def _keyword_only(lower, node, name, args, positional, keywords):
+    """Refuse ``keywords`` (``other``, ``dtype``) passed by position, as Python would."""
+    if len(args) > positional:
+        raise lower.error(
+            QnbTypeError,
+            f"{name}() takes {positional} positional arguments ({len(args)} given); "
+            f"{' and '.join(keywords)} are keyword arguments ({keywords[0]}=...)",
+            node,
+        )
+
+
+def _other_arg(lower, other, dtype, node, name):
+    """``other=``: the value of the elements a load finds outside its array, a number
+    (NaN and ±inf included) or a runtime scalar, as ``dtype``."""
+    raw = other.value if isinstance(other, Py) else other
+    if isinstance(raw, Py | ir.ArrayView) or (
+        isinstance(raw, ir.Expr) and raw.type.kind != "scalar"
+    ):
+        raise lower.error(QnbTypeError, f"{name}(other=...) takes a scalar", node)
+    if not isinstance(raw, ir.Expr) and (not is_number(raw) or isinstance(raw, complex)):
+        raise lower.error(QnbTypeError, f"{name}(other=...) takes a number, got {raw!r}", node)
+    if isinstance(raw, bool):
+        raw = int(raw)
+    return fill_value(lower, raw, dtype, node)
+
+
 def _tile_load(lower, node, target, args, kwargs):
-    arr, row, col = _args(lower, node, "Tile16.load", args, kwargs, ["arr", "row", "col"])
+    _keyword_only(lower, node, "Tile16.load", args, 3, ["other", "dtype"])
+    arr, row, col, other, dtype = _args(
+        lower,
+        node,
+        "Tile16.load",
+        args,
+        kwargs,
+        ["arr", "row", "col", "other", "dtype"],
+        {"other": Py(0), "dtype": Py(None)},
+    )
     view = _array_arg(lower, arr, node)
+    if view.view_ndim != 2:
+        raise lower.error(
+            QnbTypeError,
+            f"Tile16.load needs a 2-D array (or a slab of a 3-D one), got a "
+            f"{view.view_ndim}-D array",
+            node,
+        )
+    dtype = view.type.dtype if _is_none(dtype) else _dtype_arg(lower, dtype, node)
     row = lower.to_index(row, node, "row")
     col = lower.to_index(col, node, "col")
-    sixteen = ir.Const(ir.scalar(i32), lower.loc(node), 16)
-    r1 = ir.Binary(ir.scalar(i32), lower.loc(node), "add", row, sixteen)
-    c1 = ir.Binary(ir.scalar(i32), lower.loc(node), "add", col, sixteen)
-    zeros = fill(lower, "tile", "full", 0, view.type.dtype, node)
-    return lower.load_window(zeros, view, row, r1, col, c1, node)
+    loc = lower.loc(node)
+    sixteen = ir.Const(ir.scalar(i32), loc, 16)
+    r1 = ir.Binary(ir.scalar(i32), loc, "add", row, sixteen)
+    c1 = ir.Binary(ir.scalar(i32), loc, "add", col, sixteen)
+    # elements outside the array are ``other``; those read convert to ``dtype`` (as astype)
+    base = fill(
+        lower, "tile", "full", _other_arg(lower, other, dtype, node, "Tile16.load"), dtype, node
+    )
+    return ir.LoadWindow(base.type, loc, base, view, row, r1, col, c1, padded=True)
+
+
+def _is_none(value) -> bool:
+    return isinstance(value, Py) and value.value is None
 
 
 def _vec_load(lower, node, target, args, kwargs):
-    if kwargs:
-        raise lower.error(QnbTypeError, "Vec16.load takes positional arguments", node)
+    if set(kwargs) - {"other"}:
+        raise lower.error(
+            QnbTypeError,
+            f"Vec16.load() got an unexpected keyword argument {sorted(set(kwargs) - {'other'})[0]!r}",
+            node,
+        )
     if not args:
         raise lower.error(QnbTypeError, "Vec16.load needs an array", node)
     view = _array_arg(lower, args[0], node)
     loc = lower.loc(node)
+    if view.view_ndim == 1 and len(args) == 2:
+        # Vec16.load(arr, start, *, other=0): start may be negative
+        start = lower.to_index(args[1], node, "start")
+        stop = ir.Binary(ir.scalar(i32), loc, "add", start, ir.Const(ir.scalar(i32), loc, 16))
+        other = _other_arg(lower, kwargs.get("other", Py(0)), view.type.dtype, node, "Vec16.load")
+        return ir.VecLoad(ir.vec(view.type.dtype), loc, view, start, stop, None, other, True)
+    if kwargs:
+        raise lower.error(
+            QnbTypeError, "other= is for Vec16.load(arr, start, other=...) on a 1-D array", node
+        )
     if view.view_ndim == 1:
-        if len(args) not in (2, 3):
+        if len(args) != 3:
             raise lower.error(QnbTypeError, "Vec16.load(arr, start) on a 1-D array", node)
         start = lower.to_index(args[1], node, "start")
-        stop = (
-            lower.to_index(args[2], node, "stop")
-            if len(args) == 3
-            else ir.Binary(ir.scalar(i32), loc, "add", start, ir.Const(ir.scalar(i32), loc, 16))
-        )
+        stop = lower.to_index(args[2], node, "stop")
         return ir.VecLoad(ir.vec(view.type.dtype), loc, view, start, stop, None)
     if view.view_ndim != 2 or len(args) != 4:
         raise lower.error(
@@ -705,7 +768,9 @@ def _m_store(lower, node, method, args, kwargs):
         raise lower.error(
             QnbTypeError, "t.store(arr, row, col) or t.store(arr, r0, r1, c0, c1)", node
         )
-    lower.emit(ir.StoreWindow(loc, lower.cast_elements(value, view.type.dtype), view, *window))
+    value = lower.cast_elements(value, view.type.dtype)
+    # t.store(arr, row, col) may start before the array (its elements there are skipped)
+    lower.emit(ir.StoreWindow(loc, value, view, *window, padded=len(rest) == 2))
     return Py(None)
 
 

@@ -12,6 +12,8 @@ from qnb.viz.assets import widget_module
 from qnb.viz.widget import QnbWidget
 
 TILE_SHAPES = {(16, 16), (16,)}  # Tile16 and Vec16 values show as heatmaps; others as text
+MAX_SLABS = 4  # the slabs of one 3-D array drawn at a step, at most
+TILE_PANEL_INCHES = 4.6  # a static tile panel, wide enough to write its 16x16 values
 
 
 def _region(region, kind: str) -> dict:
@@ -42,6 +44,42 @@ def _colour_ranges(trace) -> dict[str, tuple[float, float]]:
                 low[name].append(vmin)
                 high[name].append(vmax)
     return {name: (min(low[name], default=0.0), max(high[name], default=1.0)) for name in low}
+
+
+def _shared_range(values) -> tuple[float, float]:
+    """One colour scale for a step's in and out tiles: the finite values of them all."""
+    ranges = [arrays.value_range(np.asarray(v)) for v in values if np.asarray(v).size]
+    if not ranges:
+        return 0.0, 1.0
+    return min(r[0] for r in ranges), max(r[1] for r in ranges)
+
+
+def changed_tile(step) -> np.ndarray | None:
+    """``out − in`` of a step that updates a tile in place (``acc = qnb.mma(a, b, acc)``,
+    ``t.cholesky_(eps)``, ``t += u``: an input named as the target, of the output's
+    shape), as float64; an element equal before and after (an unchanged ±inf or NaN too)
+    is 0. None for any other step."""
+    before = step.inputs.get(step.target) if step.target else None
+    after = step.output
+    if not (_is_tile_value(before) and _is_tile_value(after)) or before.shape != after.shape:
+        return None
+    if before.dtype.kind not in "iuf" or after.dtype.kind not in "iuf":
+        return None
+    old, new = before.astype(np.float64), after.astype(np.float64)
+    same = (old == new) | (np.isnan(old) & np.isnan(new))
+    with np.errstate(invalid="ignore"):
+        return np.where(same, 0.0, new - old)
+
+
+def slabs_touched(steps, name: str) -> list[int]:
+    """The slabs of 3-D array ``name`` that ``steps`` read or wrote, in order."""
+    found = {
+        region.batch
+        for step in steps
+        for region in (*step.reads, *step.writes)
+        if region.array == name and region.batch is not None
+    }
+    return sorted(found)
 
 
 def _scalar_text(value) -> str:
@@ -142,9 +180,13 @@ class TraceView(QnbWidget):
     source_title = traitlets.Unicode("").tag(sync=True)
     op_text = traitlets.Unicode("").tag(sync=True)
     tiles = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's tile/vec values
+    # the colour scale the step's in/out tiles share ("changed", out − in, has its own)
+    tile_range = traitlets.List(traitlets.Float(), [0.0, 1.0]).tag(sync=True)
     scalars = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's other values
     arrays = traitlets.List(traitlets.Dict()).tag(sync=True)  # array arguments at this step
     regions = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's reads/writes
+    # 3-D array -> the slabs shown: those the step touched, else those its program touched
+    slabs = traitlets.Dict().tag(sync=True)
 
     def __init__(self, trace, **kwargs):
         import qnb
@@ -160,6 +202,7 @@ class TraceView(QnbWidget):
         self.trace = trace
         self._colour_ranges = _colour_ranges(trace)
         self._shown_arrays: dict[str, np.ndarray] = {}
+        self._program_slabs: dict[tuple[int, str], list[int]] = {}
         with self.hold_sync():
             self.kernel_name = trace.kernel_name
             self.grid = [int(n) for n in trace.grid]
@@ -203,26 +246,57 @@ class TraceView(QnbWidget):
                 self._show_source(None)
                 self.op_text = "(no steps)"
                 self.tiles, self.scalars, self.regions = [], [], []
+                self.tile_range = [0.0, 1.0]
                 self._show_arrays(self.trace.initial_arrays)
+                self.slabs = self._slabs(None, steps)
             return
-        tiles, scalars = [], []
+        tiles, scalars, shown = [], [], []
         values = [(name, "in", v) for name, v in step.inputs.items()]
         if step.output is not None:
             values.append((step.target or "result", "out", step.output))
         for name, role, value in values:
             if _is_tile_value(value):
                 tiles.append({"name": name, "role": role, **arrays.encode(value)})
+                shown.append(value)
             else:
                 scalars.append({"name": name, "role": role, "text": _scalar_text(value)})
+        vmin, vmax = _shared_range(shown)
+        for tile in tiles:
+            tile["vmin"], tile["vmax"] = vmin, vmax
+        changed = changed_tile(step)
+        if changed is not None:
+            tiles.append({"name": step.target, "role": "changed", **arrays.encode(changed)})
         target = f" \u2192 {step.target}" if step.target else ""
         with self.hold_sync():
             self._show_source(step)
             self.op_text = f"{step.op}{target}"
-            self.tiles, self.scalars = tiles, scalars
+            self.tiles, self.scalars, self.tile_range = tiles, scalars, [vmin, vmax]
             self.regions = [_region(r, "read") for r in step.reads] + [
                 _region(r, "write") for r in step.writes
             ]
             self._show_arrays(self.trace.arrays_at(self.current_program, self.step))
+            self.slabs = self._slabs(step, steps)
+
+    def _slabs(self, step, steps) -> dict[str, dict]:
+        """For each 3-D array, the slabs to draw (``shown``, at most :data:`MAX_SLABS`)
+        and how many there were (``count``): those this step read or wrote; for a step
+        that touched none of the array, those its program touched (a batched kernel's
+        program works on its own slab); else slab 0."""
+        out = {}
+        for a in self.arrays:
+            if len(a["full_shape"]) != 3:
+                continue
+            name = a["name"]
+            touched = slabs_touched([step], name) if step is not None else []
+            if not touched:
+                key = (self.program, name)
+                if key not in self._program_slabs:
+                    self._program_slabs[key] = slabs_touched(steps, name)
+                touched = self._program_slabs[key] or [0]
+            if not a["full_shape"][0]:
+                touched = []
+            out[name] = {"shown": touched[:MAX_SLABS], "count": len(touched)}
+        return out
 
     def _show_source(self, step) -> None:
         """The source the step ran in, its line highlighted: the kernel's, a ``@qnb.func``'s
@@ -311,23 +385,43 @@ class TraceView(QnbWidget):
         )
 
     def _static_png(self) -> bytes | None:
-        panels = [(f"{t['role']} {t['name']}", arrays.decode(t), t, []) for t in self.tiles]
+        # (title, 2-D values, state, regions, values written, colour bar)
+        panels = []
+        pairs = [t for t in self.tiles if t["role"] != "changed"]
+        for t in self.tiles:
+            last_pair = t is (pairs[-1] if pairs else None)
+            title = f"{t['role']} {t['name']}"
+            if t["role"] == "changed":
+                title = f"changed {t['name']} (out \u2212 in)"
+            # in/out tiles share one colour bar (on the last of them); "changed" has its own
+            bar = last_pair or t["role"] == "changed"
+            panels.append((title, arrays.decode(t), t, [], True, bar))
         for a in self.arrays:
             mine = [r for r in self.regions if r["array"] == a["name"]]
-            panels.append((a["name"], arrays.decode(a), a, mine))
+            value, steps = arrays.decode(a), a.get("steps") or [1] * len(a["shape"])
+            if value.ndim != 3 or not len(value):
+                panels.append((a["name"], value, a, mine, False, False))
+                continue
+            slabs = self.slabs.get(a["name"], {"shown": [0], "count": 1})
+            sent = sorted({b // steps[0] for b in slabs["shown"]})  # the slabs sent
+            for k, index in enumerate(sent):
+                batch = index * steps[0]
+                title = f"{a['name']}[{batch}]"
+                if k == len(sent) - 1 and slabs["count"] > len(slabs["shown"]):
+                    title += f" (+{slabs['count'] - len(slabs['shown'])} more)"
+                shown = [r for r in mine if r["batch"] is None or r["batch"] // steps[0] == index]
+                panels.append((title, value[index], a, shown, False, False))
         if not panels:
             return None
-        fig = static_render.new_figure(2.4 * len(panels), 2.6)
+        # a tile whose values are written needs room for them: 16 cells of 0.28 in
+        widths = [TILE_PANEL_INCHES if p[4] else 2.6 for p in panels]
+        fig = static_render.new_figure(sum(widths), max(widths))
         if fig is None:
             return None
-        for k, (title, value, state, mine) in enumerate(panels):
-            ax = fig.add_subplot(1, len(panels), k + 1)
-            steps = state.get("steps") or [1] * value.ndim
-            if value.ndim == 3 and len(value):  # a region names its slab; show the first one
-                batch = next((r["batch"] for r in mine if r["batch"] is not None), 0)
-                mine = [r for r in mine if r["batch"] in (None, batch)]
-                value = value[batch // steps[0]]
-                title = f"{title}[{batch // steps[0] * steps[0]}]"
+        grid = fig.add_gridspec(1, len(panels), width_ratios=widths)
+        for k, (title, value, state, mine, values, bar) in enumerate(panels):
+            ax = fig.add_subplot(grid[0, k])
+            steps = state.get("steps") or [1] * len(state["shape"])
             if max(steps) > 1:
                 title += " (sampled)"
             static_render.draw_heatmap(
@@ -337,8 +431,8 @@ class TraceView(QnbWidget):
                 state["vmax"],
                 title=title,
                 regions=mine,
-                values=False,
-                colour_bar=False,
+                values=values,
+                colour_bar=bar,
                 steps=(steps[-2] if len(steps) > 1 else 1, steps[-1]),
             )
         fig.suptitle(

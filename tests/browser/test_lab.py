@@ -283,6 +283,8 @@ def check_widgets(page) -> None:
             arg=[label.element_handle(), shown],
             timeout=WIDGET_MS,
         )
+        if shown == "step 3 /":
+            check_trace_tiles(page, trace)
     # The step label and the op line are redrawn from separate trait changes: wait for
     # the op line (and the out canvas) to catch up rather than read them at once.
     page.wait_for_function(
@@ -296,6 +298,34 @@ def check_widgets(page) -> None:
         assert time.monotonic() < deadline, "the out array did not change at its store"
         page.wait_for_timeout(100)
 
+    check_cache_view(page)
+
+
+def check_trace_tiles(page, trace) -> None:
+    """At ``t = t * s``: in t and out t with their values on one colour scale (one colour
+    bar), and "changed t" (out - in) with its own; hovering a cell reads its value."""
+    page.wait_for_function(
+        """(el) => el.querySelectorAll(".qnb-tiles .qnb-block").length === 3""",
+        arg=trace.element_handle(),
+        timeout=WIDGET_MS,
+    )
+    titles = trace.locator(".qnb-tiles .qnb-block-title").all_inner_texts()
+    assert titles == ["in t", "out t", "changed t (out \u2212 in)"], titles
+    assert trace.locator(".qnb-tiles .qnb-tile-range").count() == 1
+    assert trace.locator(".qnb-tiles .qnb-colourbar").count() == 2  # and the changed one's
+    # program 0: in t = x[:16] (0 to 255/16), out t = 2 * in: one scale from 0 to 31.9
+    assert trace.locator(".qnb-tile-range .qnb-colourbar-labels").inner_text().split() == [
+        "31.9",
+        "0",
+    ]
+    cell = 18  # px: a 16x16 tile's cells hold their values
+    for k, want in enumerate(["t[0, 1] = 0.0625", "t[0, 1] = 0.125", "t[0, 1] = 0.0625"]):
+        block = trace.locator(".qnb-tiles .qnb-block").nth(k)
+        block.locator("canvas").hover(position={"x": cell + 3, "y": 3})
+        assert block.locator(".qnb-readout").inner_text() == want
+
+
+def check_cache_view(page) -> None:
     cache = page.locator(".qnb-cacheview").first
     rows = cache.locator("tbody tr")
     assert rows.count() >= 1, "CacheView shows no events"

@@ -639,3 +639,151 @@ def test_a_trace_with_an_empty_array_renders(shape):
     view = TraceView(k.trace[1](np.zeros((16, 16), np.float32), np.zeros(shape, np.float32)))
     data, _ = view._repr_mimebundle_()
     assert f"e: empty array ({'×'.join(map(str, shape))})" in data["text/html"]
+
+
+# 3-D arrays: the slabs a step (else its program) touched --------------------------------------
+
+
+def batched_trace():
+    """Notebook 03's shape of kernel: program s loads A[s], works on the tile, stores to B[s]."""
+    import qnb
+
+    @qnb.kernel
+    def batched(A: qnb.Array[qnb.f32, 3], B: qnb.Array[qnb.f32, 3]):
+        s = qnb.program_id(0)
+        t = qnb.Tile16.load(A[s], 0, 0)
+        t.cholesky_(1e-6)
+        t.store(B[s], 0, 0)
+
+    rng = np.random.default_rng(6)
+    m = rng.uniform(-1, 1, (3, 16, 16))
+    A = (m @ m.transpose(0, 2, 1) + 16 * np.eye(16)).astype(np.float32)
+    return batched.trace[3](A, np.zeros_like(A))
+
+
+@pytest.mark.parametrize("program", [0, 1, 2])
+def test_a_3d_array_shows_the_slab_the_program_touched(program):
+    view = TraceView(batched_trace(), program=program)
+    ops = [s.op for s in view._steps()]
+    assert ops == ["assign", "load", "cholesky_", "store"]
+    for step, want in enumerate([program, program, program, program]):
+        view.step = step
+        # the load reads A[s], the store writes B[s]; the other steps touch neither, and
+        # show the slabs their program touched, never slab 0 of another program's data
+        assert view.slabs == {
+            "A": {"shown": [want], "count": 1},
+            "B": {"shown": [want], "count": 1},
+        }
+
+
+def test_a_step_that_touches_slabs_shows_those(monkeypatch):
+    pytest.importorskip("matplotlib")
+    import qnb
+    from qnb.viz import static_render
+
+    @qnb.kernel
+    def sweep(A: qnb.Array[qnb.f32, 3], out: qnb.Array[qnb.f32, 2]):
+        acc = qnb.Tile16.zeros(qnb.f32)
+        for b in range(6):
+            acc += qnb.Tile16.load(A[b], 0, 0)
+        acc.store(out, 0, 0)
+
+    A = np.random.default_rng(7).random((6, 16, 16)).astype(np.float32)
+    view = TraceView(sweep.trace[1](A, np.zeros((16, 16), np.float32)))
+    loads = [k for k, s in enumerate(view._steps()) if any(r.array == "A" for r in s.reads)]
+    assert len(loads) == 6
+    view.step = loads[2]
+    assert view.slabs["A"] == {"shown": [2], "count": 1}
+    view.step = 0  # the fill touches no slab: those of the whole program, the first four
+    assert view.slabs["A"] == {"shown": [0, 1, 2, 3], "count": 6}
+    titles = []
+    draw = static_render.draw_heatmap
+
+    def spy(ax, a, *args, title="", **kwargs):
+        titles.append(title)
+        return draw(ax, a, *args, title=title, **kwargs)
+
+    monkeypatch.setattr(static_render, "draw_heatmap", spy)
+    view._repr_mimebundle_()
+    assert [t for t in titles if t.startswith("A[")] == ["A[0]", "A[1]", "A[2]", "A[3] (+2 more)"]
+    titles.clear()
+    view.step = loads[4]
+    view._repr_mimebundle_()
+    assert [t for t in titles if t.startswith("A[")] == ["A[4]"]
+
+
+def test_the_static_png_draws_the_slab_the_step_touched(monkeypatch):
+    pytest.importorskip("matplotlib")
+    from qnb.viz import static_render
+
+    drawn = {}
+    draw = static_render.draw_heatmap
+
+    def spy(ax, a, *args, title="", **kwargs):
+        drawn[title] = np.array(a)
+        return draw(ax, a, *args, title=title, **kwargs)
+
+    monkeypatch.setattr(static_render, "draw_heatmap", spy)
+    trace = batched_trace()
+    view = TraceView(trace, program=1, step=2)  # cholesky_: touches no array
+    view._repr_mimebundle_()
+    np.testing.assert_array_equal(drawn["A[1]"], trace.initial_arrays["A"][1])
+    assert "A[0]" not in drawn and "B[1]" in drawn
+
+
+# The step's tiles: values, one colour scale, and what changed ------------------------------------
+
+
+def test_in_and_out_tiles_share_one_colour_scale_and_a_changed_view():
+    trace = batched_trace()
+    view = TraceView(trace, program=1, step=2)  # t.cholesky_(eps): t in, t out
+    step = view.current_step
+    roles = [(t["role"], t["name"]) for t in view.tiles]
+    assert roles == [("in", "t"), ("out", "t"), ("changed", "t")]
+    before, after = step.inputs["t"], step.output
+    low = min(before.min(), after.min())
+    high = max(before.max(), after.max())
+    assert view.tile_range == [pytest.approx(low), pytest.approx(high)]
+    for tile in view.tiles[:2]:
+        assert (tile["vmin"], tile["vmax"]) == tuple(view.tile_range)
+    changed = decode(view.tiles[2])
+    np.testing.assert_allclose(changed, after.astype(np.float64) - before)
+    # its own colour scale: a difference is not on the values' scale
+    assert (view.tiles[2]["vmin"], view.tiles[2]["vmax"]) == (changed.min(), changed.max())
+    view.step = 1  # a load makes a new tile: nothing to compare it with
+    assert [t["role"] for t in view.tiles] == ["out"]
+
+
+def test_changed_is_zero_where_an_element_kept_its_value_even_inf_or_nan():
+    from qnb.viz.trace_view import changed_tile
+
+    before = np.array([[np.inf, np.nan, 1.0, -np.inf]] * 16, np.float32).repeat(4, axis=1)
+    after = before.copy()
+    after[:, 8:12] = 3.0
+    after[:, 12:] = np.inf  # -inf -> inf: a change, shown as what it is
+    step = TraceStep(0, (0, 0, 0), "f", 1, "", "add", "t", {"t": before}, after)
+    out = changed_tile(step)
+    assert (out[:, :8] == 0).all() and (out[:, 8:12] == 2).all()  # inf and nan kept: 0
+    assert np.isposinf(out[:, 12:]).all()
+    assert changed_tile(TraceStep(0, (0, 0, 0), "f", 1, "", "load", "t", {}, after)) is None
+
+
+def test_the_static_png_writes_the_tiles_values_with_one_colour_bar(monkeypatch):
+    pytest.importorskip("matplotlib")
+    from qnb.viz import static_render
+
+    calls = {}
+    draw = static_render.draw_heatmap
+
+    def spy(ax, a, vmin, vmax, *args, title="", **kwargs):
+        calls[title] = (vmin, vmax, kwargs["values"], kwargs["colour_bar"])
+        return draw(ax, a, vmin, vmax, *args, title=title, **kwargs)
+
+    monkeypatch.setattr(static_render, "draw_heatmap", spy)
+    view = TraceView(batched_trace(), program=1, step=2)
+    view._repr_mimebundle_()
+    low, high = view.tile_range
+    assert calls["in t"] == (low, high, True, False)
+    assert calls["out t"] == (low, high, True, True)  # the one shared colour bar
+    changed = view.tiles[2]
+    assert calls["changed t (out \u2212 in)"] == (changed["vmin"], changed["vmax"], True, True)

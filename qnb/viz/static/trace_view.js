@@ -1,5 +1,7 @@
 // TraceView front end: program selector, step slider, source with the current line,
-// this step's tiles as heatmaps, and the array arguments with the regions read/written.
+// this step's tiles as heatmaps with their values (in and out on one colour scale, with
+// one colour bar; "changed", out - in, on its own), and the array arguments with the
+// regions read/written (a 3-D array: the slabs the step, else its program, touched).
 
 function render({ model, el }) {
   el.classList.add("qnb-widget", "qnb-traceview");
@@ -72,8 +74,22 @@ function render({ model, el }) {
       body.append(qnbElement("div", "qnb-op", `${s.role} ${s.name} = ${s.text}`));
     }
     const tiles = qnbElement("div", "qnb-row qnb-tiles");
-    for (const t of model.get("tiles")) {
-      tiles.append(qnbHeatmapBlock(t, { title: `${t.role} ${t.name}`, maxPx: 192, largest: 12 }));
+    const values = model.get("tiles");
+    // 18px cells hold a value each: a 16x16 tile is 288px
+    const tileOpts = { maxPx: 288, largest: 18, showValues: true };
+    const height = (t) => (t.shape.length === 2 ? 288 : 64);
+    const pairs = values.filter((t) => t.role !== "changed");
+    for (const t of pairs) tiles.append(qnbHeatmapBlock(t, { ...tileOpts, title: `${t.role} ${t.name}` }));
+    if (pairs.length) {
+      const [vmin, vmax] = model.get("tile_range");
+      const bar = qnbColourBar(vmin, vmax, Math.max(...pairs.map(height)));
+      bar.classList.add("qnb-tile-range");
+      tiles.append(bar);
+    }
+    for (const t of values.filter((t) => t.role === "changed")) {
+      const block = qnbHeatmapBlock(t, { ...tileOpts, title: `changed ${t.name} (out \u2212 in)` });
+      block.classList.add("qnb-changed");
+      tiles.append(block, qnbColourBar(t.vmin, t.vmax, height(t)));
     }
     body.append(tiles);
     const regions = model.get("regions");
@@ -81,20 +97,29 @@ function render({ model, el }) {
     legend.append(qnbElement("span", "qnb-legend-read", "\u25a0 read "),
                   qnbElement("span", "qnb-legend-write", " \u25a0 written"), document.createTextNode(" by this step; arrays as they were at this step"));
     const row = qnbElement("div", "qnb-row qnb-arrays");
+    const slabsShown = model.get("slabs");
     for (const a of model.get("arrays")) {
       const mine = regions.filter((r) => r.array === a.name);
-      const slabs = a.shape.length === 3 ? a.shape[0] : 0;
-      let batch = slabs ? (mine.find((r) => r.batch !== null) || { batch: 0 }).batch : 0;
-      const shown = mine.filter((r) => r.batch === null || r.batch === batch);
-      const slabStep = a.steps && a.shape.length === 3 ? a.steps[0] : 1;
-      batch -= batch % slabStep;  // the slab sent (every k-th, for an array too large to send)
-      const title = slabs ? `${a.name}[${batch}]` : a.name;
-      row.append(qnbHeatmapBlock(a, { title, maxPx: 256, largest: 16, regions: shown, batch, ticks: true }));
+      if (a.shape.length !== 3 || !a.shape[0]) {
+        row.append(qnbHeatmapBlock(a, { title: a.name, maxPx: 256, largest: 16, regions: mine, ticks: true }));
+        continue;
+      }
+      // the slabs the step read or wrote, else those its program touched (Python chooses)
+      const slabs = slabsShown[a.name] || { shown: [0], count: 1 };
+      const slabStep = a.steps ? a.steps[0] : 1;
+      // the slabs sent (every k-th, for an array too large to send)
+      const sent = [...new Set(slabs.shown.map((b) => b - (b % slabStep)))];
+      sent.forEach((batch, k) => {
+        const shown = mine.filter((r) => r.batch === null || r.batch - (r.batch % slabStep) === batch);
+        let title = `${a.name}[${batch}]`;
+        if (k === sent.length - 1 && slabs.count > slabs.shown.length) title += ` (+${slabs.count - slabs.shown.length} more)`;
+        row.append(qnbHeatmapBlock(a, { title, maxPx: 256, largest: 16, regions: shown, batch, ticks: true }));
+      });
     }
     body.append(legend, row);
   }
 
-  const names = ["program", "step", "num_steps", "current_line", "op_text", "tiles", "scalars", "arrays", "regions", "programs", "source", "first_line", "source_title"];
+  const names = ["program", "step", "num_steps", "current_line", "op_text", "tiles", "tile_range", "scalars", "arrays", "regions", "slabs", "programs", "source", "first_line", "source_title"];
   return qnbDrawOnChanges(model, names, draw);
 }
 
