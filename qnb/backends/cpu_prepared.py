@@ -1118,8 +1118,9 @@ class _Compiler:
             ):
                 # a block row strip times a block column strip: every program's product
                 # at once is one GEMM of the two strips
-                x = a.a4.reshape(-1, 16)
-                y = b.a4.reshape(16, -1)
+                # contiguous strips: NumPy's matmul takes a slow loop for some strides
+                x = np.ascontiguousarray(a.a4.reshape(-1, 16))
+                y = np.ascontiguousarray(b.a4.reshape(16, -1))
                 if x.dtype == np.float16:
                     x, y = x.astype(np.float32), y.astype(np.float32)
                 product = np.matmul(x, y).astype(out, copy=False)
