@@ -161,6 +161,9 @@ class _Compiler:
     def __init__(self, kernel: ir.KernelIR):
         self.kernel = kernel
         self.varying = _varying_names(kernel)
+        # per node (the IR lives as long as this walk, so ids stay unique)
+        self.varying_nodes: dict[int, bool] = {}
+        self.constant_nodes: dict[int, bool] = {}
         self.assign_count = {}
         for node in ir.walk_body(kernel.body):
             if isinstance(node, ir.Assign):
@@ -174,7 +177,8 @@ class _Compiler:
         self.loops = 0
 
     def launcher(self):
-        body = self.block(self.kernel.body, top=True)
+        with np.errstate(all="ignore"):  # constants fold as a launch computes them
+            body = self.block(self.kernel.body, top=True)
         kernel = self.kernel
         locals_ = {name: (t.dtype.numpy, t.shape) for name, t in kernel.locals.items()}
         holds_tiles = ir.holds_tiles(kernel)
@@ -206,11 +210,16 @@ class _Compiler:
     # ------------------------------------------------------------------ analysis
 
     def is_varying(self, e) -> bool:
-        if isinstance(e, ir.ProgramId):
-            return e.which == "id"
-        if isinstance(e, ir.Var):
-            return e.name in self.varying
-        return any(self.is_varying(c) for c in ir.children(e))
+        found = self.varying_nodes.get(id(e))
+        if found is None:
+            if isinstance(e, ir.ProgramId):
+                found = e.which == "id"
+            elif isinstance(e, ir.Var):
+                found = e.name in self.varying
+            else:
+                found = any(self.is_varying(c) for c in ir.children(e))
+            self.varying_nodes[id(e)] = found
+        return found
 
     def pid_block(self, e):
         """The grid axis ``a`` when ``e`` is ``program_id(a) * 16``; else None."""
@@ -866,8 +875,7 @@ class _Compiler:
             self.computes = True
         if folds:
             try:
-                with np.errstate(all="ignore"):
-                    value = fn(None)
+                value = fn(None)  # under launcher()'s errstate
             except Exception:  # noqa: BLE001 - an error stays where it happens at launch
                 return fn
             if not isinstance(value, _Blocks):
@@ -876,13 +884,18 @@ class _Compiler:
         return fn
 
     def constant(self, e) -> bool:
-        if isinstance(e, ir.Const):
-            return True
-        if not isinstance(e, _FOLDABLE):
-            return False
-        if isinstance(e, ir.TileFill) and e.kind == "eye":
-            return True
-        return all(self.constant(c) for c in ir.children(e))
+        found = self.constant_nodes.get(id(e))
+        if found is None:
+            if isinstance(e, ir.Const):
+                found = True
+            elif not isinstance(e, _FOLDABLE):
+                found = False
+            elif isinstance(e, ir.TileFill) and e.kind == "eye":
+                found = True
+            else:
+                found = all(self.constant(c) for c in ir.children(e))
+            self.constant_nodes[id(e)] = found
+        return found
 
     def e_Const(self, e):
         value = np.array([e.value], e.type.dtype.numpy)
@@ -1092,7 +1105,11 @@ class _Compiler:
         axis, op = e.axis, e.op
 
         def reduce(st):
-            value = _tiles(st, operand(st))
+            value = operand(st)
+            if isinstance(value, _Blocks):
+                if axis == 1:  # along rows: NumPy sums in the interpreter's order
+                    return _reduce_blocks(st, value, fn, op, axis)
+                value = value.tiles(st.grid)
             axes = tuple(range(1, value.ndim)) if axis is None else axis + 1
             if op == "sum":
                 if value.dtype == np.float16:
@@ -1174,6 +1191,26 @@ class _Compiler:
         return lambda st: cpu._lanes_last(
             cpu._solve_lower, _tiles(st, lower(st)), _tiles(st, rhs(st))
         )
+
+
+def _reduce_blocks(st, value, fn, op, axis):
+    """``Reduce`` of every program's tile of a block grid, on the grid itself (no gather
+    of the tiles); the result in program order, as the interpreter holds it."""
+    a4 = value.full(st.grid)
+    axes = (1, 3) if axis is None else (1 if axis == 0 else 3)
+    if op == "sum":
+        if a4.dtype == np.float16:
+            out = fn(a4, axis=axes, dtype=np.float32).astype(np.float16)
+        else:
+            out = fn(a4, axis=axes, dtype=a4.dtype)
+    else:
+        out = fn(a4, axis=axes)
+    if axis == 1:  # (block row, 16, block col): the vec axis last
+        out = out.transpose(0, 2, 1)
+    # now (block row, block col[, 16]); programs run program_id(0) fastest
+    if value.ra == 0:
+        out = out.T if axis is None else out.transpose(1, 0, 2)
+    return np.ascontiguousarray(out).reshape(st.n, *out.shape[2:])
 
 
 def _spans(st, array, row_axis, col_axis, r_fns, c_fns):

@@ -204,6 +204,16 @@ def row_softmax(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
 
 
 @qnb.kernel
+def block_reductions(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    t = Tile16.load(x, i, j)
+    ones = Vec16.full(1.0)
+    r = qnb.outer(t.sum(axis=0), ones) + qnb.outer(ones, t.max(axis=1) * t.sum(axis=1)) + t.sum()
+    (r - t.min()).store(y, i, j)
+
+
+@qnb.kernel
 def tiled_matmul(a: qnb.Array[f32, 2], b: qnb.Array[f32, 2], c: qnb.Array[f32, 2]):
     i = qnb.program_id(0) * 16
     j = qnb.program_id(1) * 16
@@ -326,3 +336,8 @@ def test_launch_through_kernel_uses_prepared_path():
     with qnb.backend("cpu"):
         affine[(3, 4)](x, y)
     np.testing.assert_array_equal(y, x * np.float32(2) + np.float32(1))
+
+
+@pytest.mark.parametrize("shape,grid", [((64, 48), (4, 3)), ((37, 50), (3, 4)), ((40, 16), (3, 1))])
+def test_block_grid_reductions(shape, grid):
+    both_ways(block_reductions, grid, lambda: [_rand(shape), _poison(shape)])
