@@ -33,7 +33,6 @@ from qnb.backends import cpu
 from qnb.dtypes import i32
 from qnb.errors import QnbIndexError
 
-_COMPARE = ("lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor")
 _FOLDABLE = (ir.Const, ir.Unary, ir.Binary, ir.Cast, ir.TileFill, ir.Select, ir.Transpose)
 
 
@@ -533,7 +532,7 @@ class _Compiler:
             check(st, (r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0))
             return array, batch, r0, r1, c0, c1
 
-        return window, uniform and uniform_view
+        return window, uniform and uniform_view, uniform
 
     def grid_pattern(self, node):
         """``(row_axis, col_axis)`` for a window ``(program_id(a) * 16, … + 16)`` on
@@ -556,7 +555,7 @@ class _Compiler:
     def e_LoadWindow(self, e):
         base = self.expr(e.base)
         bounds = (e.r0, e.r1, e.c0, e.c1)
-        window, uniform = self.window_bounds(e, e.view, bounds)
+        window, uniform, uniform_bounds = self.window_bounds(e, e.view, bounds)
         base_uniform = not self.is_varying(e.base)
         pattern = self.grid_pattern(e) if base_uniform else None
         generic = self.generic_load(e, base, window)
@@ -574,6 +573,25 @@ class _Compiler:
                 return out
 
             return load_uniform
+        if uniform_bounds and base_uniform:  # one window of each program's slab (x[b])
+
+            def load_slabs(st):
+                array, b, r0, r1, c0, c1 = window(st)
+                if array.size == 0:
+                    return generic(st)
+                rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
+                cols = max(0, min(c1, array.shape[2], c0 + 16) - c0)
+                first = _consecutive(b)
+                if rows == 16 and cols == 16:
+                    if first is not None:  # a view, as the interpreter's slab_blocks
+                        return array[first : first + len(b), r0 : r0 + 16, c0 : c0 + 16]
+                    return array[b, r0 : r0 + 16, c0 : c0 + 16]
+                out = np.empty((len(b), 16, 16), array.dtype)
+                out[...] = base(st)
+                out[:, :rows, :cols] = array[b, r0 : r0 + rows, c0 : c0 + cols]
+                return out
+
+            return load_slabs
         if pattern is None:
             return generic
         row_axis, col_axis = pattern
@@ -641,7 +659,7 @@ class _Compiler:
 
     def s_StoreWindow(self, s):
         value = self.expr(s.value)
-        window, uniform = self.window_bounds(s, s.view, (s.r0, s.r1, s.c0, s.c1))
+        window, uniform, uniform_bounds = self.window_bounds(s, s.view, (s.r0, s.r1, s.c0, s.c1))
         pattern = self.grid_pattern(s)
         compiler = self
 
@@ -675,6 +693,26 @@ class _Compiler:
                 array[b, r0 : r0 + rows, c0 : c0 + cols] = v[0, :rows, :cols]
 
             return store_uniform
+
+        if uniform_bounds:  # one window of each program's slab (x[b])
+
+            def store_slabs(st):
+                v = value(st)
+                array, b, r0, r1, c0, c1 = window(st)
+                compiler.detach(st, array)
+                if st.mask is not None or isinstance(v, _Blocks):
+                    generic(st, v, array, b, r0, r1, c0, c1)
+                    return
+                rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
+                cols = max(0, min(c1, array.shape[2], c0 + 16) - c0)
+                v = np.broadcast_to(v, (len(b), 16, 16))[:, :rows, :cols]
+                first = _consecutive(b)
+                if first is not None:
+                    array[first : first + len(b), r0 : r0 + rows, c0 : c0 + cols] = v
+                else:  # where programs share a slab (a race), the last program's wins
+                    array[b, r0 : r0 + rows, c0 : c0 + cols] = v
+
+            return store_slabs
 
         if pattern is not None:
             row_axis, col_axis = pattern
@@ -933,7 +971,10 @@ class _Compiler:
         kind = e.type.kind
         left_kind, right_kind = e.left.type.kind, e.right.type.kind
         left, right = self.expr(e.left), self.expr(e.right)
-        dtype = None if e.op in _COMPARE else e.type.dtype.numpy
+        # the interpreter casts all but comparisons and logic ops, whose result (bool) is
+        # already the node's dtype: casting every result to it is the same, and new ops
+        # need no list of their own here
+        dtype = e.type.dtype.numpy
 
         def binary(st):
             a, b = left(st), right(st)
@@ -942,13 +983,9 @@ class _Compiler:
                 result = fn(
                     _as_blocks(a, left_kind, ra, st.grid), _as_blocks(b, right_kind, ra, st.grid)
                 )
-                if dtype is not None:
-                    result = result.astype(dtype, copy=False)
-                return _Blocks(result, ra)
+                return _Blocks(result.astype(dtype, copy=False), ra)
             result = fn(cpu._expand(a, left_kind, kind), cpu._expand(b, right_kind, kind))
-            if dtype is not None:
-                result = result.astype(dtype, copy=False)
-            return result
+            return result.astype(dtype, copy=False)
 
         return binary
 
@@ -1234,6 +1271,14 @@ def _spans(st, array, row_axis, col_axis, r_fns, c_fns):
             end = max(start, min(stop, limit, start + 16))
             out.append((start, end, 1))
     return out
+
+
+def _consecutive(index):
+    """``index[0]`` when ``index`` counts up by one (programs reading slabs in order)."""
+    first = int(index[0])
+    if int(index[-1]) - first != len(index) - 1:
+        return None
+    return first if len(index) == 1 or (np.diff(index) == 1).all() else None
 
 
 def _lane_arrays(batch, *bounds):
