@@ -341,3 +341,21 @@ def test_launch_through_kernel_uses_prepared_path():
 @pytest.mark.parametrize("shape,grid", [((64, 48), (4, 3)), ((37, 50), (3, 4)), ((40, 16), (3, 1))])
 def test_block_grid_reductions(shape, grid):
     both_ways(block_reductions, grid, lambda: [_rand(shape), _poison(shape)])
+
+
+@qnb.kernel
+def slab_order(x: qnb.Array[f32, 3], y: qnb.Array[f32, 3], step: i32):
+    p = qnb.program_id(0)
+    b = (x.shape[0] - 1 - p) // step  # reversed, and shared by `step` programs
+    t = Tile16.load(x[b], 0, 4)
+    (t + qnb.f32(p)).store(y[b], 2, 0)
+
+
+@pytest.mark.parametrize("step", [1, 2])
+@pytest.mark.parametrize("shape", [(6, 10, 20), (6, 16, 16), (6, 40, 40)])
+def test_slab_windows(shape, step):
+    """One window of each program's slab: in order, reversed, shared (a race: the last
+    program's store wins, as in the interpreter), partial windows."""
+    both_ways(slab_order, 6, lambda: [_rand(shape), _poison(shape), step])
+    got = both_ways(slab_order, 7, lambda: [_rand(shape), _poison(shape), step])
+    assert got is not None and "batch index out of range" in got[2]
