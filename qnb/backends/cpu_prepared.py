@@ -1177,7 +1177,7 @@ class _Compiler:
                 y = np.ascontiguousarray(b.a4.reshape(16, -1))
                 if x.dtype == np.float16:
                     x, y = x.astype(np.float32), y.astype(np.float32)
-                product = np.matmul(x, y).astype(out, copy=False)
+                product = _strip_product(x, y).astype(out, copy=False)
                 result = product.reshape(a.a4.shape[0], 16, b.a4.shape[2], 16)
                 if acc_fn is not None:
                     acc = _as_blocks(acc_fn(st), "tile", a.ra, st.grid)
@@ -1228,6 +1228,24 @@ class _Compiler:
         return lambda st: cpu._lanes_last(
             cpu._solve_lower, _tiles(st, lower(st)), _tiles(st, rhs(st))
         )
+
+
+# OpenBLAS runs a GEMM of at most 65536 * 4 multiply-adds on one thread: the strips' product
+# goes in row bands of that size, since a thread team for each K step of 16 costs more than
+# the arithmetic wherever cores are shared (measured: 7× slower on a busy 2-core machine).
+_BAND_MULTIPLY_ADDS = 65536 * 4
+
+
+def _strip_product(x, y):
+    """``x @ y`` for a block row strip ``x`` (M×16) and column strip ``y`` (16×N)."""
+    m, n = x.shape[0], y.shape[1]
+    band = max(16, _BAND_MULTIPLY_ADDS // (16 * max(n, 1)) // 16 * 16)
+    if band >= m:
+        return np.matmul(x, y)
+    out = np.empty((m, n), np.result_type(x, y))
+    for start in range(0, m, band):
+        np.matmul(x[start : start + band], y, out=out[start : start + band])
+    return out
 
 
 def _reduce_blocks(st, value, fn, op, axis):

@@ -307,7 +307,7 @@ def test_row_softmax(rows):
     both_ways(row_softmax, (rows + 15) // 16, lambda: [_rand((rows, 16)), _poison((rows, 16))])
 
 
-@pytest.mark.parametrize("shape", [(64, 48, 32), (40, 40, 40), (16, 16, 16)])
+@pytest.mark.parametrize("shape", [(64, 48, 32), (40, 40, 40), (16, 16, 16), (80, 32, 1030)])
 def test_tiled_matmul(shape):
     """One GEMM per K step: the same sums as the per-tile products (BLAS may order the
     16 products of each sum differently, so this compares to a few ulps)."""
