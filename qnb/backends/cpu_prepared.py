@@ -955,7 +955,7 @@ class _Compiler:
         return lambda st: np.array([st.shapes[param][axis]], np.int32)
 
     def e_Unary(self, e):
-        fn = cpu._UNARY[e.op]
+        fn = _op(cpu._UNARY, e.op)
         operand = self.expr(e.operand)
 
         def unary(st):
@@ -967,7 +967,7 @@ class _Compiler:
         return unary
 
     def e_Binary(self, e):
-        fn = cpu._BINARY[e.op]
+        fn = _op(cpu._BINARY, e.op)
         kind = e.type.kind
         left_kind, right_kind = e.left.type.kind, e.right.type.kind
         left, right = self.expr(e.left), self.expr(e.right)
@@ -1138,7 +1138,7 @@ class _Compiler:
 
     def e_Reduce(self, e):
         operand = self.expr(e.operand)
-        fn = cpu._REDUCE[e.op]
+        fn = _op(cpu._REDUCE, e.op)
         axis, op = e.axis, e.op
 
         def reduce(st):
@@ -1289,6 +1289,15 @@ def _spans(st, array, row_axis, col_axis, r_fns, c_fns):
             end = max(start, min(stop, limit, start + 16))
             out.append((start, end, 1))
     return out
+
+
+def _op(table, name):
+    """The interpreter's NumPy function for an op (one table serves both paths); an op it
+    spells another way leaves the kernel to the interpreter."""
+    fn = table.get(name)
+    if fn is None:
+        raise _Unsupported(name)
+    return fn
 
 
 def _consecutive(index):

@@ -359,3 +359,24 @@ def test_slab_windows(shape, step):
     both_ways(slab_order, 6, lambda: [_rand(shape), _poison(shape), step])
     got = both_ways(slab_order, 7, lambda: [_rand(shape), _poison(shape), step])
     assert got is not None and "batch index out of range" in got[2]
+
+
+def test_an_op_the_prepared_path_does_not_know_runs_on_the_interpreter(monkeypatch):
+    """New ops slot into the interpreter's tables (which the prepared path reads); one
+    that is spelled anywhere else leaves the kernel to the interpreter, never to a guess."""
+    x = _rand((32, 32))
+    kernel_ir, _ = affine._lower_for([x, x])
+    assert prepare(kernel_ir) is not None
+    binary = next(n for n in ir.walk_body(kernel_ir.body) if isinstance(n, ir.Binary))
+    binary.op = "not_in_any_table"
+    assert prepare(kernel_ir) is None
+
+    class Unknown(ir.Expr):  # a node class added to the IR later
+        pass
+
+    monkeypatch.setitem(ir._LAYOUTS, "Unknown", [])
+
+    kernel_ir, _ = affine._lower_for([x, x])
+    store = kernel_ir.body[-1]
+    store.value = Unknown(store.value.type, store.value.loc)
+    assert prepare(kernel_ir) is None
