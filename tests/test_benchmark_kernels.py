@@ -156,3 +156,22 @@ def test_the_cache_benchmark_runs(tmp_path):
     (tmp_path / "cache_suite.py").write_text(bench_cache.suite_source())
     result = bench_cache.qnb_side("cpu", str(tmp_path))
     assert result["kernels"] >= 20 and result["cold"] > 0 and result["warm"] > 0
+
+
+def test_bench_peers_workloads_agree_with_numpy():
+    """Every workload of ``benchmarks/bench_peers.py`` (what ``make bench`` runs) computes
+    NumPy's answer on the cpu backend; each peer that is installed is checked the same way."""
+    from benchmarks import bench_peers
+
+    names = [w.name for w in bench_peers.workloads()]
+    assert len(names) == 6
+    with qnb.backend("cpu"):
+        for workload in bench_peers.workloads():
+            for tool, setup in workload.runners.items():
+                assert workload.check(setup()()), (workload.name, tool)
+
+
+def test_make_bench_discovers_bench_peers():
+    from benchmarks import run_all
+
+    assert "peers" in run_all.discover()

@@ -65,6 +65,17 @@ class CpuBackend(Backend):
     def load(self, artifact: Artifact):
         kernel = ir.kernel_from_json(artifact.text["ir"])
         _loaded, stored = ir.array_uses(kernel)
+        # Prepared once per artifact (closures from the IR just verified and rebuilt here);
+        # the interpreter runs what the prepared path does not cover.
+        from qnb.backends.cpu_prepared import prepare
+
+        prepared = prepare(kernel)
+        if prepared is not None:
+
+            def launch_prepared(grid, args):
+                prepared(grid, args, stored)
+
+            return launch_prepared
 
         def launch(grid, args):
             run(kernel, grid, args, stored)

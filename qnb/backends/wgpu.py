@@ -11,6 +11,7 @@ layouts and pipelines are cached per WGSL text, bind groups per buffer set.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -49,6 +50,7 @@ class _Device:
 
     def __init__(self):
         _private_runtime_dir()
+        _driver_shader_cache()  # before the Vulkan driver loads: it reads the variable once
         import wgpu
 
         self.wgpu = wgpu
@@ -83,6 +85,50 @@ def _private_runtime_dir() -> None:
     if current and os.path.isdir(current) and os.access(current, os.W_OK):
         return
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="qnb-runtime-")  # mode 0700
+
+
+DRIVER_CACHE = "driver-shader-cache"
+
+
+def _driver_shader_cache() -> None:
+    """Point Mesa's on-disk shader cache at a directory under qnb's cache, so a warm start
+    skips the driver's shader compile too (wgpu-py has no pipeline cache to hand it), and
+    a fresh ``QNB_CACHE_DIR`` starts cold for the driver as well. The kernel cache lists
+    and clears only its own entries; this directory sits beside them. A variable the
+    user set, or ``QNB_CACHE=0``, is left alone."""
+    if "MESA_SHADER_CACHE_DIR" in os.environ:
+        return
+    from qnb.cache import store
+
+    if not store.disk_enabled():
+        return
+    path = store.directory() / DRIVER_CACHE
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return  # an unusable cache dir: the driver keeps its own default
+    os.environ["MESA_SHADER_CACHE_DIR"] = str(path)
+
+
+def start_device_in_background() -> threading.Thread | None:
+    """Create the process's device on a daemon thread (creating it parses wgpu-py's cffi
+    types: a second or more), so that the first wgpu launch finds it made. A launch that
+    comes first waits for it under the same lock; a failure is kept, as when a launch
+    makes the device. None where wgpu is not installed or the device already exists."""
+    import importlib.util
+
+    if "device" in _device_state or "error" in _device_state:
+        return None
+    if importlib.util.find_spec("wgpu") is None:
+        return None
+
+    def make():
+        with contextlib.suppress(BackendError):
+            _get_device()
+
+    thread = threading.Thread(target=make, name="qnb-wgpu-device", daemon=True)
+    thread.start()
+    return thread
 
 
 _device_lock = threading.Lock()

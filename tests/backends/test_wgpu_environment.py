@@ -30,3 +30,78 @@ def test_no_mesa_runtime_dir_warning_on_stderr():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "512.0"
     assert "XDG_RUNTIME_DIR" not in done.stderr
+
+
+def _run_fresh(code: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
+    path = tmp_path / "qnb_fresh_process.py"
+    path.write_text(code)
+    return subprocess.run(
+        [sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+_LAUNCH = (
+    "import os, numpy as np, qnb\n"
+    "x = np.ones((16, 16), np.float32)\n"
+    "@qnb.kernel\n"
+    "def k(x):\n"
+    "    (qnb.Tile16.load(x, 0, 0) * 3).store(x, 0, 0)\n"
+    "with qnb.backend('wgpu'):\n"
+    "    k(x)\n"
+    "print(float(x.sum()), os.environ.get('MESA_SHADER_CACHE_DIR'))\n"
+)
+
+
+def test_driver_shader_cache_lives_under_qnb_cache(tmp_path):
+    """A fresh QNB_CACHE_DIR is cold for the Vulkan driver too: Mesa's shader cache is
+    pointed beside qnb's entries, and the driver writes there."""
+    require_backend("wgpu")
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k != "MESA_SHADER_CACHE_DIR"}
+    env["QNB_CACHE_DIR"] = str(cache)
+    done = _run_fresh(_LAUNCH, env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    total, where = done.stdout.split()
+    assert total == "768.0"
+    assert where == str(cache / "driver-shader-cache")
+    assert any(p.is_file() for p in (cache / "driver-shader-cache").rglob("*"))
+    # the kernel cache still lists (and clears) only its own entries
+    import qnb.cache.store as store
+
+    assert store.clear_disk(cache).removed == 1
+
+
+def test_driver_shader_cache_respects_the_user(tmp_path):
+    require_backend("wgpu")
+    env = dict(os.environ, QNB_CACHE_DIR=str(tmp_path / "cache"))
+    env["MESA_SHADER_CACHE_DIR"] = str(tmp_path / "mine")
+    done = _run_fresh(_LAUNCH, env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1] == str(tmp_path / "mine")
+    assert not (tmp_path / "cache" / "driver-shader-cache").exists()
+
+
+def test_device_starts_in_background(tmp_path):
+    """``%load_ext qnb`` starts the wgpu device on a thread; a launch then finds it made."""
+    require_backend("wgpu")
+    code = (
+        "import numpy as np, qnb\n"
+        "from IPython.testing.globalipapp import start_ipython\n"
+        "ip = start_ipython()\n"
+        "ip.run_line_magic('load_ext', 'qnb')\n"
+        "import threading\n"
+        "from qnb.backends import wgpu\n"
+        "started = [t for t in threading.enumerate() if t.name == 'qnb-wgpu-device']\n"
+        "for t in started:\n"
+        "    t.join()\n"
+        "print(len(started), 'device' in wgpu._device_state)\n"
+    )
+    env = dict(os.environ, QNB_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("QNB_EARLY_DEVICE", None)
+    done = _run_fresh(code, env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["1", "True"]
+    env["QNB_EARLY_DEVICE"] = "0"
+    done = _run_fresh(code, env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["0", "False"]

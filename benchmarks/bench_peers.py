@@ -1,0 +1,352 @@
+"""qnb's cpu backend beside NumPy/SciPy and, where installed, the interpreters of its peers.
+
+Each workload runs once per tool, is checked against NumPy's answer, then timed
+interleaved with the NumPy baseline (medians of alternating runs, so drift hits both);
+the table gives each tool's time as a ratio to NumPy's (lower is better). Peers come from
+the optional ``peers`` extra (``pip install -e '.[peers]'``): JAX (Pallas in interpret
+mode), Triton (``TRITON_INTERPRET=1``), Warp (CPU tiles). A peer that is not installed, or
+cannot run a workload, shows as "-"; nothing here is needed by ``make test``.
+
+    python -m benchmarks peers            # all workloads
+    QNB_BENCH_QUICK=1 python -m benchmarks peers   # fewer repeats
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import numpy as np
+
+import qnb
+from qnb import Tile16, Vec16, f32, f64
+
+QUICK = os.environ.get("QNB_BENCH_QUICK") == "1"
+REPEATS = 3 if QUICK else 7
+
+
+# ---------------------------------------------------------------------- qnb kernels
+
+
+@qnb.kernel
+def trivial(d: qnb.Array[f32, 2]):
+    Tile16.full(4.0).store(d, 0, 0)
+
+
+@qnb.kernel
+def affine_tiles(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    (Tile16.load(x, i, j) * 2.0 + 1.0).store(y, i, j)
+
+
+@qnb.kernel
+def affine_elements(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1]):
+    i = qnb.program_id(0)
+    if i < x.shape[0]:
+        y[i] = 2.0 * x[i] + 1.0
+
+
+@qnb.kernel
+def tiled_matmul(a: qnb.Array[f32, 2], b: qnb.Array[f32, 2], c: qnb.Array[f32, 2]):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    acc = Tile16.zeros(f32)
+    for k in range(0, a.shape[1], 16):
+        acc = qnb.mma(Tile16.load(a, i, k), Tile16.load(b, k, j), acc)
+    acc.store(c, i, j)
+
+
+@qnb.kernel
+def row_softmax(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    r = qnb.program_id(0) * 16
+    t = Tile16.load(x, r, 0)
+    ones = Vec16.full(1.0)
+    e = qnb.exp(t - qnb.outer(t.max(axis=1), ones))
+    (e * qnb.outer(1.0 / e.sum(axis=1), ones)).store(y, r, 0)
+
+
+@qnb.kernel
+def cholesky_solve(a: qnb.Array[f64, 3], b: qnb.Array[f64, 3], x: qnb.Array[f64, 3]):
+    s = qnb.program_id(0)
+    lower = Tile16.load(a[s], 0, 0)
+    lower.cholesky_(0.0)
+    y = Tile16.load(b[s], 0, 0)
+    lower.solve_triangular_(y)  # y @ L.T == b[s]
+    y.store(x[s], 0, 0)
+
+
+# ---------------------------------------------------------------------- workloads
+
+
+class Workload:
+    """One row of the table: inputs, NumPy's answer, and a runner per tool."""
+
+    def __init__(self, name, numpy_fn, check, runners):
+        self.name = name
+        self.numpy_fn = numpy_fn
+        self.check = check  # (result) -> bool, against NumPy's answer
+        self.runners = runners  # tool -> (setup() -> run() -> result) or None
+
+
+def _close(want, rtol=1e-5, atol=1e-5):
+    return lambda got: got is not None and np.allclose(got, want, rtol=rtol, atol=atol)
+
+
+def workloads():
+    rng = np.random.default_rng(0)
+    out = []
+
+    d = np.zeros((16, 16), np.float32)
+
+    def numpy_trivial():
+        d[:16, :16] = 4.0
+        return d
+
+    def qnb_trivial():
+        trivial(d)
+        return d
+
+    out.append(
+        Workload(
+            "launch of a trivial kernel (16×16 fill)",
+            numpy_trivial,
+            _close(np.full((16, 16), 4.0, np.float32)),
+            {"qnb": lambda: qnb_trivial, **_peer_runners("trivial", d=d)},
+        )
+    )
+
+    x = rng.uniform(-1, 1, (2048, 2048)).astype(np.float32)
+    y = np.empty_like(x)
+
+    def qnb_affine():
+        affine_tiles[(128, 128)](x, y)
+        return y
+
+    out.append(
+        Workload(
+            "2x + 1, 2048² f32, 16×16 tiles",
+            lambda: 2 * x + 1,
+            _close(2 * x + 1),
+            {"qnb": lambda: qnb_affine, **_peer_runners("affine_tiles", x=x)},
+        )
+    )
+
+    v = rng.uniform(-1, 1, 2**20).astype(np.float32)
+    w = np.empty_like(v)
+
+    def qnb_elements():
+        affine_elements[v.shape[0]](v, w)
+        return w
+
+    out.append(
+        Workload(
+            "2x + 1, 2²⁰ f32, one program per element",
+            lambda: 2 * v + 1,
+            _close(2 * v + 1),
+            {"qnb": lambda: qnb_elements, **_peer_runners("affine_elements", x=v)},
+        )
+    )
+
+    a = rng.uniform(-1, 1, (512, 512)).astype(np.float32)
+    b = rng.uniform(-1, 1, (512, 512)).astype(np.float32)
+    c = np.empty_like(a)
+
+    def qnb_matmul():
+        tiled_matmul[(32, 32)](a, b, c)
+        return c
+
+    out.append(
+        Workload(
+            "matmul 512³ f32, 16×16 tiles, loop over K",
+            lambda: a @ b,
+            _close(a @ b, 1e-4, 1e-4),
+            {"qnb": lambda: qnb_matmul, **_peer_runners("matmul", a=a, b=b)},
+        )
+    )
+
+    s = rng.uniform(-4, 4, (65536, 16)).astype(np.float32)
+    t = np.empty_like(s)
+
+    def numpy_softmax():
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def qnb_softmax():
+        row_softmax[s.shape[0] // 16](s, t)
+        return t
+
+    out.append(
+        Workload(
+            "row softmax 65,536×16 f32",
+            numpy_softmax,
+            _close(numpy_softmax(), 1e-5, 1e-6),
+            {"qnb": lambda: qnb_softmax, **_peer_runners("softmax", x=s)},
+        )
+    )
+
+    count = 16384
+    m = rng.uniform(-1, 1, (count, 16, 16))
+    spd = m @ m.transpose(0, 2, 1) + 16 * np.eye(16)
+    rhs = rng.uniform(-1, 1, (count, 16, 16))
+    sol = np.empty_like(rhs)
+
+    def numpy_cholesky_solve():
+        lower = np.linalg.cholesky(spd)
+        # y @ L.T == rhs  <=>  L @ y.T == rhs.T: one batched triangular solve
+        return _solve_lower_batched(lower, rhs.transpose(0, 2, 1)).transpose(0, 2, 1)
+
+    def qnb_cholesky_solve():
+        cholesky_solve[count](spd, rhs, sol)
+        return sol
+
+    want = np.linalg.solve(np.linalg.cholesky(spd), rhs.transpose(0, 2, 1)).transpose(0, 2, 1)
+    out.append(
+        Workload(
+            "batched Cholesky + solve, 16,384 × 16×16 f64",
+            numpy_cholesky_solve,
+            _close(want, 1e-8, 1e-10),
+            {"qnb": lambda: qnb_cholesky_solve, **_peer_runners("cholesky", a=spd, b=rhs)},
+        )
+    )
+    return out
+
+
+def _solve_lower_batched(lower, rhs):
+    """NumPy's batched solve with the factor (LAPACK per matrix, looped in C): NumPy has no
+    batched triangular solve, and SciPy's ``solve_triangular`` loops over a batch in
+    Python (tens of seconds for 16,384 systems), which would flatter qnb."""
+    return np.linalg.solve(lower, rhs)
+
+
+# ---------------------------------------------------------------------- peers
+
+
+def _peer_runners(workload, **arrays):
+    """``{tool: setup}`` for the peers installed here that implement ``workload``."""
+    out = {}
+    for tool, module in (("jax pallas (interpret)", "_peer_pallas"),):
+        fn = globals().get(module)
+        if fn is None:
+            continue
+        setup = fn(workload, arrays)
+        if setup is not None:
+            out[tool] = setup
+    return out
+
+
+def _peer_pallas(workload, arrays):
+    """JAX Pallas in interpret mode (``interpret=True``), one 16×16 block per program."""
+    try:
+        import jax
+        import jax.numpy as jnp
+        from jax.experimental import pallas as pl
+    except ImportError:
+        return None
+
+    def elementwise_kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2 + 1
+
+    def softmax_kernel(x_ref, o_ref):
+        t = x_ref[...]
+        e = jnp.exp(t - t.max(axis=1, keepdims=True))
+        o_ref[...] = e / e.sum(axis=1, keepdims=True)
+
+    if workload == "affine_tiles":
+        x = jnp.asarray(arrays["x"])
+        block = pl.BlockSpec((16, 16), lambda i, j: (i, j))
+        call = pl.pallas_call(
+            elementwise_kernel,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            grid=(x.shape[0] // 16, x.shape[1] // 16),
+            in_specs=[block],
+            out_specs=block,
+            interpret=True,
+        )
+        fn = jax.jit(call)
+        return lambda: lambda: np.asarray(fn(x).block_until_ready())
+    if workload == "softmax":
+        x = jnp.asarray(arrays["x"])
+        block = pl.BlockSpec((16, 16), lambda i: (i, 0))
+        call = pl.pallas_call(
+            softmax_kernel,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            grid=(x.shape[0] // 16,),
+            in_specs=[block],
+            out_specs=block,
+            interpret=True,
+        )
+        fn = jax.jit(call)
+        return lambda: lambda: np.asarray(fn(x).block_until_ready())
+    return None
+
+
+# ---------------------------------------------------------------------- running
+
+
+def _median_pair(run, run_numpy, repeats):
+    """Median seconds of ``run`` and ``run_numpy``, timed alternately; each timing runs
+    enough calls to take about 20 ms, so microsecond launches are measurable."""
+    start = time.perf_counter()
+    run()
+    calls = max(1, int(0.02 / max(time.perf_counter() - start, 1e-7)))
+    calls = min(calls, 5000)
+    times, baseline = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        times.append((time.perf_counter() - start) / calls)
+        start = time.perf_counter()
+        for _ in range(calls):
+            run_numpy()
+        baseline.append((time.perf_counter() - start) / calls)
+    return statistics.median(times), statistics.median(baseline)
+
+
+def measure(workload, repeats=REPEATS):
+    """``{tool: (seconds, numpy_seconds, ratio, ok)}`` for every runner of ``workload``."""
+    results = {}
+    for tool, setup in workload.runners.items():
+        try:
+            run = setup()
+            ok = bool(workload.check(run()))
+            seconds, numpy_seconds = _median_pair(run, workload.numpy_fn, repeats)
+        except Exception as exc:  # noqa: BLE001 - a peer that cannot run this shows why
+            results[tool] = (None, None, None, f"failed: {type(exc).__name__}")
+            continue
+        results[tool] = (seconds, numpy_seconds, seconds / numpy_seconds, "ok" if ok else "WRONG")
+    return results
+
+
+def _format_seconds(seconds):
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} µs"
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def main():
+    tools = ["qnb"]
+    rows = []
+    with qnb.backend("cpu"):
+        for workload in workloads():
+            results = measure(workload)
+            for tool in results:
+                if tool not in tools:
+                    tools.append(tool)
+            rows.append((workload.name, results))
+            for tool, (seconds, numpy_seconds, ratio, ok) in results.items():
+                ratio_text = "-" if ratio is None else f"{ratio:.2f}×"
+                print(
+                    f"{workload.name:<46} {tool:<24} {_format_seconds(seconds):>10} "
+                    f"NumPy {_format_seconds(numpy_seconds):>10} {ratio_text:>8}  {ok}",
+                    flush=True,
+                )
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+"""The cpu backend's prepared path (qnb/backends/cpu_prepared.py) against its interpreter.
+
+Every launch here runs twice on fresh arguments: once through the interpreter
+(``cpu.run``) and once through the closures ``prepare`` built. The arrays must come out
+bit for bit the same, and an out-of-bounds access must raise the same error (type and
+message, naming the same program). The shapes are chosen to leave the fast paths'
+comfort zone: partial edge blocks, grids larger or smaller than the array, aliasing
+arguments, 3-D slabs, control flow that depends on the data.
+"""
+
+import numpy as np
+import pytest
+
+import qnb
+from qnb import Tile16, Vec16, f32, i32, ir
+from qnb.backends import cpu
+from qnb.backends.cpu_prepared import prepare
+from qnb.errors import QnbIndexError
+from tests.suite import CASES, lowered
+
+SUITE = [(c, np.dtype(d)) for c in CASES for d in c.dtypes]
+
+
+def _grid3(grid):
+    grid = (grid,) if isinstance(grid, int) else tuple(grid)
+    return (*grid, 1, 1)[:3]
+
+
+def _outcome(fn):
+    try:
+        fn()
+    except QnbIndexError as err:
+        return ("error", type(err).__name__, str(err.message if hasattr(err, "message") else err))
+    return None
+
+
+def both_ways(kernel, grid, make_args, *, exact=True, expect_prepared=True):
+    """Run ``kernel`` over ``grid`` on ``make_args()`` through the interpreter and the
+    prepared path; assert the same arrays (or the same error). ``make_args`` builds
+    fresh arguments each time, so aliasing between them is rebuilt too."""
+    probe = make_args()
+    kernel_ir, _ = kernel._lower_for(probe)
+    launch = prepare(kernel_ir)
+    assert (launch is not None) == expect_prepared
+    grid = _grid3(grid)
+    stored = ir.array_uses(kernel_ir)[1]
+
+    def run(fn):
+        args = make_args()
+        _, runtime = kernel._signature(args)
+        outcome = _outcome(lambda: fn(runtime))
+        return args, outcome
+
+    want_args, want = run(lambda a: cpu.run(kernel_ir, grid, a, stored))
+    if launch is None:
+        return
+    got_args, got = run(lambda a: launch(grid, a, stored))
+    assert got == want
+    for index, (g, w) in enumerate(zip(got_args, want_args)):
+        if isinstance(w, np.ndarray):
+            if exact:
+                np.testing.assert_array_equal(g, w, err_msg=f"argument {index}")
+            else:
+                np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=f"argument {index}")
+    return got
+
+
+@pytest.mark.parametrize("case,dtype", SUITE, ids=[f"{c.name}-{d}" for c, d in SUITE])
+def test_suite_kernel_prepared_matches_interpreter(case, dtype):
+    kernel_ir, grid, args = lowered(case, dtype)
+    launch = prepare(kernel_ir)
+    if launch is None:  # left to the interpreter: nothing to compare
+        return
+    stored = ir.array_uses(kernel_ir)[1]
+    want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    cpu.run(kernel_ir, grid, want, stored)
+    launch(grid, got, stored)
+    # a block-grid matmul is one GEMM: BLAS may sum each 16 products in another order
+    gemm = any(isinstance(node, ir.Matmul) for node in ir.walk_body(kernel_ir.body))
+    for g, w in zip(got, want):
+        if isinstance(w, np.ndarray):
+            if gemm and w.dtype.kind == "f":
+                tol = 1e-12 if w.dtype == np.float64 else 1e-5
+                np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+            else:
+                np.testing.assert_array_equal(g, w)
+
+
+def test_most_suite_kernels_are_prepared():
+    """The interpreter is the fallback, not the rule."""
+    prepared = [prepare(lowered(c, np.dtype(c.dtypes[0]))[0]) is not None for c in CASES]
+    assert sum(prepared) >= 0.8 * len(CASES)
+
+
+# ---------------------------------------------------------------------- kernels
+
+
+@qnb.kernel
+def affine(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0)
+    j = qnb.program_id(1)
+    (Tile16.load(x, i * 16, j * 16) * 2.0 + 1.0).store(y, i * 16, j * 16)
+
+
+@qnb.kernel
+def affine_swapped(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    r = qnb.program_id(1) * 16
+    c = qnb.program_id(0) * 16
+    t = Tile16.load(x, r, c)
+    qnb.where(t > 0.0, t, -t).astype(f32).T.store(y, r, c)
+
+
+@qnb.kernel
+def hold_then_overwrite(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    t = Tile16.load(x, i, j)  # held across a store that may change x (when y is x)
+    Tile16.zeros(f32).store(y, i, j)
+    (t * 3.0).store(y, i, j)
+
+
+@qnb.kernel
+def slab_affine(x: qnb.Array[f32, 3], y: qnb.Array[f32, 3], s: i32):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    (Tile16.load(x[s], i, j) - 1.0).store(y[s], i, j)
+
+
+@qnb.kernel
+def slab_per_program(x: qnb.Array[f32, 3], y: qnb.Array[f32, 3]):
+    b = qnb.program_id(2)
+    i = qnb.program_id(0) * 16
+    (Tile16.load(x[b], i, 0) * 0.5).store(y[b], i, 0)
+
+
+@qnb.kernel
+def tile_free(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1]):
+    i = qnb.program_id(0)
+    if i < x.shape[0]:
+        y[i] = 2.0 * x[i] + 1.0
+
+
+@qnb.kernel
+def tile_free_unguarded(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1]):
+    i = qnb.program_id(0)
+    y[i] = x[i] * x[i]
+
+
+@qnb.kernel
+def tile_free_2d(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0)
+    j = qnb.program_id(1)
+    if i < x.shape[0] and j < x.shape[1]:
+        y[i, j] = x[i, j] - 0.25
+
+
+@qnb.kernel
+def data_dependent(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1]):
+    i = qnb.program_id(0)
+    v = x[i]
+    if v > 0.0:
+        y[i] = v * 2.0
+    else:
+        y[i] = -v
+    above = 0.0
+    for k in range(4):
+        if x[k] > v:
+            above += 1.0
+    y[i] += above
+
+
+@qnb.kernel
+def data_dependent_loop(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1]):
+    i = qnb.program_id(0)
+    v = x[i]
+    steps = 0
+    while v > 0.1:  # a different number of iterations in each program
+        v = v * 0.5
+        steps += 1
+    y[i] = v + steps
+
+
+@qnb.kernel
+def uniform_break(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2], stop: i32):
+    i = qnb.program_id(0) * 16
+    acc = Tile16.zeros(f32)
+    for k in range(8):
+        if k == stop:
+            break
+        if k % 2 == 1:
+            continue
+        acc += Tile16.load(x, i, 0)
+    acc.store(y, i, 0)
+
+
+@qnb.kernel
+def row_softmax(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    r = qnb.program_id(0) * 16
+    t = Tile16.load(x, r, 0)
+    ones = Vec16.full(1.0)
+    e = qnb.exp(t - qnb.outer(t.max(axis=1), ones))
+    (e * qnb.outer(1.0 / e.sum(axis=1), ones)).store(y, r, 0)
+
+
+@qnb.kernel
+def block_reductions(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    t = Tile16.load(x, i, j)
+    ones = Vec16.full(1.0)
+    r = qnb.outer(t.sum(axis=0), ones) + qnb.outer(ones, t.max(axis=1) * t.sum(axis=1)) + t.sum()
+    (r - t.min()).store(y, i, j)
+
+
+@qnb.kernel
+def tiled_matmul(a: qnb.Array[f32, 2], b: qnb.Array[f32, 2], c: qnb.Array[f32, 2]):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    acc = Tile16.zeros(f32)
+    for k in range(0, a.shape[1], 16):
+        acc = qnb.mma(Tile16.load(a, i, k), Tile16.load(b, k, j), acc)
+    acc.store(c, i, j)
+
+
+@qnb.kernel
+def trivial(d: qnb.Array[f32, 2]):
+    Tile16.full(4.0).store(d, 0, 0)
+
+
+def _rand(shape, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def _poison(shape):
+    return np.full(shape, np.nan, np.float32)
+
+
+# ---------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize(
+    "shape,grid",
+    [
+        ((64, 48), (4, 3)),  # whole blocks, the grid covers the array
+        ((37, 50), (3, 4)),  # partial edge blocks
+        ((37, 50), (5, 5)),  # a grid larger than the array
+        ((64, 64), (2, 3)),  # a grid smaller than the array
+        ((16, 16), (1, 1)),
+    ],
+)
+@pytest.mark.parametrize("kernel", [affine, affine_swapped], ids=["affine", "swapped"])
+def test_block_grid_elementwise(kernel, shape, grid):
+    both_ways(kernel, grid, lambda: [_rand(shape), _poison(shape)])
+
+
+def test_block_grid_in_place_and_views():
+    both_ways(affine, (3, 4), lambda: [x := _rand((37, 50)), x])  # the same array twice
+
+    def overlapping():
+        base = _rand((70, 50))
+        return [base[:64], base[6:]]  # y is x shifted by 6 rows
+
+    both_ways(affine, (4, 4), overlapping)
+    both_ways(hold_then_overwrite, (3, 4), lambda: [x := _rand((37, 50)), x])
+    both_ways(hold_then_overwrite, (4, 3), lambda: [x := _rand((64, 48)), x])
+    both_ways(hold_then_overwrite, (4, 4), overlapping)
+
+
+def test_slabs():
+    def args(s):
+        return lambda: [_rand((3, 40, 48)), _poison((3, 40, 48)), s]
+
+    both_ways(slab_affine, (3, 3), args(1))
+    both_ways(slab_affine, (3, 3), args(2))
+    got = both_ways(slab_affine, (3, 3), args(3))  # no slab 3: the interpreter's error
+    assert got is not None and "batch index out of range" in got[2]
+    both_ways(slab_per_program, (3, 1, 3), lambda: [_rand((3, 40, 16)), _poison((3, 40, 16))])
+    got = both_ways(slab_per_program, (3, 1, 4), lambda: [_rand((3, 40, 16)), _poison((3, 40, 16))])
+    assert got is not None and "(in program (0, 0, 3))" in got[2]
+
+
+@pytest.mark.parametrize("n,grid", [(1000, 1000), (1000, 1024), (1, 1), (70, 50)])
+def test_tile_free(n, grid):
+    both_ways(tile_free, grid, lambda: [_rand(n), _poison(n)])
+    both_ways(tile_free, grid, lambda: [x := _rand(n), x])
+
+
+def test_tile_free_errors_match():
+    got = both_ways(tile_free_unguarded, 12, lambda: [_rand(10), _poison(10)])
+    assert got is not None and "(in program (10, 0, 0))" in got[2]
+    both_ways(tile_free_unguarded, 10, lambda: [_rand(10), _poison(10)])
+    both_ways(tile_free_2d, (13, 9), lambda: [_rand((12, 7)), _poison((12, 7))])
+    both_ways(tile_free_2d, (12, 7), lambda: [x := _rand((12, 7)), x])
+
+
+def test_data_dependent_control_flow():
+    both_ways(data_dependent, 64, lambda: [_rand(64, seed=3), _poison(64)])
+    # a loop whose trip count differs between programs: the interpreter runs it
+    both_ways(data_dependent_loop, 32, lambda: [_rand(32), _poison(32)], expect_prepared=False)
+    for stop in (0, 3, 8):
+        both_ways(uniform_break, 3, lambda: [_rand((48, 16)), _poison((48, 16)), stop])
+
+
+@pytest.mark.parametrize("rows", [64, 37])
+def test_row_softmax(rows):
+    both_ways(row_softmax, (rows + 15) // 16, lambda: [_rand((rows, 16)), _poison((rows, 16))])
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 32), (40, 40, 40), (16, 16, 16), (80, 32, 1030)])
+def test_tiled_matmul(shape):
+    """One GEMM per K step: the same sums as the per-tile products (BLAS may order the
+    16 products of each sum differently, so this compares to a few ulps)."""
+    m, k, n = shape
+
+    def args():
+        return [_rand((m, k), 1), _rand((k, n), 2), _poison((m, n))]
+
+    both_ways(tiled_matmul, ((m + 15) // 16, (n + 15) // 16), args, exact=False)
+    both_ways(tiled_matmul, ((m + 15) // 16 + 1, (n + 15) // 16), args, exact=False)
+
+
+def test_trivial_and_read_only_refused():
+    both_ways(trivial, 1, lambda: [_poison((20, 20))])
+    both_ways(trivial, 1, lambda: [_poison((5, 3))])
+    frozen = _poison((16, 16))
+    frozen.flags.writeable = False
+    with qnb.backend("cpu"), pytest.raises(qnb.QnbTypeError):
+        trivial(frozen)
+
+
+def test_launch_through_kernel_uses_prepared_path():
+    """What ``kernel[grid](...)`` runs on cpu is the prepared launcher."""
+    x = _rand((37, 50))
+    y = _poison((37, 50))
+    with qnb.backend("cpu"):
+        affine[(3, 4)](x, y)
+    np.testing.assert_array_equal(y, x * np.float32(2) + np.float32(1))
+
+
+@pytest.mark.parametrize("shape,grid", [((64, 48), (4, 3)), ((37, 50), (3, 4)), ((40, 16), (3, 1))])
+def test_block_grid_reductions(shape, grid):
+    both_ways(block_reductions, grid, lambda: [_rand(shape), _poison(shape)])
+
+
+@qnb.kernel
+def slab_order(x: qnb.Array[f32, 3], y: qnb.Array[f32, 3], step: i32):
+    p = qnb.program_id(0)
+    b = (x.shape[0] - 1 - p) // step  # reversed, and shared by `step` programs
+    t = Tile16.load(x[b], 0, 4)
+    (t + qnb.f32(p)).store(y[b], 2, 0)
+
+
+@pytest.mark.parametrize("step", [1, 2])
+@pytest.mark.parametrize("shape", [(6, 10, 20), (6, 16, 16), (6, 40, 40)])
+def test_slab_windows(shape, step):
+    """One window of each program's slab: in order, reversed, shared (a race: the last
+    program's store wins, as in the interpreter), partial windows."""
+    both_ways(slab_order, 6, lambda: [_rand(shape), _poison(shape), step])
+    got = both_ways(slab_order, 7, lambda: [_rand(shape), _poison(shape), step])
+    assert got is not None and "batch index out of range" in got[2]
+
+
+def test_an_op_the_prepared_path_does_not_know_runs_on_the_interpreter(monkeypatch):
+    """New ops slot into the interpreter's tables (which the prepared path reads); one
+    that is spelled anywhere else leaves the kernel to the interpreter, never to a guess."""
+    x = _rand((32, 32))
+    kernel_ir, _ = affine._lower_for([x, x])
+    assert prepare(kernel_ir) is not None
+    binary = next(n for n in ir.walk_body(kernel_ir.body) if isinstance(n, ir.Binary))
+    binary.op = "not_in_any_table"
+    assert prepare(kernel_ir) is None
+
+    class Unknown(ir.Expr):  # a node class added to the IR later
+        pass
+
+    monkeypatch.setitem(ir._LAYOUTS, "Unknown", [])
+
+    kernel_ir, _ = affine._lower_for([x, x])
+    store = kernel_ir.body[-1]
+    store.value = Unknown(store.value.type, store.value.loc)
+    assert prepare(kernel_ir) is None
