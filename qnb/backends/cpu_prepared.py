@@ -501,8 +501,9 @@ class _Compiler:
 
         return view
 
-    def window_bounds(self, node, v, bounds):
-        """``bounds(st) -> (array, batch, r0, r1, c0, c1)``: Python ints where uniform."""
+    def window_bounds(self, node, v, bounds, padded=False):
+        """``bounds(st) -> (array, batch, r0, r1, c0, c1)``: Python ints where uniform.
+        A ``padded`` window may start before the array: its bounds are not checked."""
         view = self.view(v, node)
         fns = tuple(self.expr(x) for x in bounds)
         uniform = not any(self.is_varying(x) for x in bounds)
@@ -514,7 +515,7 @@ class _Compiler:
         constant = all(self.constant(x) for x in bounds)
         if constant:  # known now: the bounds of every launch
             known = tuple(int(f(None)[0]) for f in fns)
-            if min(known) < 0:
+            if min(known) < 0 and not padded:
                 constant = False
 
         def window(st):
@@ -523,13 +524,14 @@ class _Compiler:
                 return (array, batch, *known)
             if uniform:
                 r0, r1, c0, c1 = (int(f(st)[0]) for f in fns)
-                if r0 < 0 or c0 < 0 or r1 < 0 or c1 < 0:
+                if not padded and (r0 < 0 or c0 < 0 or r1 < 0 or c1 < 0):
                     raise compiler.error(
                         f"{message} (in program {compiler.first_active(st)})", node
                     )
                 return array, batch, r0, r1, c0, c1
             r0, r1, c0, c1 = (f(st).astype(np.int64) for f in fns)
-            check(st, (r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0))
+            if not padded:
+                check(st, (r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0))
             return array, batch, r0, r1, c0, c1
 
         return window, uniform and uniform_view, uniform
@@ -555,14 +557,17 @@ class _Compiler:
     def e_LoadWindow(self, e):
         base = self.expr(e.base)
         bounds = (e.r0, e.r1, e.c0, e.c1)
-        window, uniform, uniform_bounds = self.window_bounds(e, e.view, bounds)
+        window, uniform, uniform_bounds = self.window_bounds(e, e.view, bounds, e.padded)
         base_uniform = not self.is_varying(e.base)
         pattern = self.grid_pattern(e) if base_uniform else None
+        dtype = e.type.dtype.numpy
         generic = self.generic_load(e, base, window)
         if uniform and base_uniform:
 
             def load_uniform(st):
                 array, b, r0, r1, c0, c1 = window(st)
+                if r0 < 0 or c0 < 0 or array.dtype != dtype:  # padded, or converting
+                    return generic(st)
                 fill = base(st)
                 rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
                 cols = max(0, min(c1, array.shape[2], c0 + 16) - c0)
@@ -577,7 +582,7 @@ class _Compiler:
 
             def load_slabs(st):
                 array, b, r0, r1, c0, c1 = window(st)
-                if array.size == 0:
+                if array.size == 0 or r0 < 0 or c0 < 0 or array.dtype != dtype:
                     return generic(st)
                 rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
                 cols = max(0, min(c1, array.shape[2], c0 + 16) - c0)
@@ -606,6 +611,8 @@ class _Compiler:
             if not st.whole or grid[2] != 1 or not fill_const:
                 return generic(st)
             array, b = view(st)
+            if array.dtype != dtype:
+                return generic(st)
             spans = _spans(st, array, row_axis, col_axis, r_fns, c_fns)
             if spans is None:
                 return generic(st)
@@ -624,6 +631,7 @@ class _Compiler:
 
     def generic_load(self, e, base, window):
         """The interpreter's window load, for any lanes."""
+        dtype = e.type.dtype.numpy
 
         def load(st):
             fill = _tiles(st, base(st))
@@ -640,7 +648,7 @@ class _Compiler:
             index = (batch[:, None, None] * array.shape[1] + r[:, :, None]) * array.shape[2] + c[
                 :, None, :
             ]
-            return np.where(valid, flat[index], fill)
+            return np.where(valid, flat[index].astype(dtype, copy=False), fill)
 
         return load
 
@@ -659,7 +667,9 @@ class _Compiler:
 
     def s_StoreWindow(self, s):
         value = self.expr(s.value)
-        window, uniform, uniform_bounds = self.window_bounds(s, s.view, (s.r0, s.r1, s.c0, s.c1))
+        window, uniform, uniform_bounds = self.window_bounds(
+            s, s.view, (s.r0, s.r1, s.c0, s.c1), s.padded
+        )
         pattern = self.grid_pattern(s)
         compiler = self
 
@@ -685,7 +695,13 @@ class _Compiler:
                 v = value(st)
                 array, b, r0, r1, c0, c1 = window(st)
                 compiler.detach(st, array)
-                if st.mask is not None or isinstance(v, _Blocks) or v.shape[0] != 1:
+                if (
+                    st.mask is not None
+                    or isinstance(v, _Blocks)
+                    or v.shape[0] != 1
+                    or r0 < 0
+                    or c0 < 0
+                ):
                     generic(st, v, array, b, r0, r1, c0, c1)
                     return
                 rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
@@ -700,7 +716,7 @@ class _Compiler:
                 v = value(st)
                 array, b, r0, r1, c0, c1 = window(st)
                 compiler.detach(st, array)
-                if st.mask is not None or isinstance(v, _Blocks):
+                if st.mask is not None or isinstance(v, _Blocks) or r0 < 0 or c0 < 0:
                     generic(st, v, array, b, r0, r1, c0, c1)
                     return
                 rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
@@ -754,7 +770,7 @@ class _Compiler:
 
         return store
 
-    def vec_window(self, node, v, start, stop, col):
+    def vec_window(self, node, v, start, stop, col, padded=False):
         view = self.view(v, node)
         start_fn, stop_fn = self.expr(start), self.expr(stop)
         col_fn = self.expr(col) if col is not None else None
@@ -766,7 +782,8 @@ class _Compiler:
             batch = np.asarray(batch).reshape(-1)
             lo = start_fn(st).astype(np.int64)
             hi = stop_fn(st).astype(np.int64)
-            negative(st, (lo < 0) | (hi < 0))
+            if not padded:
+                negative(st, (lo < 0) | (hi < 0))
             index = lo[:, None] + cpu._ARANGE
             if col_fn is None:
                 limit, colv = array.shape[2], None
@@ -774,25 +791,30 @@ class _Compiler:
                 limit = array.shape[1]
                 colv = col_fn(st).astype(np.int64)
                 column(st, (colv < 0) | (colv >= array.shape[2]))
-            ok = index < np.minimum(hi, limit)[:, None]
+            ok = (index >= 0) & (index < np.minimum(hi, limit)[:, None])
             return array, batch, index, ok, colv
 
         return window
 
     def e_VecLoad(self, e):
-        window = self.vec_window(e, e.view, e.start, e.stop, e.col)
+        window = self.vec_window(e, e.view, e.start, e.stop, e.col, e.padded)
         one_d = e.col is None
+        other_fn = None if e.other is None else self.expr(e.other)
 
         def load(st):
             array, batch, index, ok, col = window(st)
+            if other_fn is None:
+                other = np.zeros((), array.dtype)
+            else:
+                other = np.asarray(other_fn(st)).reshape(-1)[:, None]
             if array.size == 0:
-                return np.zeros(ok.shape, array.dtype)
+                return np.broadcast_to(other, ok.shape).astype(array.dtype)
             i = np.clip(index, 0, (array.shape[2] if one_d else array.shape[1]) - 1)
             if one_d:
                 values = array[batch[:, None], 0, i]
             else:
                 values = array[batch[:, None], i, np.clip(col, 0, array.shape[2] - 1)[:, None]]
-            return np.where(ok, values, np.zeros((), array.dtype))
+            return np.where(ok, values, other).astype(array.dtype, copy=False)
 
         return load
 

@@ -380,3 +380,44 @@ def test_an_op_the_prepared_path_does_not_know_runs_on_the_interpreter(monkeypat
     store = kernel_ir.body[-1]
     store.value = Unknown(store.value.type, store.value.loc)
     assert prepare(kernel_ir) is None
+
+
+@qnb.kernel
+def _padded_uniform(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2], v: qnb.Array[f32, 1], r: i32):
+    t = Tile16.load(x, r, r - 2, other=-5.0)  # one window for every program, before the array
+    w = Tile16.load(x, 3, -1, dtype=qnb.f64)  # a conversion on the uniform path
+    (t + w.astype(f32)).store(y, r + 1, -3)
+    u = Vec16.load(v, r * 2, other=7.0)
+    u.store(v, 20)
+
+
+@qnb.kernel
+def _padded_slabs(x: qnb.Array[f32, 3], y: qnb.Array[f32, 3]):
+    b = qnb.program_id(0)
+    t = Tile16.load(x[b], -4, -6, other=2.5)  # one window of each program's slab
+    t.store(y[b], -1, -2)
+
+
+@pytest.mark.parametrize("r", [-20, -3, 0, 5])
+def test_padded_windows_on_the_uniform_paths_match_the_interpreter(r):
+    def args():
+        rng = np.random.default_rng(3)
+        return [
+            rng.uniform(1, 2, (20, 24)).astype(np.float32),
+            np.full((20, 24), np.nan, np.float32),
+            rng.uniform(1, 2, 40).astype(np.float32),
+            r,
+        ]
+
+    both_ways(_padded_uniform, 3, args)
+
+
+def test_padded_windows_of_slabs_match_the_interpreter():
+    def args():
+        rng = np.random.default_rng(4)
+        return [
+            rng.uniform(1, 2, (3, 12, 20)).astype(np.float32),
+            np.full((3, 12, 20), np.nan, np.float32),
+        ]
+
+    both_ways(_padded_slabs, 3, args)
