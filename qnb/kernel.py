@@ -23,7 +23,15 @@ from qnb.backends import registry as _backends
 from qnb.backends.base import FAST_ARRAY_TYPES, DeviceArray, Options
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
 from qnb.errors import QnbCaptureError, QnbError, QnbIndexError, QnbSyntaxError, QnbTypeError
-from qnb.frontend.capture import Captures, canonical, classify, describe, intrinsic_name
+from qnb.frontend.capture import (
+    Captures,
+    canonical,
+    classify,
+    decode,
+    describe,
+    display,
+    intrinsic_name,
+)
 from qnb.frontend.checks import add_bounds_checks
 from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
@@ -171,16 +179,18 @@ def _param_node(parsed: ParsedFunction, name: str):
     return next((a for a in parsed.tree.args.args if a.arg == name), parsed.tree)
 
 
-def _readable(value) -> str:
-    """Exact and readable: 1, 1.0 and True print differently."""
-    if isinstance(value, DType):
-        return value.name
-    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
-        try:
-            return as_dtype(value).name
-        except TypeError:
-            return str(np.dtype(value))
-    return repr(value)
+def _template_spec(value, form) -> tuple:
+    """A Template parameter's signature entry: ("template", its canonical JSON text, the
+    value lowering uses, how the key shows it). The memo and the key both compare the
+    canonical form (never ``==`` or ``repr``: ``0.0 == -0.0``, and a float subclass may
+    print rounded); lowering uses the value the form decodes to, so what is compiled is
+    what is keyed (a named tuple, read by field, stays as passed: its form holds its
+    fields)."""
+    from qnb.cache.key import canonical_json
+
+    text = canonical_json(form)
+    used = value if '"namedtuple"' in text else decode(form)
+    return ("template", text, used, f"Template = {display(form)}")
 
 
 class _Resolved:
@@ -414,7 +424,7 @@ class Kernel:
         for name, annotation, value in zip(parsed.param_names, self._annotations, args):
             try:
                 spec, runtime_value = self._arg_spec(name, annotation, value)
-            except QnbTypeError as err:
+            except (QnbTypeError, QnbCaptureError) as err:
                 node = _param_node(parsed, name)
                 raise err.with_location(*parsed.position(node)) from None
             signature.append(spec)
@@ -444,13 +454,16 @@ class Kernel:
             if spec is not None:
                 return spec, value
         if kind == "template" or (kind is None and _is_template_value(value)):
-            form = canonical(value)
+            try:
+                form = canonical(value)
+            except QnbCaptureError as err:
+                raise QnbCaptureError(f"Template parameter {name!r}: {err.message}") from None
             if form is None:
                 raise self._arg_error(
                     f"Template parameter {name!r} must be a bool, int, float, str, "
                     f"None, dtype or tuple of these, not {_not_constant(value)}"
                 )
-            return ("template", type(value), value, _readable(value)), None
+            return _template_spec(value, form), None
         if _is_array(value):
             if kind == "scalar":
                 raise self._arg_error(
@@ -590,7 +603,7 @@ class Kernel:
         described = {}
         for name, spec in zip(self._qnb_parsed.param_names, signature):
             if spec[0] == "template":
-                described[name] = f"Template = {spec[3]}"
+                described[name] = spec[3]
             elif spec[0] == "array":
                 described[name] = f"Array[{spec[1].name}, {spec[2]}]"
             else:

@@ -127,6 +127,19 @@ class ParsedFunction:
         return f"{module}:{self.qualname}"
 
 
+def _unwrapped(fn):
+    """The function a ``functools.wraps`` decorator wrapped (following ``__wrapped__`` to
+    the last plain function): the source inspect reads is its source, so its globals,
+    closure and code are the ones the kernel's names mean."""
+    seen = {id(fn)}
+    while True:
+        inner = getattr(fn, "__wrapped__", None)
+        if not inspect.isfunction(inner) or id(inner) in seen:
+            return fn
+        seen.add(id(inner))
+        fn = inner
+
+
 def parse_function(fn) -> ParsedFunction:
     """Parse and check ``fn``; raise QnbSyntaxError on anything a kernel cannot do."""
     name = getattr(fn, "__name__", "?")
@@ -144,6 +157,7 @@ def parse_function(fn) -> ParsedFunction:
             f"@qnb.kernel and @qnb.func decorate a Python function, not {type(fn).__name__}",
             *caller_position(),
         )
+    fn = _unwrapped(fn)
     if name == "<lambda>":
         code = fn.__code__
         raise QnbSyntaxError(
