@@ -115,6 +115,57 @@ class Captures:
             (chain, _walk_chain(self._root(chain[0], cell), chain)) for chain, cell in self._readers
         ]
 
+    def read(self) -> tuple[dict, list]:
+        """One read of every captured name: (root name -> value, [(chain, root, value at
+        the chain's end, steps)]), ``steps`` being the (object, attribute, value) reads the
+        chain's walk made. A compile keys and lowers from this one read (``Kernel._resolve``)."""
+        roots: dict[str, object] = {}
+        items = []
+        for chain, cell in self._readers:
+            name = chain[0]
+            root = roots[name] if name in roots else roots.setdefault(name, self._root(name, cell))
+            value, steps = root, []
+            for attr in chain[1:]:
+                if isinstance(value, types.ModuleType) or (
+                    isinstance(value, type) and issubclass(value, enum.Enum)
+                ):
+                    found = getattr(value, attr, UNDEFINED)
+                    steps.append((value, attr, found))
+                    value = found
+                else:
+                    break
+            items.append((chain, root, value, steps))
+        return roots, items
+
+    def keyed_snapshot(self, keyed, _seen=None) -> tuple:
+        """What :meth:`snapshot` gives for the values a compile read (``keyed(parsed)`` is
+        that function's :meth:`read` items), not the live ones: the launch memo stores a
+        launcher under the values it was compiled from, whatever changed meanwhile."""
+        out = []
+        for chain, root, value, _ in keyed(self.parsed):
+            if root is _qnb_module():
+                out.append((chain, root))
+                continue
+            parsed = getattr(value, "_qnb_parsed", None)
+            if parsed is not None:
+                seen = _seen or set()
+                if id(value) in seen:
+                    out.append((chain, "recursive"))
+                    continue
+                seen = seen | {id(value)}
+                out.append((chain, value, value._qnb_captures.keyed_snapshot(keyed, seen)))
+                continue
+            kind = type(value)
+            if kind is float:
+                if value != value or value == 0:
+                    value = value.hex()
+            elif kind not in _EQUAL_MEANS_SAME:
+                value = self._token(chain, value)
+                if value is None:
+                    return (_Unhashable(),)
+            out.append((chain, kind, value))
+        return tuple(out)
+
     def snapshot(self, _seen=None) -> tuple:
         """A tuple equal to an earlier one only if no captured value changed."""
         out = []
