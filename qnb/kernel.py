@@ -262,6 +262,10 @@ class _Resolved:
                 form = ["intrinsic", intrinsic_name(value)]
             elif kind[0] == "callable":
                 self.visit(value._qnb_parsed, value._qnb_captures, False)
+            elif kind[0] == "namespace" and not _is_qnb_module(value):
+                # Which module: lowering reads its attributes by name (reads.Recorder), so
+                # a name bound to another module must not meet the first one's entries.
+                form = ["module", value.__name__]
             elif kind[0] == "undefined":
                 form = ["undefined"]
             if form is not None:
