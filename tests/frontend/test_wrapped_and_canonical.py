@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 
 import numpy as np
 import pytest
-from .wrapping_decorators import logged, twice_logged
 
 import qnb
 from qnb.errors import QnbCaptureError
+
+from .wrapping_decorators import logged, twice_logged
 
 FLAG = False
 SCALE = 2.0
@@ -185,9 +187,6 @@ def test_the_deepest_tuple_allowed_reads_back_from_disk():
     assert one(k, nested(32)) == 4.0
     qnb.cache.lookup._memory.clear()
     k._memo.clear()
-    with_warnings = []
-    import warnings
-
     with warnings.catch_warnings(record=True) as with_warnings:
         warnings.simplefilter("always")
         assert one(k, nested(32)) == 4.0
