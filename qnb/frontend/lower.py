@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import copy
 import enum
 import types
 from dataclasses import dataclass
@@ -1447,7 +1448,7 @@ class _Lowerer:
                 node,
             )
         # Every attribute the expression reads goes through the recorder (it enters the key).
-        expression = _ReadAttributes().visit(expression)
+        expression = _ReadAttributes().visit(copy.deepcopy(expression))  # the tree is shared
         ast.fix_missing_locations(expression)
         namespace[_READ_ATTRIBUTE] = self.read_attribute(node)
         try:
