@@ -239,6 +239,8 @@ def test_no_launch_from_the_warm_cache_differs_from_a_fresh_compile(tmp_path):
         for outcome, n in seen.items():
             outcomes[outcome] = outcomes.get(outcome, 0) + n
         done += count
+        if CASES > PER_BATCH:  # a long run says how far it got
+            print(f"{done} cases, {len(stale)} stale, launches {outcomes}", flush=True)
     print(f"stale-kernel fuzzer: {CASES} cases, {ROUNDS} processes each, launches: {outcomes}")
     assert not stale, stale[:5]
     assert outcomes.get("disk-hit", 0) > 0  # the warm cache was really used
