@@ -353,6 +353,14 @@ def with_reads(pre_key: CacheKey, forms: dict) -> CacheKey:
         return pre_key
     components = dict(pre_key.components)
     components["captured"] = {**components["captured"], **forms}
+    # A func reached through a read (``m.h``): its source is part of ``source`` too.
+    sources = {
+        label.removeprefix("read "): form[2]
+        for label, form in forms.items()
+        if isinstance(form, list) and len(form) == 4 and form[0] == "func"
+    }
+    if sources:
+        components["source"] = {**components["source"], **sources}
     return CacheKey(components)
 
 

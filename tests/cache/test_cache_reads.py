@@ -297,3 +297,43 @@ def test_a_plain_function_read_through_a_module_is_a_capture_error(cfg_module):
     with pytest.raises(QnbCaptureError, match="helper"):
         k(np.zeros(1, np.float32))
     assert not [p for p in os.listdir(qnb.cache.stats()["directory"]) if "k-" in p]
+
+
+def test_a_func_reached_through_a_module_enters_source_and_is_rechecked(
+    tmp_path, monkeypatch, cache_dir
+):
+    (tmp_path / "qnb_reads_funcs.py").write_text(
+        "import qnb\n\n@qnb.func\ndef h(v):\n    return v * 2.0\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    import sys
+
+    module = importlib.import_module("qnb_reads_funcs")
+
+    @qnb.func
+    def call_h(m):
+        return m.h(3.0)
+
+    @qnb.kernel(backend="cpu")
+    def k(x: qnb.Array[qnb.f32, 1]):
+        x[0] = call_h(module)
+
+    x = np.zeros(1, np.float32)
+    try:
+        k(x)
+        assert x[0] == 6.0
+        source = qnb.cache.events()[-1].components["source"]
+        assert "return v * 2.0" in source["module qnb_reads_funcs.h"]
+
+        @qnb.func
+        def h(v):
+            return v + 2.0
+
+        module.h = h  # another func under the same name: the memo must not reuse the first
+        k(x)
+        assert x[0] == 5.0
+        event = qnb.cache.events()[-1]
+        assert event.outcome == "miss" and "source" in event.reason
+    finally:
+        sys.modules.pop("qnb_reads_funcs", None)
