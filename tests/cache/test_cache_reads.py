@@ -337,3 +337,36 @@ def test_a_func_reached_through_a_module_enters_source_and_is_rechecked(
         assert event.outcome == "miss" and "source" in event.reason
     finally:
         sys.modules.pop("qnb_reads_funcs", None)
+
+
+@pytest.mark.parametrize("plant", ["fifo", "link-to-dev-zero", "directory", "garbage"])
+def test_a_special_file_under_a_manifest_name_never_hangs_a_launch(cfg_module, plant):
+    @qnb.func
+    def scale_of(m):
+        return m.SCALE
+
+    @qnb.kernel(backend="cpu")
+    def k(x: qnb.Array[qnb.f32, 1]):
+        x[0] = scale_of(cfg_module)
+
+    x = np.zeros(1, np.float32)
+    k(x)
+    directory = qnb.cache.stats()["directory"]
+    (manifest,) = [n for n in os.listdir(directory) if n.endswith(".reads")]
+    path = os.path.join(directory, manifest)
+    os.unlink(path)
+    if plant == "fifo":
+        os.mkfifo(path)
+    elif plant == "link-to-dev-zero":
+        os.symlink("/dev/zero", path)
+    elif plant == "directory":
+        os.mkdir(path)
+    else:
+        with open(path, "w") as handle:
+            handle.write('{"pre_key": 1, "reads": [[["x"]]]}')
+    qnb.cache.lookup._memory.clear()
+    qnb.cache.lookup._manifests.clear()
+    k._memo.clear()
+    cfg_module.SCALE = 4.0
+    k(x)  # the manifest is unreadable: a compile, never a hang or a traceback
+    assert x[0] == 4.0
