@@ -182,6 +182,12 @@ def _param_node(parsed: ParsedFunction, name: str):
     return next((a for a in parsed.tree.args.args if a.arg == name), parsed.tree)
 
 
+def _holds_named_tuple(form) -> bool:
+    if form[0] == "namedtuple":
+        return True
+    return form[0] == "tuple" and any(_holds_named_tuple(item) for item in form[1])
+
+
 def _template_spec(value, form) -> tuple:
     """A Template parameter's signature entry: ("template", its canonical JSON text, the
     value lowering uses, how the key shows it). The memo and the key both compare the
@@ -192,7 +198,7 @@ def _template_spec(value, form) -> tuple:
     from qnb.cache.key import canonical_json
 
     text = canonical_json(form)
-    used = value if '"namedtuple"' in text else decode(form)
+    used = value if _holds_named_tuple(form) else decode(form)
     return ("template", text, used, f"Template = {display(form)}")
 
 

@@ -109,12 +109,6 @@ class Captures:
         """Root name -> current value, for the names this function reads."""
         return {chain[0]: self._root(chain[0], cell) for chain, cell in self._readers}
 
-    def values(self) -> list[tuple[tuple[str, ...], object]]:
-        """(chain, current value) for every captured chain."""
-        return [
-            (chain, _walk_chain(self._root(chain[0], cell), chain)) for chain, cell in self._readers
-        ]
-
     def read(self) -> tuple[dict, list]:
         """One read of every captured name: (root name -> value, [(chain, root, value at
         the chain's end, steps)]), ``steps`` being the (object, attribute, value) reads the
