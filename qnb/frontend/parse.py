@@ -128,20 +128,25 @@ class ParsedFunction:
 
 
 def _unwrapped(fn):
-    """The function a ``functools.wraps`` decorator wrapped (following ``__wrapped__`` to
-    the last plain function): the source inspect reads is its source, so its globals,
-    closure and code are the ones the kernel's names mean."""
-    seen = {id(fn)}
-    while True:
+    """The function a decorator that sets ``__wrapped__`` (``functools.wraps``, also on a
+    callable object) wrapped, following the chain to its end: the source inspect reads is
+    that function's, so its globals, closure and code are the ones the kernel's names mean.
+    A qnb kernel or func is not looked into (decorating one again is an error)."""
+    seen = set()
+    while id(fn) not in seen and getattr(fn, "_qnb_parsed", None) is None:
+        seen.add(id(fn))
         inner = getattr(fn, "__wrapped__", None)
-        if not inspect.isfunction(inner) or id(inner) in seen:
-            return fn
-        seen.add(id(inner))
+        if inner is None or getattr(inner, "_qnb_parsed", None) is not None:
+            break
+        if not (inspect.isfunction(inner) or hasattr(inner, "__wrapped__")):
+            break
         fn = inner
+    return fn
 
 
 def parse_function(fn) -> ParsedFunction:
     """Parse and check ``fn``; raise QnbSyntaxError on anything a kernel cannot do."""
+    fn = _unwrapped(fn)
     name = getattr(fn, "__name__", "?")
     if not inspect.isfunction(fn):
         inner = getattr(fn, "_qnb_parsed", None)
@@ -157,7 +162,6 @@ def parse_function(fn) -> ParsedFunction:
             f"@qnb.kernel and @qnb.func decorate a Python function, not {type(fn).__name__}",
             *caller_position(),
         )
-    fn = _unwrapped(fn)
     if name == "<lambda>":
         code = fn.__code__
         raise QnbSyntaxError(

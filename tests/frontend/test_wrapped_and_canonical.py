@@ -14,7 +14,7 @@ import pytest
 import qnb
 from qnb.errors import QnbCaptureError
 
-from .wrapping_decorators import logged, twice_logged
+from .wrapping_decorators import Traced, logged, twice_logged
 
 FLAG = False
 SCALE = 2.0
@@ -35,7 +35,9 @@ def one(k, *args):
     return float(x[0])
 
 
-@pytest.mark.parametrize("decorate", [logged, twice_logged], ids=["wraps", "wraps-twice"])
+@pytest.mark.parametrize(
+    "decorate", [logged, twice_logged, Traced], ids=["wraps", "wraps-twice", "callable-object"]
+)
 def test_a_wrapped_kernel_reads_the_globals_of_its_own_module(decorate):
     @qnb.kernel(backend="cpu")
     @decorate

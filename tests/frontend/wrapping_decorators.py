@@ -17,3 +17,13 @@ def logged(fn):
 
 def twice_logged(fn):
     return logged(logged(fn))
+
+
+class Traced:
+    """A class-based decorator that sets ``__wrapped__`` (as functools.update_wrapper does)."""
+
+    def __init__(self, fn):
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        return self.__wrapped__(*args, **kwargs)
