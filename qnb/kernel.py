@@ -23,10 +23,21 @@ from qnb.backends import registry as _backends
 from qnb.backends.base import FAST_ARRAY_TYPES, DeviceArray, Options
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
 from qnb.errors import QnbCaptureError, QnbError, QnbIndexError, QnbSyntaxError, QnbTypeError
-from qnb.frontend.capture import Captures, canonical, classify, describe, intrinsic_name
+from qnb.frontend import reads as _reads
+from qnb.frontend.capture import (
+    UNDEFINED,
+    Captures,
+    canonical,
+    classify,
+    decode,
+    describe,
+    display,
+    intrinsic_name,
+)
 from qnb.frontend.checks import add_bounds_checks
 from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
+from qnb.frontend.reads import Recorder
 from qnb.frontend.semantics import unsupported_call_message
 from qnb.language import _ArrayAnnotation, _TemplateAnnotation
 
@@ -171,21 +182,33 @@ def _param_node(parsed: ParsedFunction, name: str):
     return next((a for a in parsed.tree.args.args if a.arg == name), parsed.tree)
 
 
-def _readable(value) -> str:
-    """Exact and readable: 1, 1.0 and True print differently."""
-    if isinstance(value, DType):
-        return value.name
-    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
-        try:
-            return as_dtype(value).name
-        except TypeError:
-            return str(np.dtype(value))
-    return repr(value)
+def _holds_named_tuple(form) -> bool:
+    if form[0] == "namedtuple":
+        return True
+    return form[0] == "tuple" and any(_holds_named_tuple(item) for item in form[1])
+
+
+def _template_spec(value, form) -> tuple:
+    """A Template parameter's signature entry: ("template", its canonical JSON text, the
+    value lowering uses, how the key shows it). The memo and the key both compare the
+    canonical form (never ``==`` or ``repr``: ``0.0 == -0.0``, and a float subclass may
+    print rounded); lowering uses the value the form decodes to, so what is compiled is
+    what is keyed (a named tuple, read by field, stays as passed: its form holds its
+    fields)."""
+    from qnb.cache.key import canonical_json
+
+    text = canonical_json(form)
+    used = value if _holds_named_tuple(form) else decode(form)
+    return ("template", text, used, f"Template = {display(form)}")
 
 
 class _Resolved:
     """A launch's view of the functions a kernel reaches: each one's unit name, source and
-    captured roots, and the captured constants (the ``captured`` key component)."""
+    captured roots, and the captured constants (the ``captured`` key component).
+
+    Every captured name is read once (``Captures.read``): the key, the launch memo's
+    snapshot and the lowering all use that one read, so a compile uses exactly the values
+    its key holds however another thread rebinds them meanwhile."""
 
     def __init__(self):
         self.captured: dict[str, object] = {}
@@ -193,6 +216,11 @@ class _Resolved:
         self.parsed_units: dict[str, ParsedFunction] = {}
         self.roots: dict[str, dict] = {}
         self.names: dict[int, str] = {}  # id(parsed) -> unit name; this launch only, no key
+        self.items: dict[int, list] = {}  # id(parsed) -> its Captures.read() items
+        self.forms: dict[int, dict] = {}  # id(parsed) -> chain -> what the key holds for it
+        # (id(object), attribute) -> value, for every attribute a captured chain's walk read.
+        self.covered: dict[tuple[int, str], object] = {}
+        self._keep: list = []  # the objects of ``covered``, so their ids stay theirs
 
     def add(self, parsed: ParsedFunction, roots: dict) -> str:
         name, count = parsed.unit_name, 1
@@ -205,6 +233,79 @@ class _Resolved:
         self.roots[name] = roots
         return name
 
+    def visit(self, parsed: ParsedFunction, captures: Captures, is_kernel: bool) -> None:
+        """Classify one function's captured values (and the funcs it captures, in turn)."""
+        if id(parsed) in self.names:
+            return
+        roots, items = captures.read()
+        unit = self.add(parsed, roots)
+        self.items[id(parsed)] = items
+        forms = self.forms[id(parsed)] = {}
+        prefix = "" if is_kernel else f"{unit}."
+        for chain, _, value, steps in items:
+            for base, attr, found in steps:
+                self.covered[(id(base), attr)] = found
+                self._keep.append(base)
+            try:
+                kind = classify(parsed, chain, value)
+            except QnbCaptureError as err:
+                where = parsed.position(_first_use(parsed, chain))
+                static_only = chain in parsed.static_chains
+                if _is_library_callable(value) and not static_only:  # print, math.sin
+                    message = unsupported_call_message(".".join(chain))
+                    raise QnbSyntaxError(message, *where) from None  # not a capture
+                raise err.with_location(*where) from None
+            if kind[0] == "const" and _is_qnb_module(roots.get(chain[0])):
+                continue  # qnb.f32 and friends: the language itself (the `qnb` component)
+            form = None
+            if kind[0] == "const":
+                form = kind[1]
+            elif (
+                kind[0] == "intrinsic"
+                and len(chain) == 1
+                and getattr(value, "__name__", None) != chain[0]
+            ):  # a plain name bound to an intrinsic (OP = max): the key says which one
+                form = ["intrinsic", intrinsic_name(value)]
+            elif kind[0] == "callable":
+                self.visit(value._qnb_parsed, value._qnb_captures, False)
+            elif kind[0] == "namespace" and not _is_qnb_module(value):
+                # Which module: lowering reads its attributes by name (reads.Recorder), so
+                # a name bound to another module must not meet the first one's entries.
+                form = ["module", value.__name__]
+            elif kind[0] == "undefined":
+                form = ["undefined"]
+            if form is not None:
+                self.captured[prefix + ".".join(chain)] = form
+                forms[chain] = form
+
+    def items_of(self, parsed: ParsedFunction) -> list:
+        return self.items[id(parsed)]
+
+    def fingerprint(self, func) -> str:
+        """A func reached through a compile-time value (``m.h``): the digest of its source
+        and what it captures, transitively, from this launch's one read of them (a func
+        met first here is read now, and lowered from that read)."""
+        self.visit(func._qnb_parsed, func._qnb_captures, False)
+        form = self._tree_form(func._qnb_parsed, set())
+        return hashlib.sha256(_cache().canonical_json(form).encode()).hexdigest()[:32]
+
+    def _tree_form(self, parsed: ParsedFunction, seen: set) -> list:
+        if id(parsed) in seen:
+            return ["recursive", parsed.qualname]
+        seen.add(id(parsed))
+        forms, parts = self.forms[id(parsed)], []
+        for chain, _, value, _ in self.items[id(parsed)]:
+            inner = getattr(value, "_qnb_parsed", None)
+            if inner is not None and id(inner) in self.items:
+                parts.append([".".join(chain), self._tree_form(inner, seen)])
+            else:
+                parts.append([".".join(chain), forms.get(chain)])
+        return [parsed.source, parts]
+
+    def recorder(self) -> Recorder:
+        """The one way this launch's lowering reads attributes of compile-time values."""
+        return Recorder(self.covered, self.roots, self.fingerprint)
+
     def unit_of(self, parsed: ParsedFunction) -> tuple[str, dict]:
         """(unit name, captured roots) of a function the lowering meets."""
         name = self.names.get(id(parsed))
@@ -213,14 +314,52 @@ class _Resolved:
         return name, self.roots[name]
 
 
+def _evaluator(resolved: _Resolved):
+    """``evaluate(reads)`` for ``get_or_compile_reading``: the recorded reads' forms now
+    (label → form, and the (object, attribute, form) checks), or None when a path no longer
+    names an object or a value can no longer be keyed."""
+
+    def evaluate(reads):
+        forms, checks = {}, []
+        for label, path, attr in reads:
+            base = _reads.resolve(path, resolved.roots)
+            if base is UNDEFINED:
+                return None
+            try:
+                value = getattr(base, attr)
+            except AttributeError:
+                value = UNDEFINED
+            except Exception:  # noqa: BLE001 - a property failing now: compile and report
+                return None
+            try:
+                form = _reads.encode(value, resolved.fingerprint)
+            except QnbError:
+                return None
+            forms[label] = form
+            checks.append((base, attr, form))
+        return forms, checks
+
+    return evaluate
+
+
+def _fresh_fingerprint(func) -> str:
+    """A func's fingerprint from a fresh read (the launch memo's re-check of a reached func)."""
+    return _Resolved().fingerprint(func)
+
+
+_reads._FINGERPRINTS.append(_fresh_fingerprint)
+
+
 class _Prepared:
     """What a launch needs once the memo hits: the launcher, the key, the source units
     (to place runtime errors), and the cache event that produced it."""
 
-    __slots__ = ("event", "key", "launcher", "units")
+    __slots__ = ("checks", "event", "key", "launcher", "units")
 
-    def __init__(self, launcher, key, units, event):
+    def __init__(self, launcher, key, units, event, checks=()):
         self.launcher, self.key, self.units, self.event = launcher, key, units, event
+        # (object, attribute, form) read past the captured names: re-checked at each hit.
+        self.checks = checks
 
 
 class Kernel:
@@ -343,6 +482,8 @@ class Kernel:
             prepared = None
         else:
             prepared = self._memo.get((backend_name, snapshot, signature))
+            if prepared is not None and prepared.checks and not _reads.recheck(prepared.checks):
+                prepared = None  # a value lowering read past the captured names changed
         if prepared is None:
             prepared = self._prepare(backend_name, snapshot, signature)
         else:
@@ -414,7 +555,7 @@ class Kernel:
         for name, annotation, value in zip(parsed.param_names, self._annotations, args):
             try:
                 spec, runtime_value = self._arg_spec(name, annotation, value)
-            except QnbTypeError as err:
+            except (QnbTypeError, QnbCaptureError) as err:
                 node = _param_node(parsed, name)
                 raise err.with_location(*parsed.position(node)) from None
             signature.append(spec)
@@ -444,13 +585,16 @@ class Kernel:
             if spec is not None:
                 return spec, value
         if kind == "template" or (kind is None and _is_template_value(value)):
-            form = canonical(value)
+            try:
+                form = canonical(value)
+            except QnbCaptureError as err:
+                raise QnbCaptureError(f"Template parameter {name!r}: {err.message}") from None
             if form is None:
                 raise self._arg_error(
                     f"Template parameter {name!r} must be a bool, int, float, str, "
                     f"None, dtype or tuple of these, not {_not_constant(value)}"
                 )
-            return ("template", type(value), value, _readable(value)), None
+            return _template_spec(value, form), None
         if _is_array(value):
             if kind == "scalar":
                 raise self._arg_error(
@@ -536,42 +680,7 @@ class Kernel:
         is ``module:qualname#2`` (met in the order of the captured names, the same in
         every process). A func's captured names enter the key under its unit name."""
         resolved = _Resolved()
-
-        def visit(owner_parsed: ParsedFunction, owner_captures: Captures, is_kernel: bool):
-            if id(owner_parsed) in resolved.names:
-                return
-            unit = resolved.add(owner_parsed, owner_captures.roots())
-            owner_roots = resolved.roots[unit]
-            prefix = "" if is_kernel else f"{unit}."
-            for chain, value in owner_captures.values():
-                try:
-                    kind = classify(owner_parsed, chain, value)
-                except QnbCaptureError as err:
-                    where = owner_parsed.position(_first_use(owner_parsed, chain))
-                    static_only = chain in owner_parsed.static_chains
-                    if _is_library_callable(value) and not static_only:  # print, math.sin
-                        message = unsupported_call_message(".".join(chain))
-                        raise QnbSyntaxError(message, *where) from None  # not a capture
-                    raise err.with_location(*where) from None
-                if kind[0] == "const" and _is_qnb_module(owner_roots.get(chain[0])):
-                    continue  # qnb.f32 and friends: the language itself (the `qnb` component)
-                if kind[0] == "const":
-                    resolved.captured[prefix + ".".join(chain)] = kind[1]
-                elif (
-                    kind[0] == "intrinsic"
-                    and len(chain) == 1
-                    and getattr(value, "__name__", None) != chain[0]
-                ):  # a plain name bound to an intrinsic (OP = max): the key says which one
-                    resolved.captured[prefix + ".".join(chain)] = [
-                        "intrinsic",
-                        intrinsic_name(value),
-                    ]
-                elif kind[0] == "callable":
-                    visit(value._qnb_parsed, value._qnb_captures, False)
-                elif kind[0] == "undefined":
-                    resolved.captured[prefix + ".".join(chain)] = ["undefined"]
-
-        visit(self._qnb_parsed, self._qnb_captures, True)
+        resolved.visit(self._qnb_parsed, self._qnb_captures, True)
         return resolved
 
     def _param_specs(self, signature) -> list[ParamSpec]:
@@ -590,7 +699,7 @@ class Kernel:
         described = {}
         for name, spec in zip(self._qnb_parsed.param_names, signature):
             if spec[0] == "template":
-                described[name] = f"Template = {spec[3]}"
+                described[name] = spec[3]
             elif spec[0] == "array":
                 described[name] = f"Array[{spec[1].name}, {spec[2]}]"
             else:
@@ -605,9 +714,12 @@ class Kernel:
             "options": self._options.as_component(),
         }
 
-    def _lower(self, signature, resolved: _Resolved) -> ir.KernelIR:
+    def _lower(self, signature, resolved: _Resolved, reads: Recorder | None = None) -> ir.KernelIR:
+        reads = reads if reads is not None else resolved.recorder()
         try:
-            return lower_kernel(self._qnb_parsed, resolved.unit_of, self._param_specs(signature))
+            return lower_kernel(
+                self._qnb_parsed, resolved.unit_of, self._param_specs(signature), reads
+            )
         except RecursionError:
             message = f"kernel {self.name!r} is nested too deeply to compile"
             raise self._qnb_parsed.error(QnbTypeError, message, self._qnb_parsed.tree) from None
@@ -632,9 +744,12 @@ class Kernel:
         # Debug mode on a GPU: bounds checks become IR (the cpu backend checks as it runs).
         debug_checks = self._options.debug and backend_name != "cpu"
         tables = []
+        recorders = []
 
         def lowered():
-            kernel_ir = self._lower(signature, resolved)
+            recorder = resolved.recorder()
+            recorders.append(recorder)
+            kernel_ir = self._lower(signature, resolved, recorder)
             # qnb.compare's probe build: its parameters come before the error word, which
             # the debug launcher passes last
             if self._options.probe and backend_name != "cpu":
@@ -649,21 +764,26 @@ class Kernel:
         def compile_now():
             kernel_ir = lowered()
             try:
-                return backend.compile(kernel_ir, self._options)
+                return backend.compile(kernel_ir, self._options), recorders[0].reads
             except QnbError as err:
                 raise self._locate(err, parsed_units, kernel_ir.units) from None
 
-        launcher, event = cache.get_or_compile(
-            self.name, backend_name, key, compile_now, backend.load
+        launcher, event, key, checks = cache.lookup.get_or_compile_reading(
+            self.name, backend_name, key, compile_now, backend.load, _evaluator(resolved)
         )
+        if checks is None:  # compiled now: re-check what this compile read
+            checks = recorders[0].checks
         if debug_checks:
             if not tables:  # loaded from the cache: rebuild the check table (debug only)
                 lowered()
             launcher = _checked(launcher, tables[0])
-        prepared = _Prepared(launcher, key, parsed_units, event)
+        prepared = _Prepared(launcher, key, parsed_units, event, tuple(checks))
         if len(self._memo) > 256:  # a kernel relaunched with ever-new captured values
             self._memo.clear()
-        self._memo[(backend_name, snapshot, signature)] = prepared
+        # Under the values this launch keyed and compiled from (the snapshot taken before
+        # may differ: another thread can rebind a captured name meanwhile).
+        keyed = self._qnb_captures.keyed_snapshot(resolved.items_of)
+        self._memo[(backend_name, keyed, signature)] = prepared
         return prepared
 
     def _variant(self, **options) -> Kernel:

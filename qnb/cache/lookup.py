@@ -176,6 +176,7 @@ def clear() -> store.ClearResult:
     with _lock:
         generation[0] += 1
         _memory.clear()
+        _manifests.clear()
         _history.clear()
         _events.clear()
         for outcome in _counts:
@@ -336,3 +337,109 @@ def memory_launcher(digest: str) -> Any | None:
     """The launcher the memory level holds for ``digest``, if any."""
     with _lock:
         return _memory.get(digest)
+
+
+# ---------------------------------------------------------------------------------
+# Kernels whose lowering reads compile-time values past the pre-lowering key
+# ---------------------------------------------------------------------------------
+
+_manifests: dict[str, list[list]] = {}  # pre-key digest -> read lists seen in this process
+
+
+def with_reads(pre_key: CacheKey, forms: dict) -> CacheKey:
+    """The full key: ``pre_key`` with the recorded reads' forms added to ``captured``
+    (``pre_key`` itself when lowering read nothing past it)."""
+    if not forms:
+        return pre_key
+    components = dict(pre_key.components)
+    components["captured"] = {**components["captured"], **forms}
+    # A func reached through a read (``m.h``): its source is part of ``source`` too.
+    sources = {
+        label.removeprefix("read "): form[2]
+        for label, form in forms.items()
+        if isinstance(form, list) and len(form) == 4 and form[0] == "func"
+    }
+    if sources:
+        components["source"] = {**components["source"], **sources}
+    return CacheKey(components)
+
+
+def get_or_compile_reading(
+    kernel_name: str,
+    backend_name: str,
+    pre_key: CacheKey,
+    compile: Callable[[], tuple[Any, dict]],
+    load: Callable[[Any], Any],
+    evaluate: Callable[[list], tuple[dict, list] | None],
+) -> tuple[Any, CacheEvent, CacheKey, list]:
+    """``get_or_compile`` for a key built before lowering (``pre_key``), when lowering may
+    read more (see ``qnb.frontend.reads``).
+
+    ``compile()`` gives (artifact, reads), reads being label → [path, attribute, form] in
+    the order lowering made them; the entry is stored under ``pre_key`` plus those forms,
+    and the read list is noted for ``pre_key`` (in memory and on disk). A lookup takes each
+    read list noted for ``pre_key``, has ``evaluate(reads)`` read those paths again from the
+    live objects (→ (label → form, checks), or None when one no longer resolves), and
+    looks up the full key that gives. Lowering is a function of the pre-key's values and of
+    the values it reads, so an entry found this way was compiled from the very values
+    the live objects hold. Returns (launcher, event, full key, checks: (object, attribute,
+    form) for the launch memo to re-check)."""
+    start = time.perf_counter()
+    forced = store.always_compile()
+    rejected = None
+    if not forced:
+        with _lock:
+            known = list(_manifests.get(pre_key.digest, ()))
+        for reads in store.load_manifest(kernel_name, pre_key.digest):
+            if reads not in known:
+                known.append(reads)
+        for reads in known or [[]]:
+            found = evaluate(reads) if reads else ({}, [])
+            if found is None:
+                continue
+            forms, checks = found
+            key = with_reads(pre_key, forms)
+            with _lock:
+                launcher = _memory.get(key.digest)
+            if launcher is not None:
+                event = _finish(kernel_name, backend_name, key, "memory-hit", start)
+                return launcher, event, key, checks
+            artifact, why = store.load(kernel_name, key)
+            rejected = rejected or why
+            if artifact is None:
+                continue
+            try:
+                launcher = load(artifact)
+            except Exception as exc:
+                rejected = f"the backend could not load it ({type(exc).__name__}: {exc})"
+                root = store.usable_directory()
+                if root is not None:
+                    store.discard(store.entry_path(root, kernel_name, key.digest), rejected)
+                continue
+            reason, differences = disk_hit_reason(kernel_name, key)
+            launcher = _remember(kernel_name, key, launcher)
+            _note_reads(pre_key.digest, reads)
+            event = _finish(kernel_name, backend_name, key, "disk-hit", start, reason, differences)
+            return launcher, event, key, checks
+
+    artifact, recorded = compile()
+    reads = [[label, path, attr] for label, (path, attr, _) in recorded.items()]
+    key = with_reads(pre_key, {label: form for label, (_, _, form) in recorded.items()})
+    reason, differences = miss_reason(kernel_name, key, forced=forced, rejected=rejected)
+    launcher = load(artifact)
+    store.save(kernel_name, backend_name, key, artifact)
+    if reads:
+        _note_reads(pre_key.digest, reads)
+        store.save_manifest(kernel_name, pre_key.digest, reads)
+    launcher = _remember(kernel_name, key, launcher, replace=forced)
+    event = _finish(kernel_name, backend_name, key, "miss", start, reason, differences)
+    log.info("compiled %s [%s] key %s… (%s)", kernel_name, backend_name, key.short, reason)
+    return launcher, event, key, None
+
+
+def _note_reads(pre_digest: str, reads: list) -> None:
+    with _lock:
+        known = _manifests.setdefault(pre_digest, [])
+        if reads not in known:
+            known.insert(0, reads)
+            del known[store.MAX_MANIFEST_SETS :]

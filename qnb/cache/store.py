@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import stat
 import sys
 import threading
 import time
@@ -655,6 +656,109 @@ def clear_disk(root: Path | None = None) -> ClearResult:
                 result.failed.append((Path(item.path), exc.strerror or str(exc)))
                 continue
             result.removed += 1
-        elif is_temp_name(item.name):
+        elif is_temp_name(item.name) or is_manifest_name(item.name):
             _unlink_quietly(Path(item.path))
     return result
+
+
+# ---------------------------------------------------------------------------------
+# Read manifests: which compile-time reads a kernel's lowering made, per pre-key
+# ---------------------------------------------------------------------------------
+
+# ``<kernel>-<pre-key digest>.reads``: for a kernel whose lowering read compile-time values
+# past its pre-lowering key (see ``qnb.frontend.reads``), the lists of reads (label, path,
+# attribute) its compiles made. A later process reads those paths' current values and so
+# forms the full key of the entry it may load; the entry's own components hold the values.
+MANIFEST_SUFFIX = ".reads"
+MAX_MANIFEST_BYTES = 1 << 20
+MAX_MANIFEST_SETS = 64
+_MANIFEST_NAME = re.compile(r"[A-Za-z0-9_.]{1,80}-[0-9a-f]{64}\.reads")
+
+
+def manifest_path(root: Path, kernel_name: str, pre_digest: str) -> Path:
+    return root / f"{sanitise(kernel_name)}-{pre_digest}{MANIFEST_SUFFIX}"
+
+
+def is_manifest_name(name: str) -> bool:
+    return _MANIFEST_NAME.fullmatch(name) is not None
+
+
+def load_manifest(kernel_name: str, pre_digest: str) -> list[list]:
+    """The read lists stored for a pre-key (each ``[[label, path, attribute], ...]``);
+    [] when there is none, or it is not a regular file qnb wrote (never blocks, never
+    follows a link)."""
+    root = usable_directory()
+    if root is None:
+        return []
+    path = manifest_path(root, kernel_name, pre_digest)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return []
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MANIFEST_BYTES:
+            return []
+        with os.fdopen(fd, "rb") as handle:
+            fd = None
+            data = handle.read(MAX_MANIFEST_BYTES + 1)
+    except OSError:
+        return []
+    finally:
+        if fd is not None:
+            os.close(fd)
+    try:
+        manifest = json.loads(data)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(manifest, dict) or manifest.get("pre_key") != pre_digest:
+        return []
+    sets = manifest.get("reads")
+    if not isinstance(sets, list):
+        return []
+    return [s for s in sets[:MAX_MANIFEST_SETS] if _is_read_list(s)]
+
+
+def _is_read_list(reads: Any) -> bool:
+    if not isinstance(reads, list) or not reads:
+        return False
+    for read in reads:
+        if not (isinstance(read, list) and len(read) == 3):
+            return False
+        label, path, attr = read
+        if not isinstance(label, str) or not isinstance(attr, str):
+            return False
+        if not isinstance(path, list) or not path or not all(isinstance(p, str) for p in path):
+            return False
+    return True
+
+
+def save_manifest(kernel_name: str, pre_digest: str, reads: list) -> None:
+    """Add one read list to a pre-key's manifest (atomically; a failure only costs a
+    compile in a later process)."""
+    root = usable_directory()
+    if root is None:
+        return
+    sets = load_manifest(kernel_name, pre_digest)
+    if reads in sets:
+        return
+    sets = [reads, *sets][:MAX_MANIFEST_SETS]
+    data = canonical_json({"pre_key": pre_digest, "reads": sets}).encode("utf-8")
+    final = manifest_path(root, kernel_name, pre_digest)
+    import tempfile
+
+    temp_name = None
+    try:
+        fd, temp_name = tempfile.mkstemp(
+            prefix=f".{final.stem[:40]}.", suffix=TEMP_SUFFIX, dir=root
+        )
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp_name, final)
+        temp_name = None
+    except OSError as exc:
+        log.debug("cannot write %s: %s", final, exc)
+    finally:
+        if temp_name is not None:
+            _unlink_quietly(Path(temp_name))

@@ -109,11 +109,56 @@ class Captures:
         """Root name -> current value, for the names this function reads."""
         return {chain[0]: self._root(chain[0], cell) for chain, cell in self._readers}
 
-    def values(self) -> list[tuple[tuple[str, ...], object]]:
-        """(chain, current value) for every captured chain."""
-        return [
-            (chain, _walk_chain(self._root(chain[0], cell), chain)) for chain, cell in self._readers
-        ]
+    def read(self) -> tuple[dict, list]:
+        """One read of every captured name: (root name -> value, [(chain, root, value at
+        the chain's end, steps)]), ``steps`` being the (object, attribute, value) reads the
+        chain's walk made. A compile keys and lowers from this one read (``Kernel._resolve``)."""
+        roots: dict[str, object] = {}
+        items = []
+        for chain, cell in self._readers:
+            name = chain[0]
+            root = roots[name] if name in roots else roots.setdefault(name, self._root(name, cell))
+            value, steps = root, []
+            for attr in chain[1:]:
+                if isinstance(value, types.ModuleType) or (
+                    isinstance(value, type) and issubclass(value, enum.Enum)
+                ):
+                    found = getattr(value, attr, UNDEFINED)
+                    steps.append((value, attr, found))
+                    value = found
+                else:
+                    break
+            items.append((chain, root, value, steps))
+        return roots, items
+
+    def keyed_snapshot(self, keyed, _seen=None) -> tuple:
+        """What :meth:`snapshot` gives for the values a compile read (``keyed(parsed)`` is
+        that function's :meth:`read` items), not the live ones: the launch memo stores a
+        launcher under the values it was compiled from, whatever changed meanwhile."""
+        out = []
+        for chain, root, value, _ in keyed(self.parsed):
+            if root is _qnb_module():
+                out.append((chain, root))
+                continue
+            parsed = getattr(value, "_qnb_parsed", None)
+            if parsed is not None:
+                seen = _seen or set()
+                if id(value) in seen:
+                    out.append((chain, "recursive"))
+                    continue
+                seen = seen | {id(value)}
+                out.append((chain, value, value._qnb_captures.keyed_snapshot(keyed, seen)))
+                continue
+            kind = type(value)
+            if kind is float:
+                if value != value or value == 0:
+                    value = value.hex()
+            elif kind not in _EQUAL_MEANS_SAME:
+                value = self._token(chain, value)
+                if value is None:
+                    return (_Unhashable(),)
+            out.append((chain, kind, value))
+        return tuple(out)
 
     def snapshot(self, _seen=None) -> tuple:
         """A tuple equal to an earlier one only if no captured value changed."""
@@ -151,6 +196,8 @@ class Captures:
         last = self._tokens.get(chain)
         if last is not None and last[0] is value:
             return last[1]
+        if isinstance(value, tuple) and too_deep(value):
+            return None  # the slow path reports it (canonical raises QnbCaptureError)
         token = _exact(value)
         try:
             hash(token)
@@ -173,7 +220,7 @@ def _exact(value):
     ``==`` alone is too loose for a cache: ``0.0 == -0.0``, ``(1,) == (1.0,)`` and
     ``(True,) == (1,)`` although each pair compiles differently, and ``nan != nan``
     would miss the launch memo every time."""
-    if type(value) is tuple:
+    if isinstance(value, tuple):  # a named tuple too: its items keep their types
         return tuple([(type(item), _exact(item)) for item in value])
     if isinstance(value, _FLOATS) and (value != value or value == 0):
         # Equal floats other than zeros and NaNs have the same bits; those two are
@@ -193,8 +240,45 @@ class _Unhashable:
 _NUMPY_NUMBERS = (np.bool_, np.integer, np.floating)
 
 
+# How deeply tuples may nest in a captured or Template value: far below Python's recursion
+# limit and the depth a cache entry on disk may have (``store.MAX_COMPONENT_DEPTH``: each
+# tuple level is two JSON levels), so every key qnb writes reads back in a later process.
+MAX_TUPLE_DEPTH = 32
+
+
+def too_deep(value, depth: int = 0) -> bool:
+    """True when ``value`` holds tuples nested deeper than ``MAX_TUPLE_DEPTH`` (iteratively:
+    a value nested thousands deep must not overflow the stack here either)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, tuple):
+            if level >= MAX_TUPLE_DEPTH:
+                return True
+            stack.extend((inner, level + 1) for inner in item)
+    return False
+
+
+def nesting_error(what: str) -> QnbCaptureError:
+    return QnbCaptureError(
+        f"{what} is a tuple nested more than {MAX_TUPLE_DEPTH} levels deep; a compile-time "
+        "value cannot nest deeper (flatten it, or pass the data as an array)"
+    )
+
+
 def canonical(value):
-    """The JSON-able canonical form of a compile-time constant, or None if it is not one."""
+    """The JSON-able canonical form of a compile-time constant, or None if it is not one.
+
+    This is the one encoding of a compile-time value (captured names, Template values,
+    the values lowering reads): :func:`decode` turns a form back into the value the
+    compiler uses, and :func:`display` shows it; nothing is keyed by ``repr``. A tuple
+    nested deeper than ``MAX_TUPLE_DEPTH`` raises :class:`QnbCaptureError`."""
+    if isinstance(value, tuple) and too_deep(value):
+        raise nesting_error("the value")
+    return _canonical(value)
+
+
+def _canonical(value):
     if value is None:
         return ["none"]
     if isinstance(value, _NUMPY_NUMBERS):
@@ -203,7 +287,7 @@ def canonical(value):
         return ["bool", value]
     if isinstance(value, enum.Enum):
         kind = type(value)
-        member_value = canonical(value.value)
+        member_value = _canonical(value.value)
         if member_value is None and value.value is not None:  # Enum('A', [list]): not a
             return None  # constant; qnb.static(M.value[0]) could read what the key lacks
         return ["enum", f"{kind.__module__}.{kind.__qualname__}.{value.name}", member_value]
@@ -221,9 +305,52 @@ def canonical(value):
         except TypeError:
             return ["numpy-dtype", str(np.dtype(value))]
     if isinstance(value, tuple):
-        items = [canonical(v) for v in value]
-        return None if any(i is None for i in items) else ["tuple", items]
+        items = [_canonical(v) for v in value]
+        if any(i is None for i in items):
+            return None
+        if type(value) is not tuple:  # a named tuple: its fields are read by name
+            fields = getattr(type(value), "_fields", None)
+            if not isinstance(fields, tuple) or not all(isinstance(f, str) for f in fields):
+                return None
+            kind = type(value)
+            return ["namedtuple", f"{kind.__module__}.{kind.__qualname__}", list(fields), items]
+        return ["tuple", items]
     return None
+
+
+def decode(form):
+    """The compile-time value a canonical form stands for: what lowering computes with, so
+    a compile uses exactly the value its key holds (a float subclass is its float, a
+    named tuple a plain tuple of its items; a NumPy number keeps its type)."""
+    tag = form[0]
+    if tag == "none":
+        return None
+    if tag in ("bool", "int", "str"):
+        return form[1]
+    if tag == "float":
+        return float.fromhex(form[1])
+    if tag == "tuple":
+        return tuple(decode(item) for item in form[1])
+    if tag == "namedtuple":
+        return tuple(decode(item) for item in form[3])
+    if tag == "dtype":
+        return as_dtype(form[1])
+    if tag == "numpy-dtype":
+        return np.dtype(form[1])
+    if tag.startswith("np."):
+        kind = getattr(np, tag[3:])
+        payload = form[1]
+        if isinstance(payload, str) and not issubclass(kind, np.longdouble | np.clongdouble):
+            return kind(float.fromhex(payload))
+        return kind(payload)
+    raise ValueError(f"no decoding for a {tag!r} form")
+
+
+def display(form) -> str:
+    """A canonical form as Python writes the value: exact, so two forms never show alike."""
+    from qnb.cache.key import _render
+
+    return _render(form)
 
 
 def _numpy_canonical(value):

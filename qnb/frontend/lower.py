@@ -12,16 +12,18 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import copy
 import enum
 import types
 from dataclasses import dataclass
 
 from qnb import ir
 from qnb.dtypes import DType, bool_, i32, is_dtype_like
-from qnb.errors import QnbError, QnbSyntaxError, QnbTypeError
+from qnb.errors import QnbCaptureError, QnbError, QnbSyntaxError, QnbTypeError
 from qnb.frontend import semantics as sem
 from qnb.frontend.capture import UNDEFINED, foreign_intrinsic, is_qnb_callable
 from qnb.frontend.parse import KERNEL_BUILTINS, ParsedFunction, is_negative_literal
+from qnb.frontend.reads import Recorder
 from qnb.frontend.semantics import Py
 
 
@@ -143,12 +145,18 @@ class _Frame:
         self.pending: dict[str, list[_Pending]] = {}  # name -> its unresolved _Pending
 
 
-def lower_kernel(parsed: ParsedFunction, unit_of, params: list[ParamSpec]) -> ir.KernelIR:
+def lower_kernel(
+    parsed: ParsedFunction, unit_of, params: list[ParamSpec], reads: Recorder | None = None
+) -> ir.KernelIR:
     """Lower a kernel. ``unit_of(parsed)`` gives a function's unit name (unique per
-    function object: two funcs from one factory are two units) and its captured roots."""
+    function object: two funcs from one factory are two units) and its captured roots.
+    ``reads`` is the one way lowering reads an attribute of a compile-time value (see
+    ``qnb.frontend.reads``): what it records enters the cache key."""
     declared: dict[str, ir.Type] = {}
+    reads = reads if reads is not None else Recorder()
     for _ in range(4):
         lowerer = _Lowerer(parsed, unit_of, params, declared)
+        lowerer.reads = reads
         kernel = lowerer.run()
         if lowerer.joined == declared or not lowerer.widened:
             return kernel
@@ -1084,7 +1092,9 @@ class _Lowerer:
                 value, "_qnb_intrinsic", None
             ):
                 try:
-                    return Py(sem.plain_value(getattr(value, attr)))
+                    return Py(sem.plain_value(self.reads.attr(value, attr)))
+                except QnbCaptureError as err:
+                    raise err.with_location(*self.frame.parsed.position(node)) from None
                 except AttributeError:
                     raise self.error(
                         QnbTypeError, f"{_py_name(value)} has no attribute {attr!r}", node
@@ -1437,10 +1447,16 @@ class _Lowerer:
                 f"{runtime[0]!r} is a runtime value",
                 node,
             )
+        # Every attribute the expression reads goes through the recorder (it enters the key).
+        expression = _ReadAttributes().visit(copy.deepcopy(expression))  # the tree is shared
+        ast.fix_missing_locations(expression)
+        namespace[_READ_ATTRIBUTE] = self.read_attribute(node)
         try:
             code = compile(expression, frame.parsed.filename, "eval")
             # One namespace (globals): a generator expression inside sees the names too.
             value = eval(code, {**namespace, "__builtins__": builtins})  # noqa: S307
+        except QnbCaptureError as err:
+            raise err.with_location(*frame.parsed.position(node)) from None
         except NameError as exc:
             name = getattr(exc, "name", None)
             if name in frame.parsed.local_names:
@@ -1455,6 +1471,16 @@ class _Lowerer:
                 QnbTypeError, f"qnb.static(...) failed: {type(exc).__name__}: {exc}", node
             ) from None
         return Py(sem.plain_value(value))
+
+    def read_attribute(self, node):
+        """``getattr`` for a ``qnb.static`` expression: the recorder's, with Python's own
+        errors (a read qnb cannot key raises QnbCaptureError at the expression)."""
+        reads = self.reads
+
+        def read(value, name):
+            return reads.attr(value, name)
+
+        return read
 
     def inline(self, target, node):
         parsed: ParsedFunction = target._qnb_parsed
@@ -1767,6 +1793,22 @@ class _Lowerer:
                 node,
             )
         return ir.LoadWindow(base.type, self.loc(node), base, view, r0, r1, c0, c1)
+
+
+_READ_ATTRIBUTE = "__qnb_read_attribute__"
+
+
+class _ReadAttributes(ast.NodeTransformer):
+    """``x.name`` (read) becomes ``__qnb_read_attribute__(x, "name")``."""
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load):
+            return node
+        call = ast.Call(
+            ast.Name(_READ_ATTRIBUTE, ast.Load()), [node.value, ast.Constant(node.attr)], []
+        )
+        return ast.copy_location(call, node)
 
 
 def _is_static(callee) -> bool:

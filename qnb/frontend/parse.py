@@ -127,8 +127,26 @@ class ParsedFunction:
         return f"{module}:{self.qualname}"
 
 
+def _unwrapped(fn):
+    """The function a decorator that sets ``__wrapped__`` (``functools.wraps``, also on a
+    callable object) wrapped, following the chain to its end: the source inspect reads is
+    that function's, so its globals, closure and code are the ones the kernel's names mean.
+    A qnb kernel or func is not looked into (decorating one again is an error)."""
+    seen = set()
+    while id(fn) not in seen and getattr(fn, "_qnb_parsed", None) is None:
+        seen.add(id(fn))
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None or getattr(inner, "_qnb_parsed", None) is not None:
+            break
+        if not (inspect.isfunction(inner) or hasattr(inner, "__wrapped__")):
+            break
+        fn = inner
+    return fn
+
+
 def parse_function(fn) -> ParsedFunction:
     """Parse and check ``fn``; raise QnbSyntaxError on anything a kernel cannot do."""
+    fn = _unwrapped(fn)
     name = getattr(fn, "__name__", "?")
     if not inspect.isfunction(fn):
         inner = getattr(fn, "_qnb_parsed", None)
