@@ -36,6 +36,24 @@ FIRST_LAUNCH = "first launch in this process"
 FOUND_ON_DISK = "(found on disk)"
 
 
+def first_on_backend(backend_name: str) -> str:
+    """The reason of a kernel's first compile on a backend it has run on before on
+    another: the whole backend and compiler components differ, which says nothing a
+    user needs (``differences`` keeps them: ``explain``, CacheView's detail pane)."""
+    return f"{FIRST_COMPILE} on {backend_name}"
+
+
+def _backend_name(components: dict) -> Any:
+    backend = components.get("backend")
+    return backend.get("name") if isinstance(backend, dict) else backend
+
+
+def _on_other_backends(candidates: list[dict], key: CacheKey) -> bool:
+    """No candidate was compiled for ``key``'s backend."""
+    name = _backend_name(key.components)
+    return all(_backend_name(components) != name for components in candidates)
+
+
 @dataclass(slots=True)
 class CacheEvent:
     """One cache lookup (contract): ``outcome`` is "memory-hit", "disk-hit" or
@@ -291,6 +309,8 @@ def miss_reason(
     if not candidates:
         return FIRST_COMPILE, []
     differences = _closest_differences(candidates, key)
+    if _on_other_backends(candidates, key):
+        return first_on_backend(_backend_name(key.components)), differences
     if differences:
         return "; ".join(str(d) for d in differences), differences
     if forced:
@@ -307,6 +327,9 @@ def disk_hit_reason(kernel_name: str, key: CacheKey) -> tuple[str, list[Differen
     if not seen:
         return f"{FIRST_LAUNCH} {FOUND_ON_DISK}", []
     differences = _closest_differences(seen, key)
+    if _on_other_backends(seen, key):
+        name = _backend_name(key.components)
+        return f"first launch on {name} in this process {FOUND_ON_DISK}", differences
     if differences:
         return f"{'; '.join(str(d) for d in differences)} {FOUND_ON_DISK}", differences
     return f"seen earlier in this process, no longer in memory {FOUND_ON_DISK}", []

@@ -510,6 +510,8 @@ def _short_reason(event) -> str:
     """What changed in the key (at most REASON_CHARS, then "+N more"); "" where there is
     nothing to say: a memory hit, a first compile, a first load in this process."""
     parts = [str(d) for d in getattr(event, "differences", None) or []]
+    if event.outcome == "miss" and str(event.reason).startswith("first compile on "):
+        return event.reason  # the other backend's whole key differs: nothing to list
     if not parts:
         if event.outcome != "miss" or not event.reason or event.reason == "first compile":
             return ""
