@@ -186,12 +186,16 @@ def stats() -> dict:
 generation = [0]
 
 
-def clear() -> store.ClearResult:
-    """Empty both levels and forget the events, counts and miss history.
+def clear(disk: bool = True) -> store.ClearResult:
+    """Empty this process's memory level (and forget its events, counts and miss
+    history) and, unless ``disk=False``, delete every entry of the disk level, which
+    other processes share.
 
-    Returns what happened on disk (``removed``, and ``failed``: the entries that could
-    not be deleted, with why); a failure there also gives one CacheWarning."""
+    Returns what was cleared (``memory``: kernels dropped from memory; ``removed``, and
+    ``failed``: the disk entries that could not be deleted, with why); a failure on
+    disk also gives one CacheWarning."""
     with _lock:
+        in_memory = len(_memory)
         generation[0] += 1
         _memory.clear()
         _history.clear()
@@ -199,7 +203,10 @@ def clear() -> store.ClearResult:
         for outcome in _counts:
             _counts[outcome] = 0
             _seconds[outcome] = 0.0
+    if not disk:
+        return store.ClearResult(store.directory(), memory=in_memory, disk=False)
     result = store.clear_disk()
+    result.memory = in_memory
     if result.failed:
         store.warn(f"qnb kernel cache: {result}")
     return result

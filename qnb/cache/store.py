@@ -607,15 +607,30 @@ def disk_usage(root: Path | None = None) -> tuple[int, int]:
 
 @dataclass(repr=False)
 class ClearResult:
-    """What clearing the disk level did: ``removed`` entries, and the ``failed`` ones
-    as (path, why) pairs (the directory itself, when it could not be listed)."""
+    """What clearing did: ``removed`` disk entries, and the ``failed`` ones as (path,
+    why) pairs (the directory itself, when it could not be listed). ``memory`` is the
+    number of kernels dropped from this process's memory level (None where only the
+    disk was cleared, as ``qnb cache clear`` does); ``disk`` is False where the disk
+    level was left alone (``qnb.cache.clear(disk=False)``, ``%qcache clear``)."""
 
     directory: Path
     removed: int = 0
     failed: list[tuple[Path, str]] = field(default_factory=list)
+    memory: int | None = None
+    disk: bool = True
 
     def __str__(self) -> str:
+        cleared = (
+            ""
+            if self.memory is None
+            else f"cleared this process's memory level ({self.memory} compiled kernel"
+            f"{'' if self.memory == 1 else 's'}, its events and counts)"
+        )
+        if not self.disk:
+            return f"{cleared}; the disk cache in {self.directory} is kept"
         text = f"removed {_entries(self.removed)} from {self.directory}"
+        if cleared:
+            text = f"{cleared}; {text}"
         if not self.failed:
             return text
         path, why = self.failed[0]

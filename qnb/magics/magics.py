@@ -225,31 +225,42 @@ class QnbMagics(Magics):
         nargs="?",
         default="list",
         choices=("list", "stats", "clear", "explain"),
-        help="list events (default), show stats, clear both levels, or explain NAME",
+        help="list this process's cache events (default), show stats, clear this "
+        "process's memory level (--disk: and the disk entries), or explain NAME",
     )
     @argument("name", nargs="?", help="for explain: a kernel (or its name)")
+    @argument(
+        "--disk",
+        action="store_true",
+        help="for clear: also delete every entry of the disk cache (shared by all processes)",
+    )
     @line_magic
     def qcache(self, line):
-        """The kernel cache: ``%qcache [list|stats|clear|explain NAME]``."""
+        """The kernel cache: ``%qcache [list|stats|clear [--disk]|explain NAME]``.
+
+        ``list`` shows this process's cache events (``qnb cache list`` in a shell shows
+        the disk's entries); ``clear`` empties this process's memory level and keeps the
+        disk cache, which other processes share; ``clear --disk`` deletes its entries too.
+        Each says what it cleared."""
         args = parse_argstring(self.qcache, line)
         if args.name is not None and args.action != "explain":
             raise UsageError(
                 f"%qcache {args.action} takes no argument (got {args.name!r}); "
                 "only %qcache explain NAME does"
             )
+        if args.disk and args.action != "clear":
+            raise UsageError(f"%qcache {args.action} takes no --disk; only %qcache clear does")
         if args.action == "list":
             print(_event_table(qnb.cache.events()))
         elif args.action == "stats":
-            stats = qnb.cache.stats()
-            width = max(len(k) for k in stats) if stats else 0
-            print("\n".join(f"{key:<{width}}  {value}" for key, value in stats.items()))
+            print(_stats_table(qnb.cache.stats()))
         elif args.action == "clear":
             with warnings.catch_warnings():  # the failure is said here, once
                 warnings.simplefilter("ignore", qnb.cache.CacheWarning)
-                result = qnb.cache.clear()
+                result = qnb.cache.clear(disk=args.disk)
             if result.failed:  # the cell fails, with the message only
-                raise show_error(OSError(f"qnb kernel cache: memory cleared; on disk {result}"))
-            print(f"qnb kernel cache cleared: memory, and {result}")
+                raise show_error(OSError(f"qnb kernel cache: {result}"))
+            print(f"qnb kernel cache: {_clear_text(result)}")
         else:
             if not args.name:
                 raise UsageError("%qcache explain needs a kernel name: %qcache explain NAME")
@@ -611,6 +622,24 @@ def _first_word(text: str) -> tuple[str, str]:
     """The first word of ``text`` and the rest, without leading whitespace."""
     parts = text.split(None, 1)
     return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def _clear_text(result) -> str:
+    """What ``%qcache clear`` did, and where it kept the disk entries, how many."""
+    if result.disk:
+        return str(result)
+    entries = qnb.cache.stats()["disk_entries"]
+    kept = f"{entries} entr{'y' if entries == 1 else 'ies'}"
+    return f"{result}: {kept} there (%qcache clear --disk deletes them, for every process)"
+
+
+def _stats_table(stats: dict) -> str:
+    """``qnb.cache.stats()`` one per line, seconds to the millisecond."""
+    width = max(len(k) for k in stats) if stats else 0
+    return "\n".join(
+        f"{key:<{width}}  {round(value, 3) if isinstance(value, float) else value}"
+        for key, value in stats.items()
+    )
 
 
 def _event_table(events) -> str:
