@@ -648,7 +648,12 @@ class Kernel:
                 raise self._locate(err, parsed_units, kernel_ir.units) from None
 
         launcher, event = cache.get_or_compile(
-            self.name, backend_name, key, compile_now, backend.load
+            self.name,
+            backend_name,
+            key,
+            compile_now,
+            backend.load,
+            origin=f"{self.filename}:{self.firstlineno}",
         )
         if debug_checks:
             if not tables:  # loaded from the cache: rebuild the check table (debug only)

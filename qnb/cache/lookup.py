@@ -223,9 +223,11 @@ def get_or_compile(
     key: CacheKey,
     compile: Callable[[], Any],
     load: Callable[[Any], Any],
+    origin: str | None = None,
 ) -> tuple[Any, CacheEvent]:
     """The launcher for ``key``: from memory, else from a verified disk entry, else
-    ``load(compile())`` (then stored on disk). Returns it with the lookup's event."""
+    ``load(compile())`` (then stored on disk, with ``origin``, the kernel's "file:line",
+    for ``qnb cache list``). Returns it with the lookup's event."""
     start = time.perf_counter()
     forced = store.always_compile()
     if not forced:
@@ -264,7 +266,7 @@ def get_or_compile(
     reason, differences = miss_reason(kernel_name, key, forced=forced, rejected=rejected)
     artifact = compile()
     launcher = load(artifact)
-    store.save(kernel_name, backend_name, key, artifact)
+    store.save(kernel_name, backend_name, key, artifact, origin=origin)
     launcher = _remember(kernel_name, key, launcher, replace=forced)
     event = _finish(kernel_name, backend_name, key, "miss", start, reason, differences)
     log.info(

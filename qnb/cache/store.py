@@ -260,6 +260,7 @@ class EntryInfo:
     created: float
     last_used: float
     file_size: int
+    origin: str | None = None  # "file:line" of the kernel that wrote it (not in the key)
 
     @property
     def short(self) -> str:
@@ -270,8 +271,11 @@ class CorruptEntry(Exception):
     """Why an entry on disk cannot be trusted."""
 
 
-def save(kernel_name: str, backend_name: str, key: CacheKey, artifact: Any) -> Path | None:
+def save(
+    kernel_name: str, backend_name: str, key: CacheKey, artifact: Any, origin: str | None = None
+) -> Path | None:
     """Write ``artifact`` as the entry for ``key``; None if the disk level is off.
+    ``origin`` ("file:line" of the kernel's def) is kept beside the key for listings.
 
     Never raises for I/O trouble: a failed write degrades to memory-only."""
     root = usable_directory()
@@ -293,6 +297,8 @@ def save(kernel_name: str, backend_name: str, key: CacheKey, artifact: Any) -> P
         "created": time.time(),
         "size": len(payload) + (len(binary) if binary is not None else 0),
     }
+    if origin is not None:
+        entry["origin"] = origin
     data = json.dumps(entry, sort_keys=True, indent=1, ensure_ascii=True).encode("utf-8")
     final = entry_path(root, kernel_name, key.digest)
     import tempfile
@@ -521,6 +527,7 @@ def read_info(path: Path) -> EntryInfo | None:
         created=_timestamp(entry.get("created"), stat.st_mtime),
         last_used=stat.st_mtime,
         file_size=stat.st_size,
+        origin=entry["origin"] if isinstance(entry.get("origin"), str) else None,
     )
 
 
