@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import subprocess
 import sys
 
 # Runs in the watcher (isolated, no site): wait for EOF on stdin, then remove argv[1].
@@ -25,6 +24,8 @@ _pipes: list[int] = []  # write ends, held open for the life of the process
 
 def remove_when_process_ends(path: str | os.PathLike) -> None:
     """Delete the directory ``path`` (and what it holds) when this process ends."""
+    import subprocess  # (not at import: importing qnb stays light)
+
     path = os.fspath(path)
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     try:
