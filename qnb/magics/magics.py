@@ -49,7 +49,7 @@ def _is_kernel(value) -> bool:
 class QnbMagics(Magics):
     # ----------------------------------------------------------------------------- qkernel
 
-    @magic_arguments()
+    @magic_arguments("%qkernel")  # the usage line reads "%%qkernel": a cell magic
     @argument(
         "-b",
         "--backend",
@@ -68,9 +68,12 @@ class QnbMagics(Magics):
         help="compile even if the kernel cache has an entry (QNB_ALWAYS_COMPILE=1)",
     )
     @argument(
-        "--trace",
+        "--cache-detail",
+        "--trace",  # the contract's name (DESIGN.md); kernel.trace is the op trace
+        dest="cache_detail",
         action="store_true",
-        help="show each compile's cache outcome, reason and key components",
+        help="show each compile's cache outcome, its reason and the key components "
+        "(--trace is the same; for an op-by-op trace use kernel.trace)",
     )
     @cell_magic
     def qkernel(self, line, cell):
@@ -212,7 +215,7 @@ class QnbMagics(Magics):
             print(f"{name}: compiled")
             return
         print(_status_line(event, name))
-        if args.trace:
+        if args.cache_detail:
             print("  " + event_detail(event).replace("\n", "\n  "))
         for language in args.show:
             display(GeneratedSource(name, language, kernel.source(language)))

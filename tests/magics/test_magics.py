@@ -142,10 +142,22 @@ def test_show_displays_generated_code(ip, language, expected):
     assert "<" in shown[-1]["text/html"]
 
 
-def test_trace_shows_the_reason_and_key_components(ip):
-    captured, _ = run(ip, "-b cpu --no-cache --trace", DOUBLE)
+@pytest.mark.parametrize("option", ["--cache-detail", "--trace"])
+def test_cache_detail_shows_the_reason_and_key_components(ip, option):
+    """--cache-detail (and --trace, its name in the contract) shows the cache's view."""
+    captured, _ = run(ip, f"-b cpu --no-cache {option}", DOUBLE)
     assert "key components:" in captured.stdout
     assert "signature" in captured.stdout and "captured" in captured.stdout
+
+
+def test_qkernel_usage_names_the_cell_magic_and_its_cache_option():
+    from qnb.magics import magics
+
+    usage = " ".join(magics.QnbMagics.qkernel.parser.format_usage().split())
+    assert usage.startswith(":: %%qkernel [-b BACKEND]"), usage
+    assert "[--cache-detail]" in usage
+    options = magics.QnbMagics.qkernel.parser.format_help()
+    assert "--cache-detail, --trace" in options and "kernel.trace" in options
 
 
 def test_qcache_list_stats_explain_clear(ip):
