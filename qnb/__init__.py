@@ -26,6 +26,7 @@ from qnb.errors import (
     QnbCaptureError,
     QnbError,
     QnbIndexError,
+    QnbOutsideKernelError,
     QnbSyntaxError,
     QnbTypeError,
 )
@@ -132,6 +133,7 @@ __all__ = [
     "QnbTypeError",
     "QnbCaptureError",
     "QnbIndexError",
+    "QnbOutsideKernelError",
     "BackendError",
     "CompileError",
 ]
