@@ -3,6 +3,7 @@
 #
 #   make lab          JupyterLab on notebooks/ (the demos)
 #   make test         system packages + venv, then the test suite and the notebooks
+#                     (in parallel, one worker per CPU; TEST_WORKERS=1 for one process)
 #   make test-notebooks  only the notebooks, under nbval (as `make test` checks them)
 #   make demo         execute the notebooks headless to HTML under build/demo/
 #   make bench        run every benchmarks/bench_*.py
@@ -23,6 +24,12 @@ RUNTIME_DIR := $(CURDIR)/build/xdg-runtime
 RUN_ENV := XDG_RUNTIME_DIR=$(RUNTIME_DIR)
 
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+
+# The tests and the notebooks run on pytest-xdist workers, one per CPU (TEST_WORKERS=1:
+# in this process, one after another). A file's tests stay on one worker (--dist loadfile):
+# some share a module's fixture (an IPython shell, a race report) or its state.
+TEST_WORKERS ?= auto
+PARALLEL := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 LINT_PATHS := qnb tests benchmarks
 
 .PHONY: venv system-deps test test-notebooks lab demo bench lint format runtime-dir clean
@@ -47,17 +54,18 @@ runtime-dir:
 	@mkdir -p $(RUNTIME_DIR) && chmod 700 $(RUNTIME_DIR)
 
 test: system-deps venv runtime-dir
-	$(RUN_ENV) $(PY) -m pytest tests
+	$(RUN_ENV) $(PY) -m pytest $(PARALLEL) tests
 	@$(MAKE) --no-print-directory test-notebooks
 
 # nbval compares every notebook cell's output with the stored one (after the sanitizers in
 # notebooks/sanitize.cfg). scripts/run_notebooks.py --check runs it the way the outputs were
 # stored: a fresh, empty kernel cache (build/nbval-cache), and the reference machine whatever
 # this one has (no CUDA device, wgpu on lavapipe, so "auto" picks cpu), so the stored
-# "[cpu]" status lines and "not available" notes read the same on a GPU machine.
+# "[cpu]" status lines and "not available" notes read the same on a GPU machine. The
+# notebooks share no kernel, so each can run on its own worker against that one cache.
 test-notebooks: venv runtime-dir
 ifneq ($(NOTEBOOKS),)
-	$(RUN_ENV) $(PY) scripts/run_notebooks.py --check $(NOTEBOOKS)
+	$(RUN_ENV) $(PY) scripts/run_notebooks.py --check --pytest-args "$(PARALLEL)" $(NOTEBOOKS)
 else
 	@echo "no notebooks/*.ipynb yet: skipping the notebook check"
 endif

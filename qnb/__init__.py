@@ -27,6 +27,7 @@ from qnb.errors import (
     QnbCaptureError,
     QnbError,
     QnbIndexError,
+    QnbOutsideKernelError,
     QnbSyntaxError,
     QnbTypeError,
 )
@@ -135,6 +136,7 @@ __all__ = [
     "QnbTypeError",
     "QnbCaptureError",
     "QnbIndexError",
+    "QnbOutsideKernelError",
     "BackendError",
     "CompileError",
 ]

@@ -124,6 +124,11 @@ class QnbIndexError(QnbError, IndexError):
     """An index outside an array (cpu backend and debug mode)."""
 
 
+class QnbOutsideKernelError(QnbError, RuntimeError):
+    """A name of the kernel language (``Tile16.zeros``, ``qnb.program_id``…) called as
+    plain Python, outside a kernel."""
+
+
 class BackendError(QnbError):
     """A backend is missing, or cannot do what the kernel asks."""
 

@@ -769,7 +769,13 @@ class Kernel:
                 raise self._locate(err, parsed_units, kernel_ir.units) from None
 
         launcher, event, key, checks = cache.lookup.get_or_compile_reading(
-            self.name, backend_name, key, compile_now, backend.load, _evaluator(resolved)
+            self.name,
+            backend_name,
+            key,
+            compile_now,
+            backend.load,
+            _evaluator(resolved),
+            origin=f"{self.filename}:{self.firstlineno}",
         )
         if checks is None:  # compiled now: re-check what this compile read
             checks = recorders[0].checks

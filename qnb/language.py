@@ -8,7 +8,7 @@ tag and lowers it to IR. Called outside a kernel, an intrinsic raises a clear er
 from __future__ import annotations
 
 from qnb.dtypes import DType, as_dtype, f32
-from qnb.errors import QnbTypeError, caller_position
+from qnb.errors import QnbOutsideKernelError, QnbTypeError, caller_position
 
 TILE_SIZE = 16
 
@@ -23,11 +23,24 @@ def intrinsic(name: str):
     return tag
 
 
-def _kernel_only(name):
-    raise RuntimeError(
-        f"{name} can only be used inside a @qnb.kernel or @qnb.func function "
-        "(the kernel is compiled; it does not run as Python)"
+def _kernel_only(name) -> QnbOutsideKernelError:
+    """The error of a language name called as plain Python, at the user's line (raised
+    by the name itself, so the traceback holds no frame of qnb's but that one)."""
+    tiles = name.startswith(("Tile", "Vec"))
+    message = (
+        f"{name} was called outside a kernel. "
+        f"{'Tiles and vecs live' if tiles else f'{name} runs'} only inside kernels: use it "
+        "in a @qnb.kernel or @qnb.func function (or a %%qkernel cell), which qnb compiles "
+        "rather than running it as Python."
     )
+    if tiles:
+        message += (
+            " To look at a kernel's tiles: trace = kernel.trace[grid](*args) records each"
+            " op's tiles (qnb.viz.TraceView(trace) steps through them), and"
+            " qnb.viz.TileView(array) shows an array as tiles."
+        )
+    filename, lineno = caller_position()
+    return QnbOutsideKernelError(message, filename, lineno)
 
 
 # --------------------------------------------------------------------- program coordinates
@@ -36,13 +49,13 @@ def _kernel_only(name):
 @intrinsic("program_id")
 def program_id(axis: int = 0):
     """This program's coordinate along ``axis`` (0, 1 or 2) of the launch grid."""
-    _kernel_only("program_id")
+    raise _kernel_only("program_id")
 
 
 @intrinsic("num_programs")
 def num_programs(axis: int = 0):
     """The number of programs along ``axis`` of the launch grid."""
-    _kernel_only("num_programs")
+    raise _kernel_only("num_programs")
 
 
 @intrinsic("static")
@@ -66,43 +79,43 @@ def where(mask, a, b):
 
     Both ``a`` and ``b`` are computed, as in NumPy. ``a if c else b`` with a scalar ``c``
     computes only the side it takes."""
-    _kernel_only("where")
+    raise _kernel_only("where")
 
 
 @intrinsic("exp")
 def exp(x):
     """Elementwise eˣ."""
-    _kernel_only("exp")
+    raise _kernel_only("exp")
 
 
 @intrinsic("log")
 def log(x):
     """Elementwise natural logarithm."""
-    _kernel_only("log")
+    raise _kernel_only("log")
 
 
 @intrinsic("sqrt")
 def sqrt(x):
     """Elementwise square root."""
-    _kernel_only("sqrt")
+    raise _kernel_only("sqrt")
 
 
 @intrinsic("abs")
 def abs(x):  # noqa: A001 - the language's own abs
     """Elementwise absolute value."""
-    _kernel_only("abs")
+    raise _kernel_only("abs")
 
 
 @intrinsic("maximum")
 def maximum(a, b):
     """Elementwise maximum."""
-    _kernel_only("maximum")
+    raise _kernel_only("maximum")
 
 
 @intrinsic("minimum")
 def minimum(a, b):
     """Elementwise minimum."""
-    _kernel_only("minimum")
+    raise _kernel_only("minimum")
 
 
 # --------------------------------------------------------------------- linear algebra
@@ -111,13 +124,13 @@ def minimum(a, b):
 @intrinsic("mma")
 def mma(a, b, acc):
     """``acc + a @ b`` for 16×16 tiles. f16 inputs accumulate in f32 (tensor cores on CUDA)."""
-    _kernel_only("mma")
+    raise _kernel_only("mma")
 
 
 @intrinsic("outer")
 def outer(u, v):
     """The tile ``[i, j] = u[i] * v[j]`` of two Vec16. ``t -= qnb.outer(u, v)`` updates in place."""
-    _kernel_only("outer")
+    raise _kernel_only("outer")
 
 
 # --------------------------------------------------------------------- tiles
@@ -138,31 +151,31 @@ class Tile16:
     _qnb_intrinsic = "Tile16"
 
     def __init__(self, dtype=f32):
-        _kernel_only("Tile16(...)")
+        raise _kernel_only("Tile16(...)")
 
     @staticmethod
     @intrinsic("Tile16.zeros")
     def zeros(dtype=f32):
         """A tile of zeros."""
-        _kernel_only("Tile16.zeros")
+        raise _kernel_only("Tile16.zeros")
 
     @staticmethod
     @intrinsic("Tile16.ones")
     def ones(dtype=f32):
         """A tile of ones."""
-        _kernel_only("Tile16.ones")
+        raise _kernel_only("Tile16.ones")
 
     @staticmethod
     @intrinsic("Tile16.full")
     def full(value, dtype=f32):
         """A tile with every element ``value``."""
-        _kernel_only("Tile16.full")
+        raise _kernel_only("Tile16.full")
 
     @staticmethod
     @intrinsic("Tile16.eye")
     def eye(dtype=f32):
         """The identity tile."""
-        _kernel_only("Tile16.eye")
+        raise _kernel_only("Tile16.eye")
 
     @staticmethod
     @intrinsic("Tile16.load")
@@ -176,7 +189,7 @@ class Tile16:
         stencil is ``Tile16.load(img, r - 1, c - 1)``), on every backend, with no error.
         The tile has the array's dtype, or ``dtype`` (the elements converted as
         ``astype`` does, ``other`` converted to it)."""
-        _kernel_only("Tile16.load")
+        raise _kernel_only("Tile16.load")
 
     # The methods of a tile value, for help() and completion: a kernel's compiler knows
     # them by name; called from Python they say so.
@@ -185,59 +198,59 @@ class Tile16:
         """In place: ``t[i, j] = arr[r0 + i, c0 + j]`` where ``r0 + i < min(r1, rows)`` and
         ``c0 + j < min(c1, cols)``; other elements keep their value. Also ``t[:] =
         arr[r0:r1, c0:c1]``."""
-        _kernel_only("t.load_")
+        raise _kernel_only("t.load_")
 
     def store(self, arr, *window):
         """``t.store(arr, row, col)``: ``arr[row + i, col + j] = t[i, j]`` where that element
         exists (``row``/``col`` may be negative); ``t.store(arr, r0, r1, c0, c1)`` within the
         window (clamped to the array). Nothing outside the array is written. Also
         ``arr[r0:r1, c0:c1] = t``."""
-        _kernel_only("t.store")
+        raise _kernel_only("t.store")
 
     def astype(self, dtype):
         """The tile converted to ``dtype`` (float to i32 truncates toward zero, saturates,
         and sends NaN to 0)."""
-        _kernel_only("t.astype")
+        raise _kernel_only("t.astype")
 
     def sum(self, axis=None):
         """The sum of all elements (a scalar), or along ``axis`` 0 / 1 (a Vec16). f16 sums
         accumulate in f32."""
-        _kernel_only("t.sum")
+        raise _kernel_only("t.sum")
 
     def max(self, axis=None):
         """The largest element (a scalar), or along ``axis`` (a Vec16); NaN propagates."""
-        _kernel_only("t.max")
+        raise _kernel_only("t.max")
 
     def min(self, axis=None):
         """The smallest element (a scalar), or along ``axis`` (a Vec16); NaN propagates."""
-        _kernel_only("t.min")
+        raise _kernel_only("t.min")
 
     def row(self, i):
         """Row ``i`` as a Vec16."""
-        _kernel_only("t.row")
+        raise _kernel_only("t.row")
 
     def col(self, j):
         """Column ``j`` as a Vec16."""
-        _kernel_only("t.col")
+        raise _kernel_only("t.col")
 
     def eye_(self):
         """In place: the tile becomes the identity."""
-        _kernel_only("t.eye_")
+        raise _kernel_only("t.eye_")
 
     def cholesky_(self, eps):
         """In place: the lower-triangular L with ``L @ L.T == t``, diagonal
         ``sqrt(max(a_jj - s, eps))``; the strict upper triangle becomes 0."""
-        _kernel_only("t.cholesky_")
+        raise _kernel_only("t.cholesky_")
 
     def solve_triangular_(self, rhs, lower=True):
         """``L.solve_triangular_(B)``: B is overwritten with X where ``X @ L.T == B``
         (L = this lower-triangular tile; only ``lower=True``)."""
-        _kernel_only("t.solve_triangular_")
+        raise _kernel_only("t.solve_triangular_")
 
     @property
     def T(self):
         """The transpose."""
-        _kernel_only("t.T")
+        raise _kernel_only("t.T")
 
 
 class Vec16:
@@ -255,13 +268,13 @@ class Vec16:
     @intrinsic("Vec16.zeros")
     def zeros(dtype=f32):
         """A vector of zeros."""
-        _kernel_only("Vec16.zeros")
+        raise _kernel_only("Vec16.zeros")
 
     @staticmethod
     @intrinsic("Vec16.full")
     def full(value, dtype=f32):
         """A vector with every element ``value``."""
-        _kernel_only("Vec16.full")
+        raise _kernel_only("Vec16.full")
 
     @staticmethod
     @intrinsic("Vec16.load")
@@ -270,27 +283,27 @@ class Vec16:
         element exists, else ``other`` (a number, NaN and ±inf too, or a runtime scalar);
         ``start`` may be negative. ``v[i] = arr[r0 + i, col]`` (2-D: ``load(arr, r0, r1,
         col)``) where ``r0 + i < min(r1, rows)``, else 0."""
-        _kernel_only("Vec16.load")
+        raise _kernel_only("Vec16.load")
 
     def store(self, arr, start):
         """``arr[start + i] = v[i]`` (1-D arrays) where that element exists."""
-        _kernel_only("v.store")
+        raise _kernel_only("v.store")
 
     def astype(self, dtype):
         """The vector converted to ``dtype``."""
-        _kernel_only("v.astype")
+        raise _kernel_only("v.astype")
 
     def sum(self):
         """The sum of the elements (f16 accumulates in f32)."""
-        _kernel_only("v.sum")
+        raise _kernel_only("v.sum")
 
     def max(self):
         """The largest element; NaN propagates."""
-        _kernel_only("v.max")
+        raise _kernel_only("v.max")
 
     def min(self):
         """The smallest element; NaN propagates."""
-        _kernel_only("v.min")
+        raise _kernel_only("v.min")
 
 
 # --------------------------------------------------------------------- parameter annotations

@@ -7,20 +7,28 @@ with its stated reason, except that CI sets QNB_REQUIRE_WGPU=1 and QNB_REQUIRE_C
 then a missing wgpu adapter or host compiler fails the test instead of skipping it.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
 
 # Mesa (lavapipe) complains on stderr without a private runtime dir; set it before any
-# backend is imported.
+# backend is imported. What this file makes goes when the test process ends (each
+# pytest-xdist worker makes its own).
 if not os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir(os.environ["XDG_RUNTIME_DIR"]):
     _runtime = tempfile.mkdtemp(prefix="qnb-xdg-")
     os.chmod(_runtime, 0o700)
     os.environ["XDG_RUNTIME_DIR"] = _runtime
+    atexit.register(shutil.rmtree, _runtime, ignore_errors=True)
 
-# Tests never touch the user's real kernel cache.
-os.environ.setdefault("QNB_CACHE_DIR", tempfile.mkdtemp(prefix="qnb-test-cache-"))
+# Tests never touch the user's real kernel cache, and each test process has its own: a
+# pytest-xdist worker inherits the cache dir its controller made, and makes another.
+if os.environ.get("QNB_CACHE_DIR", "") in ("", os.environ.get("QNB_TEST_PROCESS_CACHE")):
+    _cache = tempfile.mkdtemp(prefix="qnb-test-cache-")
+    os.environ["QNB_CACHE_DIR"] = os.environ["QNB_TEST_PROCESS_CACHE"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
 from qnb.backends import registry  # noqa: E402 (after the environment above)
 

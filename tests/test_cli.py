@@ -192,3 +192,31 @@ def test_a_closed_stdout_ends_quietly(tmp_path, command):
         os.close(write_end)
     assert result.stderr == ""
     assert result.returncode == 141  # as for a process ended by SIGPIPE
+
+
+def test_cache_list_tells_kernels_of_one_name_apart(tmp_path):
+    """Two modules each define a kernel ``k``: the listing names each one's file and line."""
+    for name, body in (("first", "out[0] = 1"), ("second", "out[0] = 2")):
+        (tmp_path / f"{name}.py").write_text(
+            f"import qnb\n\n\n@qnb.kernel\ndef k(out):\n    {body}\n", encoding="utf-8"
+        )
+    script = (
+        "import sys, numpy as np\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import first, second\n"
+        "first.k(np.zeros(1, np.int32)); second.k(np.zeros(1, np.int32))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "QNB_CACHE"}
+    env["QNB_CACHE_DIR"] = str(tmp_path / "cache")
+    ran = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=180
+    )
+    assert ran.returncode == 0, ran.stderr
+    result = run_qnb("cache", "list", cache_dir=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert header.split()[-2:] == ["defined", "at"]
+    assert sorted(row.split()[-1] for row in rows) == [
+        f"{tmp_path / 'first.py'}:5",
+        f"{tmp_path / 'second.py'}:5",
+    ]

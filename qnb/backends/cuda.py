@@ -196,6 +196,34 @@ def _generated_line_for(source: str, loc) -> str | None:
 # --------------------------------------------------------------------------- device
 
 
+NO_DRIVER_OR_GPU = "no NVIDIA driver/GPU found"
+
+
+def _driver_installed() -> bool:
+    """Whether the NVIDIA driver's library (libcuda) can be loaded."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll", "libcuda.dylib"):
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        return True
+    return False
+
+
+def _no_device_reason(exc: Exception) -> str:
+    """Why the CUDA runtime found no device, in words a user can act on: without a
+    driver the runtime says "CUDA driver version is insufficient", which would send the
+    user to upgrade a driver that is not there."""
+    text = str(exc)
+    if not _driver_installed() or "NoDevice" in text:  # (also CUDA_VISIBLE_DEVICES="")
+        return NO_DRIVER_OR_GPU
+    if "InsufficientDriver" in text:
+        return f"the NVIDIA driver is older than this CUDA runtime needs ({text})"
+    return f"{NO_DRIVER_OR_GPU} ({text})"
+
+
 @functools.lru_cache(maxsize=1)
 def _device_probe() -> tuple[str | None, str | None, str | None]:
     """(arch like "sm_90", device name, reason unavailable): probed once per process."""
@@ -208,9 +236,9 @@ def _device_probe() -> tuple[str | None, str | None, str | None]:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # cudaErrorInsufficientDriver / NoDevice on a machine w/o GPU
-        return None, None, f"no CUDA driver/GPU ({exc})"
+        return None, None, _no_device_reason(exc)
     if count < 1:
-        return None, None, "no CUDA driver/GPU (no CUDA device found)"
+        return None, None, NO_DRIVER_OR_GPU
     device = cupy.cuda.Device()
     name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"]
     name = name.decode() if isinstance(name, bytes) else str(name)

@@ -84,7 +84,11 @@ def _private_runtime_dir() -> None:
     current = os.environ.get("XDG_RUNTIME_DIR")
     if current and os.path.isdir(current) and os.access(current, os.W_OK):
         return
-    os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="qnb-runtime-")  # mode 0700
+    from qnb.cleanup import remove_when_process_ends
+
+    runtime = tempfile.mkdtemp(prefix="qnb-runtime-")  # mode 0700
+    os.environ["XDG_RUNTIME_DIR"] = runtime
+    remove_when_process_ends(runtime)  # nothing of a run may outlive it
 
 
 DRIVER_CACHE = "driver-shader-cache"

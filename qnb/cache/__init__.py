@@ -2,7 +2,8 @@
 
 Public API (contract, DESIGN.md "Kernel cache"): :func:`events`, :class:`CacheEvent`,
 :func:`stats`, :func:`clear` (it returns a :class:`ClearResult`), :func:`explain`,
-:func:`directory`, :class:`CacheWarning`, :func:`add_listener` / :func:`remove_listener`.
+:func:`directory`, :class:`CacheWarning`, :func:`add_listener` / :func:`remove_listener`,
+:func:`fresh_directory` (an empty cache directory that goes when the process ends).
 
 The kernel layer builds a :class:`CacheKey` from the seven named components and
 calls :func:`get_or_compile`; its launch fast path calls :func:`record_memory_hit`.
@@ -13,6 +14,7 @@ all read at call time.
 
 from __future__ import annotations
 
+from qnb.cache.fresh import fresh_directory
 from qnb.cache.key import COMPONENTS, CacheKey, Difference, canonical_json, diff
 from qnb.cache.lookup import (
     CacheEvent,
@@ -41,6 +43,7 @@ __all__ = [
     "directory",
     "events",
     "explain",
+    "fresh_directory",
     "get_or_compile",
     "record_memory_hit",
     "remove_listener",

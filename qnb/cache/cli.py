@@ -32,6 +32,20 @@ def _size(count: int) -> str:
     return str(count)
 
 
+def defined_at(info: store.EntryInfo) -> str:
+    """Where the entry's kernel was defined: the file (or notebook cell) and line of the
+    def that compiled it, else (an entry an older qnb wrote) the module its key names."""
+    if info.origin:
+        return info.origin
+    units = info.components.get("source")
+    if isinstance(units, dict):
+        for unit in units:  # "module:qualname"; the kernel's own unit comes first
+            module, _, qualname = unit.partition(":")
+            if qualname.split("#")[0].rsplit(".", 1)[-1] == info.kernel.rsplit(".", 1)[-1]:
+                return f"module {module}"
+    return "?"
+
+
 def disk_state(root) -> str:
     """ "on", or "off" and why, as a launch in a new process would find it."""
     if not store.disk_enabled():
@@ -56,11 +70,14 @@ def run(argv: list[str], out=None, err=None) -> int:
             print(f"no entries in {root}", file=out)
             return 0
         width = max(len("kernel"), *(len(info.kernel) for info in infos))
-        print(f"{'kernel':<{width}}  backend  key           size       last used", file=out)
+        print(
+            f"{'kernel':<{width}}  backend  key           size       last used            defined at",
+            file=out,
+        )
         for info in infos:
             used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.last_used))
             print(
-                f"{info.kernel:<{width}}  {info.backend:<7}  {info.short}  {_size(info.file_size):>9}  {used}",
+                f"{info.kernel:<{width}}  {info.backend:<7}  {info.short}  {_size(info.file_size):>9}  {used}  {defined_at(info)}",
                 file=out,
             )
         return 0

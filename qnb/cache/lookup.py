@@ -36,6 +36,24 @@ FIRST_LAUNCH = "first launch in this process"
 FOUND_ON_DISK = "(found on disk)"
 
 
+def first_on_backend(backend_name: str) -> str:
+    """The reason of a kernel's first compile on a backend it has run on before on
+    another: the whole backend and compiler components differ, which says nothing a
+    user needs (``differences`` keeps them: ``explain``, CacheView's detail pane)."""
+    return f"{FIRST_COMPILE} on {backend_name}"
+
+
+def _backend_name(components: dict) -> Any:
+    backend = components.get("backend")
+    return backend.get("name") if isinstance(backend, dict) else backend
+
+
+def _on_other_backends(candidates: list[dict], key: CacheKey) -> bool:
+    """No candidate was compiled for ``key``'s backend."""
+    name = _backend_name(key.components)
+    return all(_backend_name(components) != name for components in candidates)
+
+
 @dataclass(slots=True)
 class CacheEvent:
     """One cache lookup (contract): ``outcome`` is "memory-hit", "disk-hit" or
@@ -168,12 +186,16 @@ def stats() -> dict:
 generation = [0]
 
 
-def clear() -> store.ClearResult:
-    """Empty both levels and forget the events, counts and miss history.
+def clear(disk: bool = True) -> store.ClearResult:
+    """Empty this process's memory level (and forget its events, counts and miss
+    history) and, unless ``disk=False``, delete every entry of the disk level, which
+    other processes share.
 
-    Returns what happened on disk (``removed``, and ``failed``: the entries that could
-    not be deleted, with why); a failure there also gives one CacheWarning."""
+    Returns what was cleared (``memory``: kernels dropped from memory; ``removed``, and
+    ``failed``: the disk entries that could not be deleted, with why); a failure on
+    disk also gives one CacheWarning."""
     with _lock:
+        in_memory = len(_memory)
         generation[0] += 1
         _memory.clear()
         _manifests.clear()
@@ -182,7 +204,10 @@ def clear() -> store.ClearResult:
         for outcome in _counts:
             _counts[outcome] = 0
             _seconds[outcome] = 0.0
+    if not disk:
+        return store.ClearResult(store.directory(), memory=in_memory, disk=False)
     result = store.clear_disk()
+    result.memory = in_memory
     if result.failed:
         store.warn(f"qnb kernel cache: {result}")
     return result
@@ -199,9 +224,11 @@ def get_or_compile(
     key: CacheKey,
     compile: Callable[[], Any],
     load: Callable[[Any], Any],
+    origin: str | None = None,
 ) -> tuple[Any, CacheEvent]:
     """The launcher for ``key``: from memory, else from a verified disk entry, else
-    ``load(compile())`` (then stored on disk). Returns it with the lookup's event."""
+    ``load(compile())`` (then stored on disk, with ``origin``, the kernel's "file:line",
+    for ``qnb cache list``). Returns it with the lookup's event."""
     start = time.perf_counter()
     forced = store.always_compile()
     if not forced:
@@ -240,7 +267,7 @@ def get_or_compile(
     reason, differences = miss_reason(kernel_name, key, forced=forced, rejected=rejected)
     artifact = compile()
     launcher = load(artifact)
-    store.save(kernel_name, backend_name, key, artifact)
+    store.save(kernel_name, backend_name, key, artifact, origin=origin)
     launcher = _remember(kernel_name, key, launcher, replace=forced)
     event = _finish(kernel_name, backend_name, key, "miss", start, reason, differences)
     log.info(
@@ -292,6 +319,8 @@ def miss_reason(
     if not candidates:
         return FIRST_COMPILE, []
     differences = _closest_differences(candidates, key)
+    if _on_other_backends(candidates, key):
+        return first_on_backend(_backend_name(key.components)), differences
     if differences:
         return "; ".join(str(d) for d in differences), differences
     if forced:
@@ -308,6 +337,9 @@ def disk_hit_reason(kernel_name: str, key: CacheKey) -> tuple[str, list[Differen
     if not seen:
         return f"{FIRST_LAUNCH} {FOUND_ON_DISK}", []
     differences = _closest_differences(seen, key)
+    if _on_other_backends(seen, key):
+        name = _backend_name(key.components)
+        return f"first launch on {name} in this process {FOUND_ON_DISK}", differences
     if differences:
         return f"{'; '.join(str(d) for d in differences)} {FOUND_ON_DISK}", differences
     return f"seen earlier in this process, no longer in memory {FOUND_ON_DISK}", []
@@ -371,6 +403,7 @@ def get_or_compile_reading(
     compile: Callable[[], tuple[Any, dict]],
     load: Callable[[Any], Any],
     evaluate: Callable[[list], tuple[dict, list] | None],
+    origin: str | None = None,
 ) -> tuple[Any, CacheEvent, CacheKey, list]:
     """``get_or_compile`` for a key built before lowering (``pre_key``), when lowering may
     read more (see ``qnb.frontend.reads``).
@@ -383,7 +416,7 @@ def get_or_compile_reading(
     looks up the full key that gives. Lowering is a function of the pre-key's values and of
     the values it reads, so an entry found this way was compiled from the very values
     the live objects hold. Returns (launcher, event, full key, checks: (object, attribute,
-    form) for the launch memo to re-check)."""
+    form) for the launch memo to re-check). ``origin`` is as for ``get_or_compile``."""
     start = time.perf_counter()
     forced = store.always_compile()
     rejected = None
@@ -427,7 +460,7 @@ def get_or_compile_reading(
     key = with_reads(pre_key, {label: form for label, (_, _, form) in recorded.items()})
     reason, differences = miss_reason(kernel_name, key, forced=forced, rejected=rejected)
     launcher = load(artifact)
-    store.save(kernel_name, backend_name, key, artifact)
+    store.save(kernel_name, backend_name, key, artifact, origin=origin)
     if reads:
         _note_reads(pre_key.digest, reads)
         store.save_manifest(kernel_name, pre_key.digest, reads)

@@ -81,6 +81,9 @@ def explain(kernel_or_name: Any) -> str:
             lines.append(
                 f"  {_clock(event.time)}  {event.short_key}  [{event.backend}]  {event.reason}"
             )
+            if event.differences and str(event.reason).startswith("first "):
+                # a first compile on this backend: the other backend's key, in full
+                lines += [f"      {difference}" for difference in event.differences]
     return "\n".join(lines)
 
 
@@ -105,12 +108,16 @@ def explain_disk(name: str) -> str:
                     {d.component for d in diff(other.components, info.components)}
                 ),
             )
-            reason = (
-                "; ".join(str(d) for d in diff(closest.components, info.components)) or "same key"
-            )
+            differences = diff(closest.components, info.components)
+            reason = "; ".join(str(d) for d in differences) or "same key"
+            backend = info.components.get("backend", {}).get("name")
+            if all(other.components.get("backend", {}).get("name") != backend for other in earlier):
+                reason = lookup.first_on_backend(backend)
         else:
-            reason = lookup.FIRST_COMPILE
+            differences, reason = [], lookup.FIRST_COMPILE
         lines.append(f"  {_clock(info.created)}  {info.short}  [{info.backend}]  {reason}")
+        if reason.startswith(lookup.FIRST_COMPILE + " on "):
+            lines += [f"      {difference}" for difference in differences]
     lines.append(f"last entry {infos[-1].short}:")
     lines += describe_key(infos[-1].components, indent="    ")
     return "\n".join(lines)

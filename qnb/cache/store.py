@@ -261,6 +261,7 @@ class EntryInfo:
     created: float
     last_used: float
     file_size: int
+    origin: str | None = None  # "file:line" of the kernel that wrote it (not in the key)
 
     @property
     def short(self) -> str:
@@ -271,8 +272,11 @@ class CorruptEntry(Exception):
     """Why an entry on disk cannot be trusted."""
 
 
-def save(kernel_name: str, backend_name: str, key: CacheKey, artifact: Any) -> Path | None:
+def save(
+    kernel_name: str, backend_name: str, key: CacheKey, artifact: Any, origin: str | None = None
+) -> Path | None:
     """Write ``artifact`` as the entry for ``key``; None if the disk level is off.
+    ``origin`` ("file:line" of the kernel's def) is kept beside the key for listings.
 
     Never raises for I/O trouble: a failed write degrades to memory-only."""
     root = usable_directory()
@@ -294,6 +298,8 @@ def save(kernel_name: str, backend_name: str, key: CacheKey, artifact: Any) -> P
         "created": time.time(),
         "size": len(payload) + (len(binary) if binary is not None else 0),
     }
+    if origin is not None:
+        entry["origin"] = origin
     data = json.dumps(entry, sort_keys=True, indent=1, ensure_ascii=True).encode("utf-8")
     final = entry_path(root, kernel_name, key.digest)
     import tempfile
@@ -522,6 +528,7 @@ def read_info(path: Path) -> EntryInfo | None:
         created=_timestamp(entry.get("created"), stat.st_mtime),
         last_used=stat.st_mtime,
         file_size=stat.st_size,
+        origin=entry["origin"] if isinstance(entry.get("origin"), str) else None,
     )
 
 
@@ -608,15 +615,30 @@ def disk_usage(root: Path | None = None) -> tuple[int, int]:
 
 @dataclass(repr=False)
 class ClearResult:
-    """What clearing the disk level did: ``removed`` entries, and the ``failed`` ones
-    as (path, why) pairs (the directory itself, when it could not be listed)."""
+    """What clearing did: ``removed`` disk entries, and the ``failed`` ones as (path,
+    why) pairs (the directory itself, when it could not be listed). ``memory`` is the
+    number of kernels dropped from this process's memory level (None where only the
+    disk was cleared, as ``qnb cache clear`` does); ``disk`` is False where the disk
+    level was left alone (``qnb.cache.clear(disk=False)``, ``%qcache clear``)."""
 
     directory: Path
     removed: int = 0
     failed: list[tuple[Path, str]] = field(default_factory=list)
+    memory: int | None = None
+    disk: bool = True
 
     def __str__(self) -> str:
+        cleared = (
+            ""
+            if self.memory is None
+            else f"cleared this process's memory level ({self.memory} compiled kernel"
+            f"{'' if self.memory == 1 else 's'}, its events and counts)"
+        )
+        if not self.disk:
+            return f"{cleared}; the disk cache in {self.directory} is kept"
         text = f"removed {_entries(self.removed)} from {self.directory}"
+        if cleared:
+            text = f"{cleared}; {text}"
         if not self.failed:
             return text
         path, why = self.failed[0]

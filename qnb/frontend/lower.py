@@ -268,9 +268,9 @@ class _Lowerer:
             and isinstance(body[0].value.value, str)
         ):
             body = body[1:]  # the docstring
-        if body and isinstance(body[-1], ast.Return) and body[-1].value is None:
-            body = body[:-1]
-        self.lower_body(body)
+        tail = self.lower_func_body(body)  # (a kernel may end early as a func may)
+        if tail is not None and tail.value is not None:
+            self.stmt_Return(tail)
         locals_ = dict(self.joined)
         statements = _settle_pending(self.block)
         kernel = ir.KernelIR(parsed.name, ir_params, statements, locals_, self.units)
@@ -1527,21 +1527,13 @@ class _Lowerer:
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]
         result = Py(None)
-        tail = body[-1] if body else None
-        if isinstance(tail, ast.Return):
-            body = body[:-1]
         self.frames.append(frame)
         self.inline_stack.append(unit_name)
         try:
-            for inner in ast.walk(ast.Module(body=body, type_ignores=[])):
-                if isinstance(inner, ast.Return):
-                    raise self.error(
-                        QnbSyntaxError, "a @qnb.func may return only at its end", inner
-                    )
             saved_depth = self.loop_depth
             self.loop_depth = 0
             try:
-                self.lower_body(body)
+                tail = self.lower_func_body(body)
                 if isinstance(tail, ast.Return) and tail.value is not None:
                     result = self.lower_expr(tail.value)
                     if isinstance(result, ir.Expr) and _reads_state(result, frame.prefix):
@@ -1554,6 +1546,34 @@ class _Lowerer:
             self.frames.pop()
             self.inline_stack.pop()
         return result
+
+    def lower_func_body(self, body) -> ast.Return | None:
+        """Lower a @qnb.func's statements up to the ``return`` that ends it, and return
+        that ``return`` (None: it ends without one). An ``if`` decided at compile time
+        (``if qnb.static(flag):``) is pruned as it is met, so a return that ends its
+        taken branch ends the func: what follows is not lowered, as Python would not
+        run it. A return anywhere else (under a runtime ``if``) is refused; parse.py
+        has refused the rest at decoration."""
+        for stmt in body:
+            if isinstance(stmt, ast.Return):
+                return stmt
+            if isinstance(stmt, ast.If) and _holds_return(stmt):
+                cond = self.lower_expr(stmt.test)
+                if not isinstance(cond, Py):
+                    inner = next(n for n in ast.walk(stmt) if isinstance(n, ast.Return))
+                    raise self.error(
+                        QnbSyntaxError,
+                        "a kernel or func may return early only from an `if` decided at compile "
+                        "time (`if qnb.static(...)`); this `if` is decided at run time",
+                        inner,
+                    )
+                taken = stmt.body if self.py_truth(cond, stmt.test) else stmt.orelse
+                tail = self.lower_func_body(taken)
+                if tail is not None:
+                    return tail
+                continue
+            self.lower_stmt(stmt)
+        return None
 
     # ------------------------------------------------------------------ typing helpers
 
@@ -2030,3 +2050,8 @@ def _depends_on(expr: ir.Expr, assigned: set[str], stores: bool) -> bool:
 
 
 __all__ = ["ParamSpec", "lower_kernel"]
+
+
+def _holds_return(stmt: ast.stmt) -> bool:
+    """Whether a ``return`` stands anywhere inside ``stmt``."""
+    return any(isinstance(node, ast.Return) for node in ast.walk(stmt))

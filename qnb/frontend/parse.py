@@ -222,6 +222,7 @@ def parse_function(fn) -> ParsedFunction:
     )
     _check_signature(parsed)
     _Checker(parsed).check_body(tree.body)
+    _check_returns(parsed, tree.body, inside=None)
     parsed.local_names = _local_names(tree)
     parsed.chains, parsed.static_chains = _captured_chains(tree, parsed.local_names)
     return parsed
@@ -239,6 +240,38 @@ def _check_signature(parsed: ParsedFunction) -> None:
         raise parsed.error(
             QnbSyntaxError, "kernel parameters cannot have default values", args.defaults[0]
         )
+
+
+RETURN_PLACES = (
+    "a return may end the function, or end a branch of an `if` decided at compile time "
+    "(`if qnb.static(...)`)"
+)
+
+
+def _check_returns(parsed: ParsedFunction, body: list, inside) -> None:
+    """Where a ``return`` may stand: last in the function's body, or last in a branch
+    of an ``if`` (that lowering then finds is decided at compile time), never in a loop
+    and never before other statements of its block (they would never run). Checked at
+    decoration; whether each such ``if`` is decided at compile time is known at the
+    first launch."""
+    for index, stmt in enumerate(body):
+        if isinstance(stmt, ast.Return):
+            if inside is not None:
+                raise parsed.error(
+                    QnbSyntaxError, f"return inside a {inside} loop: {RETURN_PLACES}", stmt
+                )
+            if index != len(body) - 1:
+                raise parsed.error(
+                    QnbSyntaxError,
+                    f"the statements after this return never run: {RETURN_PLACES}",
+                    stmt,
+                )
+        elif isinstance(stmt, ast.If):
+            _check_returns(parsed, stmt.body, inside)
+            _check_returns(parsed, stmt.orelse, inside)
+        elif isinstance(stmt, ast.For | ast.While):
+            loop = "for" if isinstance(stmt, ast.For) else "while"
+            _check_returns(parsed, stmt.body, inside or loop)
 
 
 class _Checker:

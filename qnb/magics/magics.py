@@ -49,7 +49,7 @@ def _is_kernel(value) -> bool:
 class QnbMagics(Magics):
     # ----------------------------------------------------------------------------- qkernel
 
-    @magic_arguments()
+    @magic_arguments("%qkernel")  # the usage line reads "%%qkernel": a cell magic
     @argument(
         "-b",
         "--backend",
@@ -68,9 +68,12 @@ class QnbMagics(Magics):
         help="compile even if the kernel cache has an entry (QNB_ALWAYS_COMPILE=1)",
     )
     @argument(
-        "--trace",
+        "--cache-detail",
+        "--trace",  # the contract's name (DESIGN.md); kernel.trace is the op trace
+        dest="cache_detail",
         action="store_true",
-        help="show each compile's cache outcome, reason and key components",
+        help="show each compile's cache outcome, its reason and the key components "
+        "(--trace is the same; for an op-by-op trace use kernel.trace)",
     )
     @cell_magic
     def qkernel(self, line, cell):
@@ -212,7 +215,7 @@ class QnbMagics(Magics):
             print(f"{name}: compiled")
             return
         print(_status_line(event, name))
-        if args.trace:
+        if args.cache_detail:
             print("  " + event_detail(event).replace("\n", "\n  "))
         for language in args.show:
             display(GeneratedSource(name, language, kernel.source(language)))
@@ -225,31 +228,42 @@ class QnbMagics(Magics):
         nargs="?",
         default="list",
         choices=("list", "stats", "clear", "explain"),
-        help="list events (default), show stats, clear both levels, or explain NAME",
+        help="list this process's cache events (default), show stats, clear this "
+        "process's memory level (--disk: and the disk entries), or explain NAME",
     )
     @argument("name", nargs="?", help="for explain: a kernel (or its name)")
+    @argument(
+        "--disk",
+        action="store_true",
+        help="for clear: also delete every entry of the disk cache (shared by all processes)",
+    )
     @line_magic
     def qcache(self, line):
-        """The kernel cache: ``%qcache [list|stats|clear|explain NAME]``."""
+        """The kernel cache: ``%qcache [list|stats|clear [--disk]|explain NAME]``.
+
+        ``list`` shows this process's cache events (``qnb cache list`` in a shell shows
+        the disk's entries); ``clear`` empties this process's memory level and keeps the
+        disk cache, which other processes share; ``clear --disk`` deletes its entries too.
+        Each says what it cleared."""
         args = parse_argstring(self.qcache, line)
         if args.name is not None and args.action != "explain":
             raise UsageError(
                 f"%qcache {args.action} takes no argument (got {args.name!r}); "
                 "only %qcache explain NAME does"
             )
+        if args.disk and args.action != "clear":
+            raise UsageError(f"%qcache {args.action} takes no --disk; only %qcache clear does")
         if args.action == "list":
             print(_event_table(qnb.cache.events()))
         elif args.action == "stats":
-            stats = qnb.cache.stats()
-            width = max(len(k) for k in stats) if stats else 0
-            print("\n".join(f"{key:<{width}}  {value}" for key, value in stats.items()))
+            print(_stats_table(qnb.cache.stats()))
         elif args.action == "clear":
             with warnings.catch_warnings():  # the failure is said here, once
                 warnings.simplefilter("ignore", qnb.cache.CacheWarning)
-                result = qnb.cache.clear()
+                result = qnb.cache.clear(disk=args.disk)
             if result.failed:  # the cell fails, with the message only
-                raise show_error(OSError(f"qnb kernel cache: memory cleared; on disk {result}"))
-            print(f"qnb kernel cache cleared: memory, and {result}")
+                raise show_error(OSError(f"qnb kernel cache: {result}"))
+            print(f"qnb kernel cache: {_clear_text(result)}")
         else:
             if not args.name:
                 raise UsageError("%qcache explain needs a kernel name: %qcache explain NAME")
@@ -557,6 +571,8 @@ def _short_reason(event) -> str:
     """What changed in the key (at most REASON_CHARS, then "+N more"); "" where there is
     nothing to say: a memory hit, a first compile, a first load in this process."""
     parts = [str(d) for d in getattr(event, "differences", None) or []]
+    if event.outcome == "miss" and str(event.reason).startswith("first compile on "):
+        return event.reason  # the other backend's whole key differs: nothing to list
     if not parts:
         if event.outcome != "miss" or not event.reason or event.reason == "first compile":
             return ""
@@ -656,6 +672,24 @@ def _first_word(text: str) -> tuple[str, str]:
     """The first word of ``text`` and the rest, without leading whitespace."""
     parts = text.split(None, 1)
     return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def _clear_text(result) -> str:
+    """What ``%qcache clear`` did, and where it kept the disk entries, how many."""
+    if result.disk:
+        return str(result)
+    entries = qnb.cache.stats()["disk_entries"]
+    kept = f"{entries} entr{'y' if entries == 1 else 'ies'}"
+    return f"{result}: {kept} there (%qcache clear --disk deletes them, for every process)"
+
+
+def _stats_table(stats: dict) -> str:
+    """``qnb.cache.stats()`` one per line, seconds to the millisecond."""
+    width = max(len(k) for k in stats) if stats else 0
+    return "\n".join(
+        f"{key:<{width}}  {round(value, 3) if isinstance(value, float) else value}"
+        for key, value in stats.items()
+    )
 
 
 def _event_table(events) -> str:

@@ -64,7 +64,11 @@ def event_detail(event, components: bool = True) -> str:
     lines = [f"{kernel_name(event)} [{event.backend}] {event.outcome}, key {event.short_key}"]
     if event.outcome == "miss":
         differences = list(getattr(event, "differences", None) or [])
-        if differences:
+        if differences and str(event.reason).startswith("first compile on "):
+            lines.append(f"reason: {event.reason}")
+            lines.append("the closest earlier entry (another backend) differs in:")
+            lines.extend(f"  {short(str(d))}" for d in differences)
+        elif differences:
             lines.append("changed since the closest earlier entry:")
             lines.extend(f"  {short(str(d))}" for d in differences)
         else:

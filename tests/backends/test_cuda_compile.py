@@ -76,6 +76,24 @@ def test_info_reports_a_reason_without_a_gpu(backend):
         assert info.reason
 
 
+def test_a_machine_without_the_nvidia_driver_says_so(backend):
+    """Without a driver the CUDA runtime answers "CUDA driver version is insufficient",
+    which would send a user to upgrade a driver that is not there. Runs for real where
+    libcuda cannot be loaded (as on the machines the suite runs on without a GPU)."""
+    from qnb.backends import cuda
+
+    if cuda._driver_installed():
+        pytest.skip("the NVIDIA driver (libcuda) is installed here")
+    info = backend.info()
+    assert not info.available
+    if _toolchain_reason() is None:  # the runtime was asked, and found no driver
+        assert info.reason == "no NVIDIA driver/GPU found"
+        assert "insufficient" not in info.reason
+    with pytest.raises(BackendError, match="backend 'cuda' is not available: ") as raised:
+        backend.device_arch()  # what a launch on cuda meets
+    assert raised.value.message.endswith(info.reason)
+
+
 def test_key_components_name_arch_and_compiler(backend):
     backend_part, compiler_part = backend.key_components()
     assert backend_part["name"] == "cuda" and "arch" in backend_part

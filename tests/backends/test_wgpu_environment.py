@@ -8,11 +8,16 @@ import sys
 from tests.conftest import require_backend
 
 
-def test_no_mesa_runtime_dir_warning_on_stderr():
+def test_no_mesa_runtime_dir_warning_on_stderr(tmp_path):
+    """... and that private directory goes when the process ends (nothing of a run
+    outlives it)."""
     require_backend("wgpu")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["TMPDIR"] = str(temp)  # where the process makes its runtime dir
     code = (
-        "import numpy as np, qnb\n"
+        "import os, numpy as np, qnb\n"
         "x = np.ones((16, 16), np.float32)\n"
         "@qnb.kernel\n"
         "def k(x):\n"
@@ -20,16 +25,19 @@ def test_no_mesa_runtime_dir_warning_on_stderr():
         "with qnb.backend('wgpu'):\n"
         "    k(x)\n"
         "print(float(x.sum()))\n"
+        "print(os.environ['XDG_RUNTIME_DIR'])\n"
     )
-    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "qnb_bare_env_check.py")
-    with open(path, "w") as handle:
-        handle.write(code)
+    path = tmp_path / "qnb_bare_env_check.py"
+    path.write_text(code)
     done = subprocess.run(
-        [sys.executable, path], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "512.0"
+    total, runtime = done.stdout.split()
+    assert total == "512.0"
     assert "XDG_RUNTIME_DIR" not in done.stderr
+    assert os.path.dirname(runtime) == str(temp) and "qnb-runtime-" in runtime
+    assert list(temp.iterdir()) == []  # removed at exit
 
 
 def _run_fresh(code: str, env: dict, tmp_path) -> subprocess.CompletedProcess:

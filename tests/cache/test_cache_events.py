@@ -297,16 +297,49 @@ def test_cli_on_a_missing_directory(tmp_path, monkeypatch, argv):
     assert run_cli(*argv)[0] == 0
 
 
-def test_a_backend_switch_names_the_backend_first_in_reasons_and_explain(cache_dir):
+def test_a_first_compile_on_another_backend_says_so_and_keeps_the_details(cache_dir):
+    """The whole backend and compiler components differ on a first compile for a new
+    backend: the reason says "first compile on cpu"; explain, the CLI's explain and
+    CacheView's detail pane list what differs, the backend's name first."""
     backend = FakeBackend()
     wgpu = {"name": "wgpu", "adapter": "llvmpipe", "adapter_type": "CPU", "driver": "Mesa"}
     backend.get(make_key(backend=wgpu, compiler={"wgpu-native": "29"}))
     _, event = backend.get(make_key(backend={"name": "cpu"}, compiler={"numpy": "2.4"}))
+    assert event.reason == "first compile on cpu"
     assert event.differences[0].label == "backend.name"
-    assert event.reason.startswith("backend.name: wgpu → cpu; backend.adapter: llvmpipe → ")
+    assert str(event.differences[0]) == "backend.name: wgpu → cpu"
     explained = qnb.cache.explain("k").splitlines()
-    assert any("[fake]  backend.name: wgpu → cpu; " in line for line in explained)
-    assert "  backend.name: wgpu → cpu; " in cli_output("explain", "k")
+    assert any(line.endswith("[fake]  first compile on cpu") for line in explained)
+    assert "      backend.name: wgpu → cpu" in explained
+    disk = cli_output("explain", "k").splitlines()
+    assert any(line.endswith("first compile on cpu") for line in disk)
+    assert "      backend.name: wgpu → cpu" in disk
+    from qnb.viz.events import event_detail
+
+    detail = event_detail(event, components=False).splitlines()
+    assert detail[1:4] == [
+        "reason: first compile on cpu",
+        "the closest earlier entry (another backend) differs in:",
+        "  backend.name: wgpu → cpu",
+    ]
+    # Back on the first backend with a changed value: the reason names the change.
+    _, again = backend.get(
+        make_key(backend=wgpu, compiler={"wgpu-native": "29"}, captured_use_alias=["bool", True])
+    )
+    assert again.reason == "captured.use_alias: False → True"
+
+
+def test_a_first_launch_on_another_backend_found_on_disk_says_so(cache_dir):
+    backend = FakeBackend()
+    on_cpu = make_key(backend={"name": "cpu"}, compiler={"numpy": "2.4"})
+    backend.get(on_cpu)
+    qnb.cache.lookup._memory.clear()
+    qnb.cache.lookup._history.clear()
+    backend.get(make_key())  # on "fake": a miss, now seen in this process
+    _, event = backend.get(on_cpu)
+    assert event.outcome == "disk-hit"
+    assert event.reason == "first launch on cpu in this process (found on disk)"
+    assert event.differences[0].label == "backend.name"
 
 
 def cli_output(*argv) -> str:

@@ -221,6 +221,22 @@ def test_clear_empties_memory_and_disk(cache_dir):
     assert backend.get(make_key())[1].outcome == "miss"
 
 
+def test_clear_without_disk_keeps_the_entries_and_says_so(cache_dir):
+    backend = FakeBackend()
+    backend.get(make_key())
+    result = qnb.cache.clear(disk=False)
+    assert (result.memory, result.removed, result.disk) == (1, 0, False)
+    assert str(result) == (
+        "cleared this process's memory level (1 compiled kernel, its events and counts); "
+        f"the disk cache in {cache_dir} is kept"
+    )
+    assert len(entry_files(cache_dir)) == 1 and qnb.cache.events() == []
+    assert backend.get(make_key())[1].outcome == "disk-hit"
+    result = qnb.cache.clear()
+    assert (result.memory, result.removed) == (1, 1)
+    assert str(result).endswith(f"; removed 1 entry from {cache_dir}")
+
+
 def test_an_entry_the_backend_cannot_load_is_discarded_and_recompiled(cache_dir):
     key = make_key()
     FakeBackend().get(key)

@@ -148,3 +148,39 @@ def test_a_capture_error_says_what_to_do_with_that_kind_of_value(name, value, bo
     with pytest.raises(qnb.QnbCaptureError) as info:
         scope["k"](np.zeros((2, 2), np.float32))
     assert info.value.message.endswith(hint) or hint in info.value.message
+
+
+@pytest.mark.parametrize(
+    "call,name",
+    [
+        (lambda: qnb.Tile16.zeros(), "Tile16.zeros"),
+        (lambda: qnb.Tile16(qnb.f32), "Tile16(...)"),
+        (lambda: qnb.Vec16.zeros(), "Vec16.zeros"),
+        (lambda: qnb.program_id(0), "program_id"),
+    ],
+)
+def test_a_language_name_called_outside_a_kernel_says_where_it_runs(call, name):
+    """Tiles live inside kernels: a qnb error at the user's line, which also says how to
+    look at a tile (a trace of the kernel, TileView)."""
+    with pytest.raises(qnb.QnbOutsideKernelError) as info:
+        call()
+    err = info.value
+    assert isinstance(err, qnb.QnbError) and isinstance(err, RuntimeError)
+    assert err.message.startswith(f"{name} was called outside a kernel.")
+    assert "@qnb.kernel" in err.message
+    assert (err.filename, err.lineno) == (__file__, call.__code__.co_firstlineno)
+    if name.startswith(("Tile", "Vec")):
+        assert "Tiles and vecs live only inside kernels" in err.message
+        assert "kernel.trace[grid](*args)" in err.message and "TileView" in err.message
+    else:
+        assert "program_id runs only inside kernels" in err.message
+
+
+def test_outside_a_kernel_the_traceback_holds_one_frame_of_qnb():
+    import traceback
+
+    with pytest.raises(qnb.QnbOutsideKernelError) as info:
+        qnb.Tile16.zeros()
+    frames = traceback.extract_tb(info.value.__traceback__)
+    ours = [f for f in frames if "/qnb/" in f.filename.replace("\\", "/")]
+    assert [f.name for f in ours] == ["zeros"]

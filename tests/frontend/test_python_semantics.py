@@ -904,3 +904,92 @@ def test_a_comprehension_variable_in_static_has_its_own_scope(cpu):
     x = np.zeros(2, np.float32)
     k(x)
     assert x[0] == 5.0
+
+
+# ------------------------------------------- an early return that compile-time pruning ends
+
+EARLY_RETURN = """
+    @qnb.func
+    def pick(t):
+        if qnb.static(DOUBLE):
+            return t * 2.0
+        elif qnb.static(NEGATE):
+            if qnb.static(TWICE):
+                return -t - t
+            return -t
+        t = t + 1.0
+        return t
+
+    @qnb.kernel
+    def k(x, y):
+        t = qnb.Tile16.load(x, 0, 0)
+        pick(t).store(y, 0, 0)
+        if qnb.static(STOP):
+            return
+        y[0, 0] = 100.0
+    """
+
+
+@pytest.mark.parametrize(
+    "flags,expected",
+    [
+        ({"DOUBLE": True}, lambda x: x * 2),
+        ({"NEGATE": True, "TWICE": True}, lambda x: -2 * x),
+        ({"NEGATE": True}, lambda x: -x),
+        ({}, lambda x: x + 1),
+    ],
+)
+@pytest.mark.parametrize("stop", [True, False])
+def test_an_early_return_in_a_compile_time_branch_ends_the_func(backend, flags, expected, stop):
+    """As in Python: the taken branch's return ends the func (or the kernel), and the
+    statements after it never run."""
+    names = {"DOUBLE": False, "NEGATE": False, "TWICE": False, **flags, "STOP": stop}
+    k = kernel(EARLY_RETURN, names)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 16)).astype(np.float32)
+    y = np.full((16, 16), np.nan, np.float32)
+    k(x, y)
+    want = expected(x)
+    if not stop:
+        want[0, 0] = 100.0
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        (
+            "for i in range(3):\n        if i == 1:\n            return t\n    return t",
+            "return inside a for loop",
+        ),
+        ("while n > 0:\n        return t\n    return t", "return inside a while loop"),
+        ("return t\n    t = t + 1.0", "the statements after this return never run"),
+        (
+            "if qnb.static(True):\n        return t\n        t = t + 1.0\n    return t",
+            "the statements after this return never run",
+        ),
+    ],
+)
+def test_a_return_no_pruning_can_place_at_the_end_is_refused_at_decoration(body, message):
+    with pytest.raises(qnb.QnbSyntaxError) as info:
+        define(f"@qnb.func\ndef f(t, n):\n    {body}\n")
+    assert message in info.value.message
+    assert "`if qnb.static(...)`" in info.value.message
+    assert info.value.lineno is not None and info.value.lineno >= 3
+
+
+def test_an_early_return_under_a_runtime_if_is_refused_at_its_line(cpu):
+    source = """
+        @qnb.func
+        def f(v, n):
+            if n > 0:
+                return v
+            return v + 1
+
+        @qnb.kernel
+        def k(y, n):
+            y[0] = f(1, n)
+        """
+    err = launch_error(source, np.zeros(1, np.int32), 3, error=qnb.QnbSyntaxError)
+    assert "decided at run time" in err.message
+    assert err.lineno == 5  # the return, in the cell's own numbering

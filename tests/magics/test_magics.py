@@ -142,10 +142,22 @@ def test_show_displays_generated_code(ip, language, expected):
     assert "<" in shown[-1]["text/html"]
 
 
-def test_trace_shows_the_reason_and_key_components(ip):
-    captured, _ = run(ip, "-b cpu --no-cache --trace", DOUBLE)
+@pytest.mark.parametrize("option", ["--cache-detail", "--trace"])
+def test_cache_detail_shows_the_reason_and_key_components(ip, option):
+    """--cache-detail (and --trace, its name in the contract) shows the cache's view."""
+    captured, _ = run(ip, f"-b cpu --no-cache {option}", DOUBLE)
     assert "key components:" in captured.stdout
     assert "signature" in captured.stdout and "captured" in captured.stdout
+
+
+def test_qkernel_usage_names_the_cell_magic_and_its_cache_option():
+    from qnb.magics import magics
+
+    usage = " ".join(magics.QnbMagics.qkernel.parser.format_usage().split())
+    assert usage.startswith(":: %%qkernel [-b BACKEND]"), usage
+    assert "[--cache-detail]" in usage
+    options = magics.QnbMagics.qkernel.parser.format_help()
+    assert "--cache-detail, --trace" in options and "kernel.trace" in options
 
 
 def test_qcache_list_stats_explain_clear(ip):
@@ -365,11 +377,55 @@ def test_qcache_clear_says_what_it_could_not_remove(ip, tmp_path, monkeypatch):
     blocked = tmp_path / f"k-{'f' * 64}.json"
     blocked.mkdir()  # unlink fails for a directory, even for root
     with capture_output() as captured:
-        result = ip.run_cell("%qcache clear")
+        result = ip.run_cell("%qcache clear --disk")
     shown = captured.stdout + captured.stderr
     assert isinstance(result.error_in_exec, OSError)
     assert f"could not remove 1 entry: {blocked.name}: Is a directory" in shown
     assert "Traceback" not in shown and "CacheWarning" not in shown
+
+
+def test_qcache_clear_empties_memory_and_keeps_the_disk_unless_asked(ip, tmp_path, monkeypatch):
+    """The disk cache is shared by every process: %qcache clear leaves it and says how
+    many entries it kept; --disk deletes them and says how many."""
+    monkeypatch.setenv("QNB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("QNB_CACHE", raising=False)
+    monkeypatch.delenv("QNB_ALWAYS_COMPILE", raising=False)
+    qnb.cache.clear()
+    run(ip, "-b cpu", DOUBLE.replace("double", "kept_one"))
+    run(ip, "-b cpu", DOUBLE.replace("double", "kept_two"))
+    with capture_output() as captured:
+        ip.run_line_magic("qcache", "clear")
+    assert captured.stdout.strip() == (
+        "qnb kernel cache: cleared this process's memory level (2 compiled kernels, its "
+        f"events and counts); the disk cache in {tmp_path / 'cache'} is kept: 2 entries "
+        "there (%qcache clear --disk deletes them, for every process)"
+    )
+    assert qnb.cache.events() == [] and qnb.cache.stats()["disk_entries"] == 2
+    captured, _ = run(ip, "-b cpu", DOUBLE.replace("double", "kept_one"))
+    assert "kept_one: loaded from disk" in captured.stdout
+    with capture_output() as captured:
+        ip.run_line_magic("qcache", "clear --disk")
+    assert captured.stdout.strip() == (
+        "qnb kernel cache: cleared this process's memory level (1 compiled kernel, its "
+        f"events and counts); removed 2 entries from {tmp_path / 'cache'}"
+    )
+    assert qnb.cache.stats()["disk_entries"] == 0
+    with capture_output() as captured:
+        result = ip.run_cell("%qcache list --disk")
+    assert type(result.error_in_exec).__name__ == "UsageError"
+    assert "only %qcache clear does" in captured.stdout + captured.stderr
+
+
+def test_qcache_stats_rounds_seconds(ip, tmp_path, monkeypatch):
+    monkeypatch.setenv("QNB_CACHE_DIR", str(tmp_path / "cache"))
+    qnb.cache.clear()
+    run(ip, "-b cpu", DOUBLE.replace("double", "timed"))
+    with capture_output() as captured:
+        ip.run_line_magic("qcache", "stats")
+    lines = dict(line.split(None, 1) for line in captured.stdout.splitlines())
+    assert lines["misses"] == "1"
+    for name in ("compile_seconds", "disk_load_seconds"):
+        assert re.fullmatch(r"\d+\.\d{1,3}", lines[name]), lines[name]
 
 
 # ---------------------------------------------------------------------- why it recompiled
