@@ -226,7 +226,9 @@ def _unsafe(path: Path) -> str | None:
     except OSError as exc:
         return f"cannot check it ({exc.strerror or exc})"
     if info.st_uid != os.geteuid():
-        return f"it is owned by another user (uid {info.st_uid}), so that account could plant kernels"
+        return (
+            f"it is owned by another user (uid {info.st_uid}), so that account could plant kernels"
+        )
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return (
             f"group or others may write to it (mode {stat.S_IMODE(info.st_mode):o}), so "
