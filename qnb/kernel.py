@@ -240,7 +240,7 @@ class Kernel:
         hints = getattr(fn, "__annotations__", {}) or {}
         self._annotations = [_read_annotation(parsed, n, hints.get(n)) for n in parsed.param_names]
         self._fast_plan = _fast_plan(self._annotations)
-        self._memo: dict = {}
+        self._memo = _LaunchMemo()
         self._memo_generation = 0
         self._grids: dict = {}
         functools.update_wrapper(self, fn)
@@ -657,7 +657,9 @@ class Kernel:
         prepared = _Prepared(launcher, key, parsed_units, event)
         if len(self._memo) > 256:  # a kernel relaunched with ever-new captured values
             self._memo.clear()
-        self._memo[(backend_name, snapshot, signature)] = prepared
+        memo_key = (backend_name, snapshot, signature)
+        self._memo[memo_key] = prepared
+        cache.lookup.hold(key.digest, self._memo, memo_key)  # dropped with the launcher
         return prepared
 
     def _locate(self, err: QnbError, parsed_units: dict, ir_units=()) -> QnbError:
@@ -714,6 +716,13 @@ def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_mat
 
 _QNB_DTYPES = {d.numpy: d for d in (bool_, i32, f32, f64, as_dtype("f16"))}
 FAST_ARRAY_TYPES.add(np.ndarray)
+
+
+class _LaunchMemo(dict):
+    """A kernel's launch memo: (backend, snapshot, signature) → _Prepared. The memory
+    level holds it by a weak reference and drops the entries of launchers it evicts."""
+
+    __slots__ = ("__weakref__",)
 
 
 class _Example:
