@@ -22,7 +22,14 @@ from qnb import ir
 from qnb.backends import registry as _backends
 from qnb.backends.base import FAST_ARRAY_TYPES, DeviceArray, Options
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
-from qnb.errors import QnbCaptureError, QnbError, QnbIndexError, QnbSyntaxError, QnbTypeError
+from qnb.errors import (
+    QnbCaptureError,
+    QnbError,
+    QnbIndexError,
+    QnbSyntaxError,
+    QnbTypeError,
+    public,
+)
 from qnb.frontend.capture import Captures, canonical, classify, describe, intrinsic_name
 from qnb.frontend.checks import add_bounds_checks
 from qnb.frontend.lower import ParamSpec, lower_kernel
@@ -78,6 +85,7 @@ class Func:
     makes a value of the func's own and leaves the caller's tile alone. Numbers are copied.
     """
 
+    @public
     def __init__(self, fn):
         self._qnb_parsed: ParsedFunction = parse_function(fn)
         self._qnb_captures = Captures(self._qnb_parsed)
@@ -90,6 +98,7 @@ class Func:
         return f"<qnb.func {self._qnb_parsed.qualname}>"
 
 
+@public
 def func(fn) -> Func:
     """Decorate a helper that kernels call; it is inlined and enters their cache key."""
     return Func(fn)
@@ -226,6 +235,7 @@ class _Prepared:
 class Kernel:
     """A tile kernel. Launch with ``k[grid](*args)``; ``k(*args)`` is ``k[1](*args)``."""
 
+    @public
     def __init__(self, fn, backend: str | None = None, options: Options | None = None):
         self._qnb_parsed = parsed = parse_function(fn)
         if backend is not None:
@@ -269,6 +279,7 @@ class Kernel:
         return self._backend
 
     @backend.setter
+    @public
     def backend(self, name: str | None) -> None:
         if name is not None and name != "auto":
             _backends.get(name)  # unknown names raise BackendError
@@ -288,11 +299,16 @@ class Kernel:
     def __getitem__(self, grid):
         launch = self._grids.get(grid) if isinstance(grid, int | tuple) else None
         if launch is None:
-            launch = functools.partial(self._launch, self._grid(grid))
+            try:
+                grid3 = self._grid(grid)
+            except QnbError as err:  # (no @public here: this runs at every launch)
+                raise err.with_traceback(None) from None
+            launch = functools.partial(self._launch, grid3)
             if len(self._grids) < 64:
                 self._grids[grid] = launch
         return launch
 
+    @public
     def __call__(self, *args, **kwargs):
         return self._launch((1, 1, 1), *args, **kwargs)
 
@@ -301,6 +317,7 @@ class Kernel:
         """``kernel.trace[grid](*args)`` runs on the cpu backend and returns a ``qnb.Trace``."""
         return _TraceLauncher(self)
 
+    @public
     def source(self, lang: str = "ir", *args) -> str:
         """The generated text for "cuda", "wgsl" or "ir" (args only where parameters are not
         fully annotated). Needs no device and no compiler."""
@@ -315,6 +332,7 @@ class Kernel:
         except QnbError as err:
             raise self._locate(err, parsed_units, kernel_ir.units) from None
 
+    @public
     def compile(self, *args, backend: str | None = None):
         """Compile (or load) now for ``backend``; returns the cache event. Example args are
         needed only where parameters are not fully annotated."""
@@ -324,6 +342,7 @@ class Kernel:
 
     # ------------------------------------------------------------------ launch path
 
+    @public
     def _launch(self, grid, *args, **kwargs):
         if kwargs:
             args = self._positional(args, kwargs)
@@ -686,6 +705,7 @@ class Kernel:
         return err
 
 
+@public
 def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_math: bool = False):
     """Decorate a tile kernel: ``@qnb.kernel`` or ``@qnb.kernel(backend="wgpu", debug=True)``.
 
@@ -705,6 +725,7 @@ def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_mat
     IEEE accuracy for speed (``--use_fast_math``; cuda only)."""
     options = Options(debug=debug, fast_math=fast_math)
 
+    @public
     def wrap(f):
         return Kernel(f, backend=backend, options=options)
 
@@ -838,8 +859,9 @@ class _TraceLauncher:
         self._kernel = kernel_
 
     def __getitem__(self, grid):
-        grid3 = self._kernel._grid(grid)
+        grid3 = public(self._kernel._grid)(grid)
 
+        @public
         def run(*args, **kwargs):
             from qnb.backends import cpu
 
@@ -857,6 +879,7 @@ class _TraceLauncher:
 
         return run
 
+    @public
     def __call__(self, *args, **kwargs):
         return self[1](*args, **kwargs)
 
