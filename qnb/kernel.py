@@ -342,36 +342,39 @@ class Kernel:
 
     # ------------------------------------------------------------------ launch path
 
-    @public
     def _launch(self, grid, *args, **kwargs):
-        if kwargs:
-            args = self._positional(args, kwargs)
-        started = time.perf_counter()
-        backend_name = self._backend or _backends.current_name()
-        snapshot = self._qnb_captures.snapshot()
-        signature = self._fast_signature(args)
-        if signature is None:
-            signature, runtime_args = self._signature(args)
-        else:
-            runtime_args = list(args)
-        cache = _cache()
-        if self._memo_generation != cache.lookup.generation[0]:
-            self._memo.clear()  # qnb.cache.clear() ran: the next launch must look again
-            self._memo_generation = cache.lookup.generation[0]
-        if cache.store.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
-            prepared = None
-        else:
-            prepared = self._memo.get((backend_name, snapshot, signature))
-        if prepared is None:
-            prepared = self._prepare(backend_name, snapshot, signature)
-        else:
-            cache.record_memory_hit(
-                self.name, backend_name, prepared.key, time.perf_counter() - started
-            )
+        # As @public does, without its extra call on the launch fast path.
         try:
-            prepared.launcher(grid, runtime_args)
+            if kwargs:
+                args = self._positional(args, kwargs)
+            started = time.perf_counter()
+            backend_name = self._backend or _backends.current_name()
+            snapshot = self._qnb_captures.snapshot()
+            signature = self._fast_signature(args)
+            if signature is None:
+                signature, runtime_args = self._signature(args)
+            else:
+                runtime_args = list(args)
+            cache = _cache()
+            if self._memo_generation != cache.lookup.generation[0]:
+                self._memo.clear()  # qnb.cache.clear() ran: the next launch must look again
+                self._memo_generation = cache.lookup.generation[0]
+            if cache.store.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
+                prepared = None
+            else:
+                prepared = self._memo.get((backend_name, snapshot, signature))
+            if prepared is None:
+                prepared = self._prepare(backend_name, snapshot, signature)
+            else:
+                cache.record_memory_hit(
+                    self.name, backend_name, prepared.key, time.perf_counter() - started
+                )
+            try:
+                prepared.launcher(grid, runtime_args)
+            except QnbError as err:
+                raise self._locate(err, prepared.units) from None
         except QnbError as err:
-            raise self._locate(err, prepared.units) from None
+            raise err.with_traceback(None) from None
 
     def _positional(self, args: tuple, kwargs: dict) -> tuple:
         """``args`` followed by the keyword arguments, in parameter order."""
