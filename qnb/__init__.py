@@ -30,6 +30,7 @@ from qnb.errors import (
     QnbOutsideKernelError,
     QnbSyntaxError,
     QnbTypeError,
+    public,
 )
 from qnb.kernel import Func, Kernel, func, kernel
 from qnb.language import (
@@ -53,6 +54,7 @@ from qnb.language import (
 from qnb.trace import Region, Trace, TraceStep
 
 
+@public
 def to_device(array, backend: str | None = None) -> DeviceArray:
     """Copy a NumPy array to the device of ``backend`` (default: the current backend)."""
     import numpy as np

@@ -7,6 +7,7 @@ own line, never a compiler traceback.
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -94,6 +95,23 @@ def _is_users(filename: str) -> bool:
         return False
     ipython = getattr(sys.modules.get("IPython"), "__file__", None)
     return not (ipython and path.startswith(os.path.dirname(os.path.abspath(ipython)) + os.sep))
+
+
+def public(function):
+    """Mark a public qnb entry point (a decorator, a launch, ``source``): a QnbError it
+    raises is raised again from here with the frames below dropped (the compiler's), so
+    a traceback, in a plain ``python`` run or under pytest, shows the user's own frames
+    and this one frame of qnb. Nested entry points leave the outermost one. (IPython
+    shows a QnbError by ``_render_traceback_``, without qnb's frames at all.)"""
+
+    @functools.wraps(function)
+    def public_call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except QnbError as err:
+            raise err.with_traceback(None) from None
+
+    return public_call
 
 
 def caller_position() -> tuple[str | None, int | None]:

@@ -22,7 +22,14 @@ from qnb import ir
 from qnb.backends import registry as _backends
 from qnb.backends.base import FAST_ARRAY_TYPES, DeviceArray, Options
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
-from qnb.errors import QnbCaptureError, QnbError, QnbIndexError, QnbSyntaxError, QnbTypeError
+from qnb.errors import (
+    QnbCaptureError,
+    QnbError,
+    QnbIndexError,
+    QnbSyntaxError,
+    QnbTypeError,
+    public,
+)
 from qnb.frontend import reads as _reads
 from qnb.frontend.capture import (
     UNDEFINED,
@@ -89,6 +96,7 @@ class Func:
     makes a value of the func's own and leaves the caller's tile alone. Numbers are copied.
     """
 
+    @public
     def __init__(self, fn):
         self._qnb_parsed: ParsedFunction = parse_function(fn)
         self._qnb_captures = Captures(self._qnb_parsed)
@@ -101,6 +109,7 @@ class Func:
         return f"<qnb.func {self._qnb_parsed.qualname}>"
 
 
+@public
 def func(fn) -> Func:
     """Decorate a helper that kernels call; it is inlined and enters their cache key."""
     return Func(fn)
@@ -365,6 +374,7 @@ class _Prepared:
 class Kernel:
     """A tile kernel. Launch with ``k[grid](*args)``; ``k(*args)`` is ``k[1](*args)``."""
 
+    @public
     def __init__(self, fn, backend: str | None = None, options: Options | None = None):
         self._qnb_parsed = parsed = parse_function(fn)
         if backend is not None:
@@ -379,7 +389,7 @@ class Kernel:
         hints = getattr(fn, "__annotations__", {}) or {}
         self._annotations = [_read_annotation(parsed, n, hints.get(n)) for n in parsed.param_names]
         self._fast_plan = _fast_plan(self._annotations)
-        self._memo: dict = {}
+        self._memo = _LaunchMemo()
         self._memo_generation = 0
         self._grids: dict = {}
         functools.update_wrapper(self, fn)
@@ -408,6 +418,7 @@ class Kernel:
         return self._backend
 
     @backend.setter
+    @public
     def backend(self, name: str | None) -> None:
         if name is not None and name != "auto":
             _backends.get(name)  # unknown names raise BackendError
@@ -427,11 +438,16 @@ class Kernel:
     def __getitem__(self, grid):
         launch = self._grids.get(grid) if isinstance(grid, int | tuple) else None
         if launch is None:
-            launch = functools.partial(self._launch, self._grid(grid))
+            try:
+                grid3 = self._grid(grid)
+            except QnbError as err:  # (no @public here: this runs at every launch)
+                raise err.with_traceback(None) from None
+            launch = functools.partial(self._launch, grid3)
             if len(self._grids) < 64:
                 self._grids[grid] = launch
         return launch
 
+    @public
     def __call__(self, *args, **kwargs):
         return self._launch((1, 1, 1), *args, **kwargs)
 
@@ -440,6 +456,7 @@ class Kernel:
         """``kernel.trace[grid](*args)`` runs on the cpu backend and returns a ``qnb.Trace``."""
         return _TraceLauncher(self)
 
+    @public
     def source(self, lang: str = "ir", *args) -> str:
         """The generated text for "cuda", "wgsl" or "ir" (args only where parameters are not
         fully annotated). Needs no device and no compiler."""
@@ -454,6 +471,7 @@ class Kernel:
         except QnbError as err:
             raise self._locate(err, parsed_units, kernel_ir.units) from None
 
+    @public
     def compile(self, *args, backend: str | None = None):
         """Compile (or load) now for ``backend``; returns the cache event. Example args are
         needed only where parameters are not fully annotated."""
@@ -464,36 +482,40 @@ class Kernel:
     # ------------------------------------------------------------------ launch path
 
     def _launch(self, grid, *args, **kwargs):
-        if kwargs:
-            args = self._positional(args, kwargs)
-        started = time.perf_counter()
-        backend_name = self._backend or _backends.current_name()
-        snapshot = self._qnb_captures.snapshot()
-        signature = self._fast_signature(args)
-        if signature is None:
-            signature, runtime_args = self._signature(args)
-        else:
-            runtime_args = list(args)
-        cache = _cache()
-        if self._memo_generation != cache.lookup.generation[0]:
-            self._memo.clear()  # qnb.cache.clear() ran: the next launch must look again
-            self._memo_generation = cache.lookup.generation[0]
-        if cache.store.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
-            prepared = None
-        else:
-            prepared = self._memo.get((backend_name, snapshot, signature))
-            if prepared is not None and prepared.checks and not _reads.recheck(prepared.checks):
-                prepared = None  # a value lowering read past the captured names changed
-        if prepared is None:
-            prepared = self._prepare(backend_name, snapshot, signature)
-        else:
-            cache.record_memory_hit(
-                self.name, backend_name, prepared.key, time.perf_counter() - started
-            )
+        # As @public does, without its extra call on the launch fast path.
         try:
-            prepared.launcher(grid, runtime_args)
+            if kwargs:
+                args = self._positional(args, kwargs)
+            started = time.perf_counter()
+            backend_name = self._backend or _backends.current_name()
+            snapshot = self._qnb_captures.snapshot()
+            signature = self._fast_signature(args)
+            if signature is None:
+                signature, runtime_args = self._signature(args)
+            else:
+                runtime_args = list(args)
+            cache = _cache()
+            if self._memo_generation != cache.lookup.generation[0]:
+                self._memo.clear()  # qnb.cache.clear() ran: the next launch must look again
+                self._memo_generation = cache.lookup.generation[0]
+            if cache.store.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
+                prepared = None
+            else:
+                prepared = self._memo.get((backend_name, snapshot, signature))
+                if prepared is not None and prepared.checks and not _reads.recheck(prepared.checks):
+                    prepared = None  # a value lowering read past the captured names changed
+            if prepared is None:
+                prepared = self._prepare(backend_name, snapshot, signature)
+            else:
+                cache.record_memory_hit(
+                    self.name, backend_name, prepared.key, time.perf_counter() - started
+                )
+            try:
+                prepared.launcher(grid, runtime_args)
+            except QnbError as err:
+                raise self._locate(err, prepared.units) from None
         except QnbError as err:
-            raise self._locate(err, prepared.units) from None
+            raise err.with_traceback(None) from None
 
     def _positional(self, args: tuple, kwargs: dict) -> tuple:
         """``args`` followed by the keyword arguments, in parameter order."""
@@ -789,7 +811,9 @@ class Kernel:
         # Under the values this launch keyed and compiled from (the snapshot taken before
         # may differ: another thread can rebind a captured name meanwhile).
         keyed = self._qnb_captures.keyed_snapshot(resolved.items_of)
-        self._memo[(backend_name, keyed, signature)] = prepared
+        memo_key = (backend_name, keyed, signature)
+        self._memo[memo_key] = prepared
+        cache.lookup.hold(key.digest, self._memo, memo_key)  # dropped with the launcher
         return prepared
 
     def _variant(self, **options) -> Kernel:
@@ -803,7 +827,7 @@ class Kernel:
         found = variants.get(wanted)
         if found is None:
             found = variants[wanted] = copy.copy(self)
-            found._options, found._memo, found._grids = wanted, {}, {}
+            found._options, found._memo, found._grids = wanted, _LaunchMemo(), {}
             found.__dict__.pop("_variants", None)
         return found
 
@@ -831,6 +855,7 @@ class Kernel:
         return err
 
 
+@public
 def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_math: bool = False):
     """Decorate a tile kernel: ``@qnb.kernel`` or ``@qnb.kernel(backend="wgpu", debug=True)``.
 
@@ -850,6 +875,7 @@ def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_mat
     IEEE accuracy for speed (``--use_fast_math``; cuda only)."""
     options = Options(debug=debug, fast_math=fast_math)
 
+    @public
     def wrap(f):
         return Kernel(f, backend=backend, options=options)
 
@@ -861,6 +887,13 @@ def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_mat
 
 _QNB_DTYPES = {d.numpy: d for d in (bool_, i32, f32, f64, as_dtype("f16"))}
 FAST_ARRAY_TYPES.add(np.ndarray)
+
+
+class _LaunchMemo(dict):
+    """A kernel's launch memo: (backend, snapshot, signature) → _Prepared. The memory
+    level holds it by a weak reference and drops the entries of launchers it evicts."""
+
+    __slots__ = ("__weakref__",)
 
 
 class _Example:
@@ -976,8 +1009,9 @@ class _TraceLauncher:
         self._kernel = kernel_
 
     def __getitem__(self, grid):
-        grid3 = self._kernel._grid(grid)
+        grid3 = public(self._kernel._grid)(grid)
 
+        @public
         def run(*args, **kwargs):
             from qnb.backends import cpu
 
@@ -995,6 +1029,7 @@ class _TraceLauncher:
 
         return run
 
+    @public
     def __call__(self, *args, **kwargs):
         return self[1](*args, **kwargs)
 

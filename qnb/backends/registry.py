@@ -11,7 +11,7 @@ import importlib
 import threading
 
 from qnb.backends.base import Backend, BackendInfo
-from qnb.errors import BackendError
+from qnb.errors import BackendError, public
 
 # name -> "module:Class"; the order is the "auto" preference order.
 _REGISTRY = {
@@ -97,6 +97,7 @@ def current_name() -> str:
     return _auto_choice[0] if _auto_choice else _auto()
 
 
+@public
 def set_backend(name: str) -> None:
     """Choose the default backend: "cpu", "wgpu", "cuda" or "auto" (contract)."""
     if name != "auto":

@@ -6,11 +6,15 @@ so the whole path (naga validation, pipelines, dispatch) runs and is tested ther
 Runtime representation (see :mod:`qnb.backends.wgsl`): one storage buffer per
 array parameter (bool arrays as u32 words), one uniform buffer with the scalar
 parameters and array shapes. One process-wide device; shader modules, bind-group
-layouts and pipelines are cached per WGSL text, bind groups per buffer set.
+layouts and pipelines are cached per WGSL text (the last ``MAX_PIPELINES``), bind
+groups per buffer set. NumPy arguments are copied through the device's one pool of
+staging buffers (:class:`_StagingPool`), never buffers of a launcher's own: a captured
+value that changes at every launch makes a launcher per value, and memory stays flat.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import re
@@ -37,6 +41,7 @@ from qnb.errors import BackendError, CompileError, QnbTypeError
 from qnb.ir import KernelIR, Loc
 
 MAX_WORKGROUPS = 65535
+MAX_PIPELINES = 256  # shader modules and pipelines kept per device, least recently used out
 _STORAGE_NUMPY = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "bool": np.uint32}
 
 
@@ -73,9 +78,63 @@ class _Device:
         # 4 bytes to read back: a queue runs its work in order, so the read completes
         # after everything submitted before it (see WgpuBackend.synchronize).
         self.fence = self.device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
-        self.modules: dict[str, object] = {}
-        self.pipelines: dict[str, tuple] = {}
+        self.modules: collections.OrderedDict[str, object] = collections.OrderedDict()
+        self.pipelines: collections.OrderedDict[str, tuple] = collections.OrderedDict()
         self.layouts: dict[tuple, tuple] = {}
+        self.staging = _StagingPool(self)
+
+
+class _StagingPool:
+    """The device's buffers for NumPy arguments, shared by every launcher.
+
+    A launch takes one per array (of exactly the array's padded size, so a relaunch
+    with the same shapes reuses the same buffers and bind groups) and gives them back
+    when its work is submitted and read back: the queue runs a later write after it,
+    and no two launches (threads) hold one at once. At most ``MAX_FREE`` idle buffers
+    are kept; one dropped beyond that is destroyed at once (a launcher's cached bind
+    group may still name it, but its id stays taken, so that group is never used)."""
+
+    MAX_FREE = 8
+
+    def __init__(self, dev: _Device):
+        self.dev = dev
+        self.lock = threading.Lock()
+        self.free: collections.OrderedDict[int, list] = collections.OrderedDict()  # size →
+        self.idle = 0
+
+    def take(self, nbytes: int):
+        size = _padded(nbytes)
+        with self.lock:
+            idle = self.free.get(size)
+            if idle:
+                self.idle -= 1
+                self.free.move_to_end(size)
+                return idle.pop()
+        return _new_buffer(self.dev, nbytes)
+
+    def give(self, buffers: list) -> None:
+        dropped = []
+        with self.lock:
+            for buffer in buffers:
+                self.free.setdefault(buffer.size, []).append(buffer)
+                self.free.move_to_end(buffer.size)
+                self.idle += 1
+            while self.idle > self.MAX_FREE:  # the sizes least recently given back go
+                size, idle = next(iter(self.free.items()))
+                dropped.append(idle.pop(0))
+                self.idle -= 1
+                if not idle:
+                    del self.free[size]
+        for buffer in dropped:
+            buffer.destroy()
+
+    def clear(self) -> None:
+        with self.lock:
+            buffers = [b for idle in self.free.values() for b in idle]
+            self.free.clear()
+            self.idle = 0
+        for buffer in buffers:
+            buffer.destroy()
 
 
 def _private_runtime_dir() -> None:
@@ -355,13 +414,22 @@ def _shader_module(dev: _Device, artifact: Artifact):
     source = artifact.text["wgsl"]
     module = dev.modules.get(source)
     if module is not None:
+        dev.modules.move_to_end(source)
         return module
     try:
         module = dev.device.create_shader_module(code=source)
     except Exception as exc:  # GPUValidationError: naga rejected the WGSL
         raise _compile_error(artifact, exc) from None
-    dev.modules[source] = module
+    _keep(dev.modules, source, module)
     return module
+
+
+def _keep(cache: collections.OrderedDict, source: str, value) -> None:
+    """``cache[source] = value``, dropping the least recently used beyond MAX_PIPELINES
+    (a launcher keeps what it uses itself)."""
+    cache[source] = value
+    while len(cache) > MAX_PIPELINES:
+        cache.popitem(last=False)
 
 
 def _compile_error(artifact: Artifact, exc: Exception) -> CompileError:
@@ -399,6 +467,7 @@ def _pipeline(dev: _Device, artifact: Artifact):
     source = artifact.text["wgsl"]
     cached = dev.pipelines.get(source)
     if cached is not None:
+        dev.pipelines.move_to_end(source)
         return cached
     wgpu = dev.wgpu
     layout = artifact.text["layout"]
@@ -427,8 +496,8 @@ def _pipeline(dev: _Device, artifact: Artifact):
     pipeline = dev.device.create_compute_pipeline(
         layout=pipeline_layout, compute={"module": module, "entry_point": artifact.text["entry"]}
     )
-    dev.pipelines[source] = (pipeline, group_layout)
-    return dev.pipelines[source]
+    _keep(dev.pipelines, source, (pipeline, group_layout))
+    return pipeline, group_layout
 
 
 # --------------------------------------------------------------------------- launching
@@ -466,10 +535,17 @@ class _Launcher:
         self.uniform = dev.device.create_buffer(
             size=self.words.nbytes, usage=usage.UNIFORM | usage.COPY_DST
         )
-        self.staging: dict[int, object] = {}  # binding -> reusable buffer for NumPy args
         self.groups: dict[tuple, tuple] = {}
 
     def __call__(self, grid, args) -> None:
+        taken = []  # staging buffers from the device's pool, given back at the end
+        try:
+            self._launch(grid, args, taken)
+        finally:
+            if taken:
+                self.dev.staging.give(taken)
+
+    def _launch(self, grid, args, taken: list) -> None:
         if len(grid) != 3:
             grid = tuple(grid) + (1,) * (3 - len(grid))
         dispatch = _dispatch(grid, self.programs_per_group)
@@ -501,7 +577,7 @@ class _Launcher:
                 # One memory passed twice (x, or x and x[:]) is one buffer, as on cpu.
                 key = memory_key(value)
                 if key not in copied:
-                    copied[key] = self._copy_in(spec, value)
+                    copied[key] = self._copy_in(spec, value, taken)
                 buffer, data = copied[key]
                 if spec["stored"] and value.size and key not in written:
                     written.add(key)  # (read back once, whichever parameter stores)
@@ -534,13 +610,12 @@ class _Launcher:
             result = np.frombuffer(raw, dtype=data.dtype, count=data.size).reshape(value.shape)
             value[...] = result != 0 if value.dtype == np.bool_ else result
 
-    def _copy_in(self, spec, value: np.ndarray):
-        """The array in a device buffer: (buffer, the words copied)."""
+    def _copy_in(self, spec, value: np.ndarray, taken: list):
+        """The array in a staging buffer (added to ``taken``): (buffer, the words copied)."""
         _check_fits(self.dev, value, spec["name"])
         data = _storage_bytes(value)
-        buffer = self.staging.get(spec["binding"])
-        if buffer is None or buffer.size < _padded(data.nbytes):
-            buffer = self.staging[spec["binding"]] = _new_buffer(self.dev, data.nbytes)
+        buffer = self.dev.staging.take(data.nbytes)
+        taken.append(buffer)
         if data.nbytes:
             # Stored-only arrays are copied in too: a store leaves the elements
             # outside its window alone, and they are read back with the rest.

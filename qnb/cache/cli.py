@@ -64,6 +64,10 @@ def run(argv: list[str], out=None, err=None) -> int:
     except SystemExit as exc:  # argparse has printed the usage
         return int(exc.code or 0)
     root = store.directory()
+    refused = store.refusal(root)
+    if refused is not None and args.command in (None, "list", "explain"):
+        print(f"qnb cache: not reading {root}: {refused}", file=err)
+        return 1
     if args.command in (None, "list"):
         infos = store.list_entries(root=root)
         if not infos:

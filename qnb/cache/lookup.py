@@ -8,8 +8,13 @@ the closest earlier key of the same kernel (this process's or the disk's), or
 persistent cache still says why a kernel changed: how its key differs from the
 closest key of the kernel this process has seen, marked "(found on disk)", or
 "first launch in this process (found on disk)". The launch fast path calls
-``record_memory_hit``, which only appends a tuple (no hashing, no I/O); ``events()``
-turns it into an event when read.
+``record_memory_hit``, which only appends a tuple and marks the launcher used (no
+hashing, no I/O); ``events()`` turns it into an event when read.
+
+The memory level is bounded (``MAX_LAUNCHERS``, contract: 1024): beyond it the least
+recently used launcher is dropped, and with it every kernel's launch memo entry that
+holds it (kernels register those with :func:`hold`), so nothing keeps its device
+buffers alive. ``clear()`` drops them all at once.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import collections
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +34,8 @@ from qnb.cache.key import CacheKey, Difference, count_differing_components, diff
 log = logging.getLogger("qnb.cache")
 
 MAX_EVENTS = 10_000
+# Launchers kept in memory per process (contract); settable, e.g. by tests.
+MAX_LAUNCHERS = 1024
 # How many earlier keys per kernel a miss is compared with, per level.
 MAX_HISTORY = 64
 
@@ -80,7 +88,9 @@ class CacheEvent:
 
 
 _lock = threading.RLock()
-_memory: dict[str, Any] = {}  # digest → launcher
+_memory: collections.OrderedDict[str, Any] = collections.OrderedDict()  # digest → launcher, LRU
+# digest → the launch memos holding its launcher: {(id(memo), memo key): weakref to memo}
+_holders: dict[str, dict[tuple, weakref.ref]] = {}
 _history: dict[str, collections.OrderedDict] = {}  # kernel → digest → components
 _events: collections.deque = collections.deque(maxlen=MAX_EVENTS)
 _counts = {"memory-hit": 0, "disk-hit": 0, "miss": 0}
@@ -115,11 +125,18 @@ def record_memory_hit(
     This runs on every launch, so without listeners it keeps a tuple and ``events()``
     builds the CacheEvent when asked; returns the event only when it built one."""
     if _listeners:
+        with _lock:
+            if key.digest in _memory:
+                _memory.move_to_end(key.digest)
         return _record(_memory_hit_event((kernel_name, backend_name, key, seconds, time.time())))
     with _lock:
         _events.append((kernel_name, backend_name, key, seconds, time.time()))
         _counts["memory-hit"] += 1
         _seconds["memory-hit"] += seconds
+        try:  # noqa: SIM105 - contextlib.suppress costs more than the rest of this call
+            _memory.move_to_end(key.digest)  # least recently used order
+        except KeyError:
+            pass
     return None
 
 
@@ -197,6 +214,8 @@ def clear(disk: bool = True) -> store.ClearResult:
     with _lock:
         in_memory = len(_memory)
         generation[0] += 1
+        for digest in list(_holders):
+            _release(digest)
         _memory.clear()
         _manifests.clear()
         _history.clear()
@@ -300,12 +319,36 @@ def _remember(kernel_name: str, key: CacheKey, launcher: Any, replace: bool = Fa
             _memory[key.digest] = launcher
         else:
             launcher = _memory.setdefault(key.digest, launcher)
+        _memory.move_to_end(key.digest)
+        while len(_memory) > max(MAX_LAUNCHERS, 1):
+            digest, _ = _memory.popitem(last=False)
+            _release(digest)
         seen = _history.setdefault(kernel_name, collections.OrderedDict())
         seen[key.digest] = key.components
         seen.move_to_end(key.digest)
         while len(seen) > MAX_HISTORY:
             seen.popitem(last=False)
     return launcher
+
+
+def hold(digest: str, memo, memo_key) -> None:
+    """Note that ``memo[memo_key]`` (a kernel's launch memo: any mapping that takes a
+    weak reference) holds the launcher of ``digest``: when the memory level drops that
+    launcher, the entry goes too. Held by a weak reference: a kernel the user no longer
+    has is not kept alive."""
+    with _lock:
+        if digest not in _memory:  # dropped already (another thread filled the level)
+            memo.pop(memo_key, None)
+            return
+        _holders.setdefault(digest, {})[(id(memo), memo_key)] = weakref.ref(memo)
+
+
+def _release(digest: str) -> None:
+    """Drop every launch memo entry holding the launcher of ``digest`` (lock held)."""
+    for (_, memo_key), ref in _holders.pop(digest, {}).items():
+        memo = ref()
+        if memo is not None:
+            memo.pop(memo_key, None)
 
 
 def miss_reason(

@@ -90,6 +90,9 @@ def explain(kernel_or_name: Any) -> str:
 def explain_disk(name: str) -> str:
     """The disk's view: each entry of the kernel, oldest first, and how its key
     differs from the closest earlier entry."""
+    refused = store.refusal(store.directory())
+    if refused is not None:
+        return f"not reading the cache directory {store.directory()}: {refused}"
     infos = [
         info for info in store.list_entries(root=store.directory()) if matches(info.kernel, name)
     ]

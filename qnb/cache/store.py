@@ -12,8 +12,13 @@ Writes go to a temp file in the same directory, are fsynced and then renamed ove
 the entry (``os.replace`` is atomic), so concurrent processes writing the same key
 each leave a whole, valid file. After each write the directory is trimmed to
 ``QNB_CACHE_MAX_BYTES`` by evicting the least recently used entries (a hit touches
-its file's mtime). A directory that cannot be created or written turns the disk
-level off for this process, with one warning.
+its file's mtime). A directory that cannot be created or written, or that another
+account could write (not the user's own, or writable by group or others), turns the
+disk level off for this process, with one warning.
+
+Only regular files are read (:func:`read_regular`): opened without following a link
+and without blocking, checked with ``fstat``, at most ``MAX_ENTRY_BYTES``; a FIFO, a
+device, a directory or a link under an entry name is never opened for reading.
 
 Environment variables are read at call time, so tests (and users in a notebook) can
 change them without re-importing.
@@ -24,6 +29,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -42,6 +48,8 @@ from qnb.cache.key import COMPONENTS, CacheKey, canonical_json, same_json
 
 SCHEMA = 2
 DEFAULT_MAX_BYTES = 1 << 30
+# No entry qnb writes comes near this; a larger file under an entry name is not one.
+MAX_ENTRY_BYTES = 256 << 20
 SUFFIX = ".json"
 TEMP_SUFFIX = ".tmp"
 _STALE_TEMP_SECONDS = 3600.0
@@ -157,15 +165,36 @@ def usable_directory() -> Path | None:
     if str(path) in _unusable:
         return None
     why = directory_problem(path)
-    if why is None:
+    if why is None and not path.is_dir():
         try:
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _make_private(path)
         except OSError as exc:
             why = f"cannot create it ({exc.strerror or exc})"
+        else:
+            why = directory_problem(path)  # (another account may have made it first)
     if why is not None:
         _degrade(path, why)
         return None
     return path
+
+
+def _make_private(path: Path) -> None:
+    """Create ``path`` and each missing directory above it, each 0o700 (pathlib's
+    ``mkdir(parents=True)`` makes the parents with the umask's mode)."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for level in reversed(missing):
+        try:
+            os.mkdir(level, 0o700)
+        except FileExistsError:
+            if not level.is_dir():
+                raise
+            continue
+        os.chmod(level, 0o700)  # whatever the umask took away or left
 
 
 def directory_problem(path: Path) -> str | None:
@@ -173,9 +202,9 @@ def directory_problem(path: Path) -> str | None:
     needed). Creates nothing: ``qnb doctor`` asks this too, so it says what a launch
     will find."""
     if path.is_dir():
-        if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
-            return "it is not writable"
-        return None
+        return _unsafe(path) or (
+            None if os.access(path, os.R_OK | os.W_OK | os.X_OK) else "it is not writable"
+        )
     if path.exists() or path.is_symlink():
         return "it is not a directory"
     parent = path.parent
@@ -186,6 +215,32 @@ def directory_problem(path: Path) -> str | None:
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"cannot create it ({parent} is not writable)"
     return None
+
+
+def _unsafe(path: Path) -> str | None:
+    """Why another account could plant entries in the directory ``path``, if it could:
+    it is not the user's own, or group or others may write to it. (An entry's
+    checksum is no defence: anyone can recompute a sha256.)"""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return f"cannot check it ({exc.strerror or exc})"
+    if info.st_uid != os.geteuid():
+        return (
+            f"it is owned by another user (uid {info.st_uid}), so that account could plant kernels"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (
+            f"group or others may write to it (mode {stat.S_IMODE(info.st_mode):o}), so "
+            "another account could plant kernels (chmod go-w it)"
+        )
+    return None
+
+
+def refusal(root: Path) -> str | None:
+    """Why the directory ``root`` must not be read or changed at all (it exists and
+    another account could write it), or None. Listing, explaining and clearing ask."""
+    return _unsafe(root) if root.is_dir() else None
 
 
 def _degrade(path: Path, why: str) -> None:
@@ -237,6 +292,76 @@ def digest_from_filename(path: Path) -> str | None:
     if not is_entry_name(path.name):
         return None
     return path.name[: -len(SUFFIX)].rsplit("-", 1)[1]
+
+
+class NotAnEntryFile(OSError):
+    """Something under an entry name that is not a regular file of the user's, at most
+    ``MAX_ENTRY_BYTES``: never read."""
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_OPEN_FLAGS |= getattr(os, "O_CLOEXEC", 0)
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refuse_special(info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise NotAnEntryFile(f"it is {_kind(info.st_mode)}, not a regular file")
+    if info.st_uid != os.geteuid():
+        raise NotAnEntryFile(f"it is owned by another user (uid {info.st_uid})")
+    if info.st_size > MAX_ENTRY_BYTES:
+        raise NotAnEntryFile(f"it is larger than {MAX_ENTRY_BYTES >> 20} MiB")
+
+
+def read_regular(path: Path) -> tuple[bytes, os.stat_result]:
+    """(contents, fstat) of the regular file ``path``; NotAnEntryFile for anything
+    else (a link, a FIFO, a device, a directory, another user's file, one over
+    ``MAX_ENTRY_BYTES``), FileNotFoundError if there is nothing. Never follows a link,
+    never blocks on a FIFO, never reads more than the cap plus one byte."""
+    _refuse_special(os.lstat(path))  # a device is not even opened
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # replaced by a link since the lstat
+            raise NotAnEntryFile("it is a symbolic link, not a regular file") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        _refuse_special(info)  # what was opened, whatever the name points at now
+        chunks, left = [], MAX_ENTRY_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_ENTRY_BYTES:
+        raise NotAnEntryFile(f"it is larger than {MAX_ENTRY_BYTES >> 20} MiB")
+    return data, info
+
+
+def is_regular_entry(item: os.DirEntry) -> bool:
+    """Whether a directory listing's item is a regular file (not following a link)."""
+    try:
+        return item.is_file(follow_symlinks=False)
+    except OSError:
+        return False
 
 
 def payload_checksum(payload: str, binary: bytes | None) -> str:
@@ -315,6 +440,9 @@ def save(
             os.fsync(handle.fileno())
         os.replace(temp_name, final)
         temp_name = None
+    except IsADirectoryError:  # a directory under the entry's name: load said so
+        log.debug("not storing %s: a directory has its name", final)
+        return None
     except OSError as exc:
         _degrade(root, f"writing an entry failed ({exc.strerror or exc})")
         return None
@@ -333,11 +461,13 @@ def load(kernel_name: str, key: CacheKey) -> tuple[Any | None, str | None]:
         return None, None
     path = entry_path(root, kernel_name, key.digest)
     try:
-        with open(path, "rb") as handle:
-            inode = os.fstat(handle.fileno()).st_ino
-            data = handle.read()
+        data, info = read_regular(path)
     except FileNotFoundError:
         return None, None
+    except NotAnEntryFile as exc:
+        why = str(exc)
+        discard(path, why)
+        return None, why
     except OSError as exc:
         log.debug("cannot read %s: %s", path, exc)
         return None, None
@@ -345,7 +475,7 @@ def load(kernel_name: str, key: CacheKey) -> tuple[Any | None, str | None]:
         artifact = verify(data, path, key.digest, key.components)
     except CorruptEntry as exc:
         why = str(exc)
-        discard(path, why, inode)
+        discard(path, why, info.st_ino)
         return None, why
     with contextlib.suppress(OSError):
         os.utime(path)  # least-recently-used order follows the mtime
@@ -419,8 +549,9 @@ def discard(path: Path, why: str, inode: int | None = None) -> None:
     log.warning("%s", message)
     warn(message)
     try:
-        if inode is None or os.stat(path).st_ino == inode:
-            path.unlink()
+        found = os.lstat(path)
+        if (inode is None or found.st_ino == inode) and not stat.S_ISDIR(found.st_mode):
+            path.unlink()  # (a link itself, never what it points at)
     except OSError:
         pass
 
@@ -443,7 +574,11 @@ def _entry_files(root: Path, prefix: str = "") -> list[os.DirEntry]:
     try:
         with os.scandir(root) as scan:
             return [
-                item for item in scan if item.name.startswith(prefix) and is_entry_name(item.name)
+                item
+                for item in scan
+                if item.name.startswith(prefix)
+                and is_entry_name(item.name)
+                and is_regular_entry(item)
             ]
     except OSError:
         return []
@@ -460,15 +595,17 @@ def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
     except OSError:
         return []
     for item in items:
+        if not is_regular_entry(item):
+            continue  # only qnb's own files: never a link, a FIFO, a directory
         try:
-            stat = item.stat()
+            found = item.stat(follow_symlinks=False)
         except OSError:
             continue
         if is_temp_name(item.name):
-            if now - stat.st_mtime > _STALE_TEMP_SECONDS:  # left by a crashed writer
+            if now - found.st_mtime > _STALE_TEMP_SECONDS:  # left by a crashed writer
                 _unlink_quietly(Path(item.path))
         elif is_entry_name(item.name):
-            sized.append((stat.st_mtime, item.name, stat.st_size, Path(item.path)))
+            sized.append((found.st_mtime, item.name, found.st_size, Path(item.path)))
     total = sum(size for _, _, size, _ in sized)
     deleted = []
     for _, _, size, path in sorted(sized):
@@ -499,9 +636,8 @@ def read_info(path: Path) -> EntryInfo | None:
     cannot be read or is not an entry qnb wrote (malformed or foreign), so listing
     and explaining skip it."""
     try:
-        stat = path.stat()
-        data = path.read_bytes()
-    except OSError:
+        data, found = read_regular(path)
+    except OSError:  # gone, or not a regular file of the user's (never read)
         return None
     try:
         entry = _parse(data)
@@ -525,9 +661,9 @@ def read_info(path: Path) -> EntryInfo | None:
         backend=backend,
         digest=digest,
         components=components,
-        created=_timestamp(entry.get("created"), stat.st_mtime),
-        last_used=stat.st_mtime,
-        file_size=stat.st_size,
+        created=_timestamp(entry.get("created"), found.st_mtime),
+        last_used=found.st_mtime,
+        file_size=found.st_size,
         origin=entry["origin"] if isinstance(entry.get("origin"), str) else None,
     )
 
@@ -577,12 +713,14 @@ def list_entries(
     first; at most ``limit`` of them are read."""
     if root is None:
         root = directory()
+    if refusal(root) is not None:
+        return []  # another account could have written them: not read
     prefix = f"{sanitise(kernel_name)}-" if kernel_name is not None else ""
     files = _entry_files(root, prefix)
     stamped = []
     for item in files:
         try:
-            stamped.append((item.stat().st_mtime, item.path))
+            stamped.append((item.stat(follow_symlinks=False).st_mtime, item.path))
         except OSError:
             continue
     stamped.sort(reverse=True)
@@ -606,7 +744,7 @@ def disk_usage(root: Path | None = None) -> tuple[int, int]:
     count = size = 0
     for item in _entry_files(root):
         try:
-            size += item.stat().st_size
+            size += item.stat(follow_symlinks=False).st_size
         except OSError:
             continue
         count += 1
@@ -660,6 +798,10 @@ def clear_disk(root: Path | None = None) -> ClearResult:
     if root is None:
         root = directory()
     result = ClearResult(root)
+    refused = refusal(root)
+    if refused is not None:  # another account's files, or files it could have planted
+        result.failed.append((root, f"not touching it: {refused}"))
+        return result
     try:
         with os.scandir(root) as scan:
             items = list(scan)

@@ -158,13 +158,7 @@ class QnbMagics(Magics):
         as the cell's result), the kernels the cell defines and the error that stopped
         its code, if one did. A function whose definition fails is bound to a
         FailedDefinition (the kernels it defined before such an error are kept)."""
-        try:
-            tree = ast.parse(cell, filename)
-        except SyntaxError as err:
-            # IPython would print a SyntaxError with this module's frames: as a qnb error
-            # it shows as the cell's line and a caret, like every other error in a kernel.
-            col = err.offset - 1 if err.offset else None
-            raise qnb.QnbSyntaxError(err.msg, filename, err.lineno, col) from None
+        tree = _compiled(ast.parse, cell, filename)
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         namespace = self.shell.user_ns
         defined = [
@@ -174,7 +168,8 @@ class QnbMagics(Magics):
         ]
         # dont_inherit: this module's own `from __future__ import annotations` must not
         # turn the cell's annotations into strings.
-        code = compile(tree, filename, "exec", dont_inherit=True)
+        # compile() finds errors the parser does not (`def k(x, x):`, `return` at cell level).
+        code = _compiled(compile, tree, filename, "exec", dont_inherit=True)
         failed = {}
         try:
             _run(code, namespace, filename, self.shell)
@@ -190,7 +185,7 @@ class QnbMagics(Magics):
         result = None
         if last is not None and not failed:  # (it may use a function that failed)
             expression = ast.Expression(last.value)
-            code = compile(expression, filename, "eval", dont_inherit=True)
+            code = _compiled(compile, expression, filename, "eval", dont_inherit=True)
             try:
                 result = _run(code, namespace, filename, self.shell)
             except Exception as err:
@@ -587,6 +582,19 @@ def _short_reason(event) -> str:
     if shown < len(parts):
         text += f"; +{len(parts) - shown} more"
     return text
+
+
+def _compiled(parse_or_compile, *args, **kwargs):
+    """``ast.parse`` or ``compile`` of a cell. IPython would print a SyntaxError with this
+    module's frames: as a qnb error (no traceback) it shows as the cell's line and a
+    caret, like every other error in a kernel."""
+    try:
+        return parse_or_compile(*args, **kwargs)
+    except SyntaxError as err:
+        col = err.offset - 1 if err.offset else None
+        filename = err.filename or args[1]
+        error = qnb.QnbSyntaxError(err.msg, filename, err.lineno, col)
+    raise error
 
 
 def _run(code, namespace, filename, shell):

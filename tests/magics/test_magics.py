@@ -131,6 +131,32 @@ def test_python_syntax_errors_show_the_cell_line_only(ip):
 
 
 @pytest.mark.parametrize(
+    ("cell", "line", "shown"),
+    [
+        ("def k(x, x):\n    pass\n", 2, "def k(x, x):"),
+        ("x = 1\nreturn x\n", 3, "return x"),
+        ("for i in range(2):\n    pass\nbreak\n", 4, "break"),
+        ("yield 1\n", 2, "yield 1"),
+        ("nonlocal z\n", 2, "nonlocal z"),
+        ("def f():\n    pass\ncontinue\n", 4, "continue"),
+        ("def f(a):\n    return a\nawait f(1)\n", 4, "await f(1)"),
+    ],
+    ids=["duplicate-argument", "return", "break", "yield", "nonlocal", "continue", "await"],
+)
+def test_syntax_errors_found_by_compile_show_the_cell_line_only(ip, cell, line, shown):
+    # The parser accepts these; Python's compile() rejects them.
+    with capture_output() as captured:
+        result = ip.run_cell("%%qkernel\n" + cell)
+    text = captured.stdout + captured.stderr
+    assert isinstance(result.error_in_exec, qnb.QnbSyntaxError), text
+    assert "Traceback" not in text and "magics.py" not in text and "qnb/" not in text
+    lines = text.splitlines()
+    where = next(i for i, row in enumerate(lines) if row.strip() == shown)
+    assert 'File "<qkernel-cell-' in lines[where - 1] and f"line {line}" in lines[where - 1]
+    assert lines[where + 1].strip() == "^"
+
+
+@pytest.mark.parametrize(
     ("language", "expected"),
     [("cuda", "__global__"), ("wgsl", "@compute"), ("ir", "double")],
 )
