@@ -230,9 +230,11 @@ _BINARY = {
     "ge": np.greater_equal,
     "eq": np.equal,
     "ne": np.not_equal,
-    "and": np.logical_and,
-    "or": np.logical_or,
-    "xor": np.logical_xor,
+    "and": np.bitwise_and,  # on bools, the logical and
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+    "shl": np.left_shift,  # NumPy's shifts define every count (see ir.SHIFT_OPS)
+    "shr": np.right_shift,
 }
 
 
@@ -256,6 +258,14 @@ _UNARY = {
     "exp": np.exp,
     "log": np.log,
     "sqrt": np.sqrt,
+    "invert": np.invert,
+    "exp2": np.exp2,
+    "log2": np.log2,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "floor": np.floor,
+    "ceil": np.ceil,
 }
 _REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 

@@ -88,6 +88,27 @@ __device__ __forceinline__ float sqrt_(float x) { return sqrtf(x); }
 __device__ __forceinline__ double sqrt_(double x) { return sqrt(x); }
 __device__ __forceinline__ float floor_(float x) { return floorf(x); }
 __device__ __forceinline__ double floor_(double x) { return floor(x); }
+__device__ __forceinline__ float exp2_(float x) { return exp2f(x); }
+__device__ __forceinline__ double exp2_(double x) { return exp2(x); }
+__device__ __forceinline__ float log2_(float x) { return log2f(x); }
+__device__ __forceinline__ double log2_(double x) { return log2(x); }
+// the precise functions, not the fast intrinsics (__sinf, __expf): those are off by far
+// more than NumPy's tolerance away from 0 (unless the kernel asks for fast_math)
+__device__ __forceinline__ float sin_(float x) { return sinf(x); }
+__device__ __forceinline__ double sin_(double x) { return sin(x); }
+__device__ __forceinline__ float cos_(float x) { return cosf(x); }
+__device__ __forceinline__ double cos_(double x) { return cos(x); }
+__device__ __forceinline__ float tanh_(float x) { return tanhf(x); }
+__device__ __forceinline__ double tanh_(double x) { return tanh(x); }
+__device__ __forceinline__ float ceil_(float x) { return ceilf(x); }
+__device__ __forceinline__ double ceil_(double x) { return ceil(x); }
+// NumPy's shifts for every count: outside 0..31 (negative counts are huge unsigned ones)
+// << gives 0 and >> the sign; C++ leaves those counts undefined, and << of a negative
+// value too, so the left shift goes through unsigned
+__device__ __forceinline__ int shl_(int x, int c) {
+  return (unsigned)c >= 32u ? 0 : (int)((unsigned)x << c);
+}
+__device__ __forceinline__ int shr_(int x, int c) { return x >> ((unsigned)c >= 32u ? 31 : c); }
 __device__ __forceinline__ float pow_(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double pow_(double a, double b) { return pow(a, b); }
 // by squaring, wrapping; a negative exponent gives the true power truncated toward zero
@@ -154,6 +175,12 @@ __device__ __forceinline__ __half exp_(__half x) { return __float2half(expf(__ha
 __device__ __forceinline__ __half log_(__half x) { return __float2half(logf(__half2float(x))); }
 __device__ __forceinline__ __half sqrt_(__half x) { return __float2half(sqrtf(__half2float(x))); }
 __device__ __forceinline__ __half floor_(__half x) { return hfloor(x); }
+__device__ __forceinline__ __half exp2_(__half x) { return __float2half(exp2f(__half2float(x))); }
+__device__ __forceinline__ __half log2_(__half x) { return __float2half(log2f(__half2float(x))); }
+__device__ __forceinline__ __half sin_(__half x) { return __float2half(sinf(__half2float(x))); }
+__device__ __forceinline__ __half cos_(__half x) { return __float2half(cosf(__half2float(x))); }
+__device__ __forceinline__ __half tanh_(__half x) { return __float2half(tanhf(__half2float(x))); }
+__device__ __forceinline__ __half ceil_(__half x) { return __float2half(ceilf(__half2float(x))); }
 __device__ __forceinline__ __half pow_(__half a, __half b) {
   return __float2half(powf(__half2float(a), __half2float(b)));
 }
@@ -208,6 +235,12 @@ class CudaRenderer(GpuRenderer):
         "exp": "qnb::exp_",
         "log": "qnb::log_",
         "sqrt": "qnb::sqrt_",
+        "exp2": "qnb::exp2_",
+        "log2": "qnb::log2_",
+        "sin": "qnb::sin_",
+        "cos": "qnb::cos_",
+        "tanh": "qnb::tanh_",
+        "ceil": "qnb::ceil_",
         "max": "qnb::max_",
         "min": "qnb::min_",
         "floor": "qnb::floor_",
@@ -220,6 +253,8 @@ class CudaRenderer(GpuRenderer):
         "pow": "qnb::pow_",
         "max": "qnb::max_",
         "min": "qnb::min_",
+        "shl": "qnb::shl_",
+        "shr": "qnb::shr_",
     }
     barrier = "__syncthreads();"
     storage_barrier = "__syncthreads();"  # also orders global memory within the block

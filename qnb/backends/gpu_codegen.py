@@ -160,12 +160,18 @@ class GpuRenderer:
         "xor": "({a} != {b})",
     }
     logical_templates: ClassVar[dict] = {"and": "({a} && {b})", "or": "({a} || {b})"}
-    unary_templates: ClassVar[dict] = {"neg": "(-{a})", "not": "(!{a})"}
+    unary_templates: ClassVar[dict] = {"neg": "(-{a})", "not": "(!{a})", "invert": "(~{a})"}
     math_functions: ClassVar[dict] = {
         "abs": "abs",
         "exp": "exp",
+        "exp2": "exp2",
         "log": "log",
+        "log2": "log2",
         "sqrt": "sqrt",
+        "sin": "sin",
+        "cos": "cos",
+        "tanh": "tanh",
+        "ceil": "ceil",
         "max": "max",
         "min": "min",
         "floor": "floor",
@@ -616,7 +622,16 @@ class GpuRenderer:
             return f"{self.helper_pow(dtype)}({a}, {b})"
         if op == "div" and not dtype.is_float:
             return f"{self.helper_floordiv(dtype)}({a}, {b})"
+        if op == "xor" and dtype is i32:  # the table's "!=" is xor on bools only
+            return f"({a} ^ {b})"
+        if op in ("shl", "shr"):
+            return f"{self.helper_shift(op)}({a}, {b})"
         return self.binary_templates[op].format(a=a, b=b)
+
+    def helper_shift(self, op: str) -> str:
+        """The function that shifts an i32 as NumPy does for every count (``ir.SHIFT_OPS``):
+        C++ leaves a count outside 0..31 undefined and WGSL takes it modulo 32."""
+        raise NotImplementedError
 
     def expr_Logical(self, node: ir.Logical) -> str:
         left = self.expr(node.left)

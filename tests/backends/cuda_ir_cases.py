@@ -159,7 +159,7 @@ def elementwise_cases():
                     ),
                 ),
             )
-        unary = ["neg", "abs"] + (["exp", "log", "sqrt"] if dtype.is_float else [])
+        unary = ["neg", "abs"] + (list(ir.MATH_OPS) if dtype.is_float else ["invert"])
         for op in unary:
             yield Case(
                 f"unary_{op}_{dtype}",
@@ -167,9 +167,27 @@ def elementwise_cases():
                     f"unary_{op}",
                     dtype,
                     lambda t, u, s, op=op: ir.Unary(t.type, L, op, t),
-                    positive=op in ("log", "sqrt"),
+                    positive=op in ("log", "log2", "sqrt"),
                 ),
             )
+        if dtype is D.i32:  # b holds -4..3: negative shift counts too
+            for op in (*ir.BOOL_OPS, *ir.SHIFT_OPS):
+                yield Case(
+                    f"bitwise_{op}_{dtype}",
+                    *tile_kernel(
+                        f"bitwise_{op}",
+                        dtype,
+                        lambda t, u, s, op=op: ir.Binary(t.type, L, op, t, u),
+                    ),
+                )
+                yield Case(
+                    f"bitwise_{op}_scalar_{dtype}",
+                    *tile_kernel(
+                        f"bitwise_{op}_scalar",
+                        dtype,
+                        lambda t, u, s, op=op: ir.Binary(t.type, L, op, u, s),
+                    ),
+                )
         for op in ir.COMPARE_OPS:
             yield Case(
                 f"compare_{op}_{dtype}",
