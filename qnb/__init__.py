@@ -19,7 +19,7 @@ from __future__ import annotations
 from qnb._version import __version__
 from qnb.backends import backend, backends, set_backend
 from qnb.backends.base import DeviceArray
-from qnb.dtypes import bool_, f16, f32, f64, i32
+from qnb.dtypes import bf16, bool_, f16, f32, f64, i32
 from qnb.errors import (
     BackendError,
     CompileError,
@@ -71,7 +71,7 @@ def to_device(array, backend: str | None = None) -> DeviceArray:
     except TypeError:
         raise QnbTypeError(
             f"qnb.to_device: dtype {data.dtype} is not one qnb supports "
-            "(f16, f32, f64, int32, bool); convert it with .astype first"
+            "(f16, bf16, f32, f64, int32, bool); convert it with .astype first"
         ) from None
     if not 1 <= data.ndim <= 3:
         raise QnbTypeError(
@@ -129,6 +129,7 @@ __all__ = [
     "mma",
     "outer",
     "f16",
+    "bf16",
     "f32",
     "f64",
     "i32",

@@ -13,17 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 import qnb
 from qnb import Tile16, Vec16
 
 F16, F32, F64, I32 = np.float16, np.float32, np.float64, np.int32
+BF16 = ml_dtypes.bfloat16  # cpu and cuda; wgpu refuses it (test_differential)
 FLOATS = (F32, F64, F16)
 
 
 def poison(shape, dtype):
-    if np.dtype(dtype).kind == "f":
+    if np.dtype(dtype).kind == "f" or np.dtype(dtype) == np.dtype(BF16):
         return np.full(shape, np.nan, dtype)
     if np.dtype(dtype).kind == "b":
         return np.zeros(shape, dtype)
@@ -405,7 +407,7 @@ def element_access(x, out):
 def _mm_make(rng, dtype):
     n = 48
     a, b = rand(rng, (n, 40), dtype), rand(rng, (40, n), dtype)
-    out_dtype = np.float32 if dtype == F16 else dtype
+    out_dtype = np.float32 if dtype in (F16, BF16) else dtype  # halves accumulate in f32
     return (3, 3), [a, b, poison((n, n), out_dtype)]
 
 
@@ -414,7 +416,7 @@ def _mm_expect(a):
     return {2: (x.astype(np.float64) @ y.astype(np.float64)).astype(out.dtype)}
 
 
-@case("tiled_matmul", _mm_make, _mm_expect, dtypes=(F32, F64, F16))
+@case("tiled_matmul", _mm_make, _mm_expect, dtypes=(F32, F64, F16, BF16))
 @qnb.kernel
 def tiled_matmul(a, b, c):
     i = qnb.program_id(0) * 16
@@ -838,7 +840,7 @@ def _math_expect(a):
     return {1: tiles, 2: tiles[:, 3].reshape(-1), 3: tiles[:, 3, 7]}
 
 
-@case("math_functions", _math_make, _math_expect, dtypes=FLOATS)
+@case("math_functions", _math_make, _math_expect, dtypes=(*FLOATS, BF16))
 @qnb.kernel
 def math_functions(x, out, vecs, scalars):
     t = Tile16.load(x, 0, 0)
@@ -894,6 +896,8 @@ def tolerance(dtype, case_name=""):
     )
     if dtype == np.float16:
         return (2e-2, 5e-2) if heavy else (5e-3, 5e-3)
+    if dtype == np.dtype(BF16):  # one bf16 ulp is 2**-8 of the value
+        return (5e-2, 5e-2) if heavy else (1e-2, 1e-2)
     if dtype == np.float32:
         return (2e-4, 2e-4) if heavy else (2e-5, 1e-5)
     if dtype == np.float64:

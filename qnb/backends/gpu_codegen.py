@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from qnb import ir
-from qnb.dtypes import DType, bool_, f16, f32, f64, i32
+from qnb.dtypes import DType, bf16, bool_, f16, f32, f64, i32
 from qnb.errors import BackendError
 
 THREADS = ir.TILE * ir.TILE
@@ -654,8 +654,8 @@ class GpuRenderer:
         if source is target:
             return a
         if target is i32 and source.is_float:
-            if source is f16:  # every f16 but NaN fits in i32
-                a, source = self.cast(a, f16, f32), f32
+            if source in (f16, bf16):  # through f32, which holds every half exactly
+                a, source = self.cast(a, source, f32), f32
             return f"{self.helper_float_to_int(source)}({a})"
         return self.cast(a, source, target)
 
@@ -853,7 +853,7 @@ class GpuRenderer:
         raise NotImplementedError
 
     def accumulate_dtype(self, dtype: DType) -> DType:
-        return f32 if dtype is f16 else dtype
+        return f32 if dtype in (f16, bf16) else dtype
 
     def expr_Matmul(self, node: ir.Matmul) -> str:
         dtype = node.type.dtype

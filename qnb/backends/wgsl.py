@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from qnb.backends.gpu_codegen import GpuRenderer, Layout, Rendered
-from qnb.dtypes import DType, as_dtype, bool_, f16, f32, f64, i32
+from qnb.dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32
 from qnb.errors import BackendError
 from qnb.ir import MATH_OPS, KernelIR
 
@@ -34,6 +34,11 @@ class WgslRenderer(GpuRenderer):
     storage_barrier = "storageBarrier();"
 
     def type_name(self, dtype: DType) -> str:
+        if dtype is bf16:
+            raise BackendError(
+                "WGSL has no bf16: this kernel uses bf16, which the wgpu backend cannot run; "
+                "use the cpu or cuda backend (or f16/f32)"
+            )
         if dtype is f64:
             raise BackendError(
                 "WGSL has no f64: this kernel uses f64, which the wgpu backend cannot run; "

@@ -1,7 +1,8 @@
 """Typing rules of the tile language: what each operator, intrinsic and method accepts
 and what it returns.
 
-Promotion: bool < i32 < f16 < f32 < f64 between typed operands. A Python literal is
+Promotion: bool < i32 < f16, bf16 < f32 < f64 between typed operands (f16 with bf16
+gives f32, which holds both). A Python literal is
 *weak*: it takes the dtype of the typed operand it meets (``t * 2.0`` keeps an f16
 tile f16; ``i + 1`` stays i32), except a float literal next to an integer gives f32.
 ``/`` is true division (integers become f32); ``//`` and ``%`` follow Python.
@@ -17,7 +18,7 @@ import operator
 import numpy as np
 
 from qnb import ir
-from qnb.dtypes import DType, as_dtype, bool_, f16, f32, f64, i32, is_dtype_like, promote
+from qnb.dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32, is_dtype_like, promote
 from qnb.errors import QnbTypeError
 
 
@@ -312,7 +313,7 @@ def matmul(lower, a, b, acc, node):
     if dtype is bool_:
         raise lower.error(QnbTypeError, "@ is not defined for bool tiles", node)
     a, b = lower.cast_elements(a, dtype), lower.cast_elements(b, dtype)
-    out = f32 if dtype is f16 else dtype
+    out = f32 if dtype in (f16, bf16) else dtype
     if acc is not None:
         acc = lower.require_value(acc, node)
         if acc.type.kind != "tile":
