@@ -20,7 +20,7 @@ from qnb._version import __version__
 from qnb.backends import backend, backends, set_backend
 from qnb.backends.base import DeviceArray
 from qnb.compare import Comparison, compare  # (light: NumPy and dataclasses only)
-from qnb.dtypes import bool_, f16, f32, f64, i32
+from qnb.dtypes import bf16, bool_, f16, f32, f64, i32
 from qnb.errors import (
     BackendError,
     CompileError,
@@ -39,16 +39,23 @@ from qnb.language import (
     Tile16,
     Vec16,
     abs,  # noqa: A004 - the language's elementwise abs
+    ceil,
+    cos,
     exp,
+    exp2,
+    floor,
     log,
+    log2,
     maximum,
     minimum,
     mma,
     num_programs,
     outer,
     program_id,
+    sin,
     sqrt,
     static,
+    tanh,
     where,
 )
 from qnb.trace import Region, Trace, TraceStep
@@ -68,7 +75,7 @@ def to_device(array, backend: str | None = None) -> DeviceArray:
     except TypeError:
         raise QnbTypeError(
             f"qnb.to_device: dtype {data.dtype} is not one qnb supports "
-            "(f16, f32, f64, int32, bool); convert it with .astype first"
+            "(f16, bf16, f32, f64, int32, bool); convert it with .astype first"
         ) from None
     if not 1 <= data.ndim <= 3:
         raise QnbTypeError(
@@ -111,14 +118,22 @@ __all__ = [
     "static",
     "where",
     "exp",
+    "exp2",
     "log",
+    "log2",
     "sqrt",
+    "sin",
+    "cos",
+    "tanh",
+    "floor",
+    "ceil",
     "abs",
     "maximum",
     "minimum",
     "mma",
     "outer",
     "f16",
+    "bf16",
     "f32",
     "f64",
     "i32",

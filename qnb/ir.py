@@ -119,8 +119,29 @@ class ProgramId(Expr):
     axis: int
 
 
-# Unary ops: "neg", "not" (bool scalar/tile), "abs", "exp", "log", "sqrt".
-UNARY_OPS = ("neg", "not", "abs", "exp", "log", "sqrt")
+# Unary ops: "neg", "not" (bool scalar/tile: ``not``, and ``~`` on bools), "invert"
+# (i32: bitwise not, ``~x == -x - 1``), "abs", and the float math functions, each NumPy's
+# ufunc of that name at the operand's dtype (f16 computes in f32 and rounds once):
+# "exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh", "floor", "ceil". NaN and
+# ±inf go through them as through NumPy's (``exp2(-inf) == 0``, ``tanh(±inf) == ±1``,
+# ``log2(0) == -inf``, ``sin(inf)`` is NaN, ``floor``/``ceil`` keep ±inf and NaN).
+UNARY_OPS = (
+    "neg",
+    "not",
+    "invert",
+    "abs",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "sin",
+    "cos",
+    "tanh",
+    "floor",
+    "ceil",
+)
+MATH_OPS = ("exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh", "floor", "ceil")
 
 
 @dataclass(slots=True, eq=False)
@@ -132,10 +153,14 @@ class Unary(Expr):
 # Binary ops on scalars, tiles and vecs, elementwise with scalar broadcast. Operands
 # have the result dtype (for comparisons, a common dtype; the result is bool).
 # "div" is true division (float only), "floordiv" and "mod" follow Python (floor)
-# semantics, "and"/"or"/"xor" are elementwise bitwise-on-bool (tile masks, & | ^).
+# semantics, "and"/"or"/"xor" are elementwise bitwise (``& | ^``) on bool (tile masks)
+# or i32 operands. "shl"/"shr" (``<< >>``, i32 only) are NumPy's shifts for every count:
+# a count outside 0..31 (negative ones included, which NumPy reads as huge unsigned
+# counts) gives 0 for ``<<`` and the sign (0 or -1) for ``>>``; ``>>`` is arithmetic.
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "pow")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 BOOL_OPS = ("and", "or", "xor")
+SHIFT_OPS = ("shl", "shr")
 
 
 @dataclass(slots=True, eq=False)

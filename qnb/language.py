@@ -106,6 +106,48 @@ def abs(x):  # noqa: A001 - the language's own abs
     raise _kernel_only("abs")
 
 
+@intrinsic("exp2")
+def exp2(x):
+    """Elementwise 2ˣ (``exp2(-inf) == 0``). Integers compute in f32."""
+    _kernel_only("exp2")
+
+
+@intrinsic("log2")
+def log2(x):
+    """Elementwise base-2 logarithm (``log2(0) == -inf``; NaN below 0)."""
+    _kernel_only("log2")
+
+
+@intrinsic("sin")
+def sin(x):
+    """Elementwise sine of ``x`` in radians (NaN for ±inf)."""
+    _kernel_only("sin")
+
+
+@intrinsic("cos")
+def cos(x):
+    """Elementwise cosine of ``x`` in radians (NaN for ±inf)."""
+    _kernel_only("cos")
+
+
+@intrinsic("tanh")
+def tanh(x):
+    """Elementwise hyperbolic tangent (``tanh(±inf) == ±1``)."""
+    _kernel_only("tanh")
+
+
+@intrinsic("floor")
+def floor(x):
+    """Elementwise largest integer ≤ ``x``, as a float of ``x``'s dtype (NumPy's floor)."""
+    _kernel_only("floor")
+
+
+@intrinsic("ceil")
+def ceil(x):
+    """Elementwise smallest integer ≥ ``x``, as a float of ``x``'s dtype (NumPy's ceil)."""
+    _kernel_only("ceil")
+
+
 @intrinsic("maximum")
 def maximum(a, b):
     """Elementwise maximum."""

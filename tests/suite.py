@@ -14,17 +14,19 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 import qnb
 from qnb import Tile16, Vec16
 
 F16, F32, F64, I32 = np.float16, np.float32, np.float64, np.int32
+BF16 = ml_dtypes.bfloat16  # cpu and cuda; wgpu refuses it (test_differential)
 FLOATS = (F32, F64, F16)
 
 
 def poison(shape, dtype):
-    if np.dtype(dtype).kind == "f":
+    if np.dtype(dtype).kind == "f" or np.dtype(dtype) == np.dtype(BF16):
         return np.full(shape, np.nan, dtype)
     if np.dtype(dtype).kind == "b":
         return np.zeros(shape, dtype)
@@ -479,7 +481,7 @@ def element_access(x, out):
 def _mm_make(rng, dtype):
     n = 48
     a, b = rand(rng, (n, 40), dtype), rand(rng, (40, n), dtype)
-    out_dtype = np.float32 if dtype == F16 else dtype
+    out_dtype = np.float32 if dtype in (F16, BF16) else dtype  # halves accumulate in f32
     return (3, 3), [a, b, poison((n, n), out_dtype)]
 
 
@@ -488,7 +490,7 @@ def _mm_expect(a):
     return {2: (x.astype(np.float64) @ y.astype(np.float64)).astype(out.dtype)}
 
 
-@case("tiled_matmul", _mm_make, _mm_expect, dtypes=(F32, F64, F16))
+@case("tiled_matmul", _mm_make, _mm_expect, dtypes=(F32, F64, F16, BF16))
 @qnb.kernel
 def tiled_matmul(a, b, c):
     i = qnb.program_id(0) * 16
@@ -816,6 +818,132 @@ def scalar_arithmetic(x, out, s: qnb.f32, n: qnb.i32):
     out[p, 2] = min(p * 2 - 3, n) // 2
 
 
+# ----------------------------------------------------------------------------- bits and math
+
+SHIFT_COUNTS = (-1, 0, 31, 32, 40)  # NumPy defines every count; C++ and WGSL do not
+
+
+def _bitwise_make(rng, dtype):
+    x = rng.integers(-(2**31), 2**31, size=(32, 16), dtype=np.int64).astype(np.int32)
+    counts = rng.integers(0, 32, size=(16, 16)).astype(np.int32)
+    counts.flat[: 4 * len(SHIFT_COUNTS)] = np.repeat(SHIFT_COUNTS, 4)
+    per_program = np.array([40, -1], np.int32)  # each program's scalar count
+    return (2,), [x, counts, per_program, poison((16, 16, 16), I32), poison((128,), I32)]
+
+
+def _bitwise_expect(a):
+    x, c, n = a[0], a[1], a[2]
+    tiles, rows = np.empty((16, 16, 16), np.int32), np.empty((2, 4, 16), np.int32)
+    for p in range(2):
+        t, k = x[p * 16 : (p + 1) * 16], n[p]
+        tiles[p * 8 : (p + 1) * 8] = [
+            t << c,
+            t >> c,
+            t & c,
+            t | c,
+            t ^ c,
+            ~t,
+            (t >> 4) & 0xF,
+            (t << k) ^ (t >> k),
+        ]
+        s = t[0]
+        rows[p] = [s << c[0], s >> k, ~(s & 0xF0F), (s | k) ^ c[1]]
+    return {3: tiles, 4: rows.reshape(-1)}
+
+
+@case("bitwise_i32", _bitwise_make, _bitwise_expect, dtypes=(I32,))
+@qnb.kernel
+def bitwise_i32(x, counts, shift, out, rows):
+    p = qnb.program_id(0)
+    t = Tile16.load(x, p * 16, 0)
+    c = Tile16.load(counts, 0, 0)
+    k = shift[p]
+    (t << c).store(out[p * 8], 0, 0)
+    (t >> c).store(out[p * 8 + 1], 0, 0)
+    (t & c).store(out[p * 8 + 2], 0, 0)
+    (t | c).store(out[p * 8 + 3], 0, 0)
+    (t ^ c).store(out[p * 8 + 4], 0, 0)
+    (~t).store(out[p * 8 + 5], 0, 0)
+    ((t >> 4) & 0xF).store(out[p * 8 + 6], 0, 0)  # a nibble unpack
+    ((t << k) ^ (t >> k)).store(out[p * 8 + 7], 0, 0)
+    s = t.row(0)
+    (s << c.row(0)).store(rows, p * 64)
+    (s >> k).store(rows, p * 64 + 16)
+    (~(s & 0xF0F)).store(rows, p * 64 + 32)
+    ((s | k) ^ c.row(1)).store(rows, p * 64 + 48)
+
+
+def _scalar_bits_make(rng, dtype):
+    x = rng.integers(-(2**31), 2**31, size=(8,), dtype=np.int64).astype(np.int32)
+    counts = np.array([-1, 0, 31, 32, 40, 5, -33, 1], np.int32)
+    return (8,), [x, counts, poison((8, 6), I32)]
+
+
+def _scalar_bits_expect(a):
+    x, c = a[0], a[1]
+    return {2: np.stack([x << c, x >> c, x & c, x | c, x ^ ~c, (x >> 28) & 7], axis=1)}
+
+
+@case("scalar_bitwise", _scalar_bits_make, _scalar_bits_expect, dtypes=(I32,))
+@qnb.kernel
+def scalar_bitwise(x, counts, out):
+    p = qnb.program_id(0)
+    v = x[p]
+    c = counts[p]
+    out[p, 0] = v << c
+    out[p, 1] = v >> c
+    out[p, 2] = v & c
+    out[p, 3] = v | c
+    out[p, 4] = v ^ ~c
+    out[p, 5] = (v >> 28) & 7
+
+
+MATH = (np.exp2, np.log2, np.sin, np.cos, np.tanh, np.floor, np.ceil)
+
+
+def _math_make(rng, dtype):
+    x = rand(rng, (16, 16), dtype, -4.0, 4.0)
+    return (1,), [x, poison((7, 16, 16), dtype), poison((7 * 16,), dtype), poison((7,), dtype)]
+
+
+def _math_expect(a):
+    x = a[0]
+    positive = np.abs(x)  # log2 of |x|
+    with np.errstate(all="ignore"):
+        tiles = np.stack([f(positive if f is np.log2 else x) for f in MATH])
+    return {1: tiles, 2: tiles[:, 3].reshape(-1), 3: tiles[:, 3, 7]}
+
+
+@case("math_functions", _math_make, _math_expect, dtypes=(*FLOATS, BF16))
+@qnb.kernel
+def math_functions(x, out, vecs, scalars):
+    t = Tile16.load(x, 0, 0)
+    u = abs(t)
+    qnb.exp2(t).store(out[0], 0, 0)
+    qnb.log2(u).store(out[1], 0, 0)
+    qnb.sin(t).store(out[2], 0, 0)
+    qnb.cos(t).store(out[3], 0, 0)
+    qnb.tanh(t).store(out[4], 0, 0)
+    qnb.floor(t).store(out[5], 0, 0)
+    qnb.ceil(t).store(out[6], 0, 0)
+    v = t.row(3)
+    qnb.exp2(v).store(vecs, 0)
+    qnb.log2(abs(v)).store(vecs, 16)
+    qnb.sin(v).store(vecs, 32)
+    qnb.cos(v).store(vecs, 48)
+    qnb.tanh(v).store(vecs, 64)
+    qnb.floor(v).store(vecs, 80)
+    qnb.ceil(v).store(vecs, 96)
+    s = t[3, 7]
+    scalars[0] = qnb.exp2(s)
+    scalars[1] = qnb.log2(abs(s))
+    scalars[2] = qnb.sin(s)
+    scalars[3] = qnb.cos(s)
+    scalars[4] = qnb.tanh(s)
+    scalars[5] = qnb.floor(s)
+    scalars[6] = qnb.ceil(s)
+
+
 CASE_BY_NAME = {c.name: c for c in CASES}
 
 
@@ -842,6 +970,8 @@ def tolerance(dtype, case_name=""):
     )
     if dtype == np.float16:
         return (2e-2, 5e-2) if heavy else (5e-3, 5e-3)
+    if dtype == np.dtype(BF16):  # one bf16 ulp is 2**-8 of the value
+        return (5e-2, 5e-2) if heavy else (1e-2, 1e-2)
     if dtype == np.float32:
         return (2e-4, 2e-4) if heavy else (2e-5, 1e-5)
     if dtype == np.float64:

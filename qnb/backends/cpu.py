@@ -245,9 +245,11 @@ _BINARY = {
     "ge": np.greater_equal,
     "eq": np.equal,
     "ne": np.not_equal,
-    "and": np.logical_and,
-    "or": np.logical_or,
-    "xor": np.logical_xor,
+    "and": np.bitwise_and,  # on bools, the logical and
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+    "shl": np.left_shift,  # NumPy's shifts define every count (see ir.SHIFT_OPS)
+    "shr": np.right_shift,
 }
 
 
@@ -271,6 +273,14 @@ _UNARY = {
     "exp": np.exp,
     "log": np.log,
     "sqrt": np.sqrt,
+    "invert": np.invert,
+    "exp2": np.exp2,
+    "log2": np.log2,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "floor": np.floor,
+    "ceil": np.ceil,
 }
 _REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 
@@ -815,7 +825,7 @@ class _Executor:
     def e_Cast(self, e):
         value = self.ev(e.operand)
         target = e.type.dtype
-        if target is i32 and value.dtype.kind == "f":
+        if target is i32 and (value.dtype.kind == "f" or value.dtype.name == "bfloat16"):
             # Toward zero, saturating, NaN → 0; clipped in f64, where 2**31 - 1 is exact.
             value = np.nan_to_num(value.astype(np.float64), nan=0.0)
             value = np.clip(np.trunc(value), -(2**31), 2**31 - 1)
@@ -880,16 +890,17 @@ class _Executor:
             axes = e.axis + 1
         fn = _REDUCE[e.op]
         if e.op == "sum":
-            if value.dtype == np.float16:  # accumulate in f32, round once (as NumPy does
-                # for contiguous f16 sums; every backend does so for every axis)
-                return fn(value, axis=axes, dtype=np.float32).astype(np.float16)
+            if value.dtype.itemsize == 2 and value.dtype.kind != "i":  # f16 and bf16
+                # accumulate in f32, round once (as NumPy does for contiguous f16 sums;
+                # every backend does so for every axis)
+                return fn(value, axis=axes, dtype=np.float32).astype(value.dtype)
             return fn(value, axis=axes, dtype=value.dtype)
         return fn(value, axis=axes)
 
     def e_Matmul(self, e):
         a, b = self.ev(e.a), self.ev(e.b)
         out = e.type.dtype.numpy
-        if a.dtype == np.float16:
+        if a.dtype.itemsize == 2:  # f16 and bf16 products accumulate in f32
             a, b = a.astype(np.float32), b.astype(np.float32)
         # np.matmul calls BLAS per 16×16 matrix of the stack (as fast as einsum's batched
         # path on NumPy 2, without its per-call path search); broadcasting is its own.
@@ -947,16 +958,24 @@ def _lanes_last(fn, *operands):
     return out
 
 
+def _einsum(spec, a, b):
+    """``np.einsum``; bf16 (which einsum does not take) accumulates in f32 and rounds once,
+    as f16 does."""
+    if a.dtype.name == "bfloat16":
+        return np.einsum(spec, a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    return np.einsum(spec, a, b)
+
+
 def _cholesky(a, eps, lanes):
     dtype = a.dtype
     lower = np.zeros((16, 16, lanes), dtype)
     for j in range(16):
         row = lower[j, :j]  # L[j, k] for k < j, per program
-        s = np.einsum("kn,kn->n", row, row) if j else 0
+        s = _einsum("kn,kn->n", row, row) if j else 0
         d = np.sqrt(np.maximum(a[j, j] - s, eps)).astype(dtype, copy=False)
         lower[j, j] = d
         if j < 15:
-            dots = np.einsum("ikn,kn->in", lower[j + 1 :, :j], row) if j else 0
+            dots = _einsum("ikn,kn->in", lower[j + 1 :, :j], row) if j else 0
             lower[j + 1 :, j] = (a[j + 1 :, j] - dots) / d
     return lower
 
@@ -966,7 +985,7 @@ def _solve_lower(factor, rhs, lanes):
     x = np.zeros((16, 16, lanes), dtype)
     for k in range(16):
         # X[:, k] = (B[:, k] - sum_{m<k} X[:, m] L[k, m]) / L[k, k]
-        dots = np.einsum("imn,mn->in", x[:, :k], factor[k, :k]) if k else 0
+        dots = _einsum("imn,mn->in", x[:, :k], factor[k, :k]) if k else 0
         x[:, k] = (rhs[:, k] - dots) / factor[k, k]
     return x
 

@@ -318,6 +318,13 @@ def _argument_plan(abi: list[dict]) -> list[tuple]:
     return plan
 
 
+def _device_view(value):
+    """CuPy has no bfloat16: a bf16 array's bits travel as uint16 (a dtype maps likewise)."""
+    if isinstance(value, np.dtype):
+        return np.dtype(np.uint16) if value.name == "bfloat16" else value
+    return value.view(np.uint16) if value.dtype.name == "bfloat16" else value
+
+
 def check_array_kind(name: str, array, dtype, ndim: int) -> None:
     """The array an ABI entry expects: its NumPy ``dtype`` and ``ndim``."""
     if array.dtype != dtype or array.ndim != ndim:
@@ -368,7 +375,7 @@ def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words):
             key = memory_key(value)  # one memory passed twice (x, or x and x[:]): one copy
             device = copied.get(key)
             if device is None:
-                device = copied[key] = cupy.asarray(np.ascontiguousarray(value))
+                device = copied[key] = cupy.asarray(_device_view(np.ascontiguousarray(value)))
             if stored and key not in written:  # (copied back once)
                 written.add(key)
                 write_back.append((value, device))
@@ -386,8 +393,8 @@ def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words):
                 name,
                 f"parameter {name!r}: cannot pass {type(value).__name__} to the cuda backend",
             )
-        if device.dtype != dtype or device.ndim != ndim:
-            check_array_kind(name, device, dtype, ndim)
+        if device.dtype != _device_view(dtype) or device.ndim != ndim:
+            check_array_kind(name, device, _device_view(dtype), ndim)
         if not device.flags.c_contiguous:
             raise argument_error(
                 QnbTypeError,
@@ -500,7 +507,7 @@ class CudaBackend(Backend):
                 except cupy.cuda.driver.CUDADriverError as exc:
                     raise BackendError(f"CUDA launch failed: {exc}") from None
             for host, device in write_back:
-                host[...] = device.get()
+                _device_view(host)[...] = device.get()
 
         launch.module = module  # keeps the module alive with the launcher
         return launch

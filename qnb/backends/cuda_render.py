@@ -3,9 +3,10 @@
 The walker decides what to compute; this module says how CUDA C++ writes it: type names,
 literals, casts, declarations, the barrier (``__syncthreads()``), the kernel signature, and
 a small prelude of overloaded device functions (math per dtype, Python's floor division
-and modulo) so that the op templates stay dtype-free. One op is CUDA's own: an f16 matrix
-product runs on the tensor cores (WMMA 16×16×16, half → float, one warp while the block
-waits).
+and modulo) so that the op templates stay dtype-free. One op is CUDA's own: an f16 or bf16
+matrix product runs on the tensor cores (WMMA 16×16×16, half → float, one warp while the
+block waits). bf16 ops are written out in float and rounded once (``__float2bfloat16``,
+nearest even), as the cpu backend computes them.
 
 A program is a block of 256 threads; a kernel that holds no tile runs a program per
 thread, 128 to a block (``solo``, see ``gpu_codegen``; ``RenderedCuda.programs_per_block``
@@ -13,7 +14,7 @@ tells the launcher).
 
 Kernel ABI (see ``abi``): in ``KernelIR.params`` order, an array is a pointer (``const``
 unless the kernel stores to it) followed by one ``int`` per dimension; a scalar is passed
-by value as ``int`` (i32, bool), ``float`` (f32, f16) or ``double`` (f64). Three ``int``s
+by value as ``int`` (i32, bool), ``float`` (f32, f16, bf16) or ``double`` (f64). Three ``int``s
 end every signature: the launch grid, from which a kernel launched folded onto x (a grid
 past CUDA's 65535 on y or z, see ``cuda.dispatch``) recovers its program ids. Flat array
 offsets are computed in 64 bits.
@@ -33,8 +34,8 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.base import Options
-from qnb.backends.gpu_codegen import GpuRenderer, Layout
-from qnb.dtypes import DType, bool_, f16, f32, f64, i32
+from qnb.backends.gpu_codegen import GpuRenderer, Layout, _node_dtypes
+from qnb.dtypes import DType, bf16, bool_, f16, f32, f64, i32
 
 THREADS = ir.TILE * ir.TILE
 _WRAPPING = {"add": "iadd", "sub": "isub", "mul": "imul"}  # i32 ops that wrap via unsigned
@@ -42,6 +43,7 @@ _WRAPPING = {"add": "iadd", "sub": "isub", "mul": "imul"}  # i32 ops that wrap v
 # How each scalar parameter crosses the launch boundary: (C type, NumPy dtype name).
 SCALAR_ABI = {
     "f16": ("float", "float32"),
+    "bf16": ("float", "float32"),
     "f32": ("float", "float32"),
     "f64": ("double", "float64"),
     "i32": ("int", "int32"),
@@ -88,6 +90,27 @@ __device__ __forceinline__ float sqrt_(float x) { return sqrtf(x); }
 __device__ __forceinline__ double sqrt_(double x) { return sqrt(x); }
 __device__ __forceinline__ float floor_(float x) { return floorf(x); }
 __device__ __forceinline__ double floor_(double x) { return floor(x); }
+__device__ __forceinline__ float exp2_(float x) { return exp2f(x); }
+__device__ __forceinline__ double exp2_(double x) { return exp2(x); }
+__device__ __forceinline__ float log2_(float x) { return log2f(x); }
+__device__ __forceinline__ double log2_(double x) { return log2(x); }
+// the precise functions, not the fast intrinsics (__sinf, __expf): those are off by far
+// more than NumPy's tolerance away from 0 (unless the kernel asks for fast_math)
+__device__ __forceinline__ float sin_(float x) { return sinf(x); }
+__device__ __forceinline__ double sin_(double x) { return sin(x); }
+__device__ __forceinline__ float cos_(float x) { return cosf(x); }
+__device__ __forceinline__ double cos_(double x) { return cos(x); }
+__device__ __forceinline__ float tanh_(float x) { return tanhf(x); }
+__device__ __forceinline__ double tanh_(double x) { return tanh(x); }
+__device__ __forceinline__ float ceil_(float x) { return ceilf(x); }
+__device__ __forceinline__ double ceil_(double x) { return ceil(x); }
+// NumPy's shifts for every count: outside 0..31 (negative counts are huge unsigned ones)
+// << gives 0 and >> the sign; C++ leaves those counts undefined, and << of a negative
+// value too, so the left shift goes through unsigned
+__device__ __forceinline__ int shl_(int x, int c) {
+  return (unsigned)c >= 32u ? 0 : (int)((unsigned)x << c);
+}
+__device__ __forceinline__ int shr_(int x, int c) { return x >> ((unsigned)c >= 32u ? 31 : c); }
 __device__ __forceinline__ float pow_(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double pow_(double a, double b) { return pow(a, b); }
 // by squaring, wrapping; a negative exponent gives the true power truncated toward zero
@@ -154,6 +177,12 @@ __device__ __forceinline__ __half exp_(__half x) { return __float2half(expf(__ha
 __device__ __forceinline__ __half log_(__half x) { return __float2half(logf(__half2float(x))); }
 __device__ __forceinline__ __half sqrt_(__half x) { return __float2half(sqrtf(__half2float(x))); }
 __device__ __forceinline__ __half floor_(__half x) { return hfloor(x); }
+__device__ __forceinline__ __half exp2_(__half x) { return __float2half(exp2f(__half2float(x))); }
+__device__ __forceinline__ __half log2_(__half x) { return __float2half(log2f(__half2float(x))); }
+__device__ __forceinline__ __half sin_(__half x) { return __float2half(sinf(__half2float(x))); }
+__device__ __forceinline__ __half cos_(__half x) { return __float2half(cosf(__half2float(x))); }
+__device__ __forceinline__ __half tanh_(__half x) { return __float2half(tanhf(__half2float(x))); }
+__device__ __forceinline__ __half ceil_(__half x) { return __float2half(ceilf(__half2float(x))); }
 __device__ __forceinline__ __half pow_(__half a, __half b) {
   return __float2half(powf(__half2float(a), __half2float(b)));
 }
@@ -165,6 +194,31 @@ __device__ __forceinline__ __half mod_(__half a, __half b) {
 }
 }  // namespace qnb
 """
+
+# bf16 overloads for the walker's own uses (a Cholesky's sqrt, a reduction's max): in
+# float, rounded once to nearest even. (bf16 ops of the kernel are written out in float,
+# see CudaRenderer.bf16_binary.)
+_PRELUDE_BF16 = "\n".join(
+    [
+        "namespace qnb {",
+        *(
+            f"__device__ __forceinline__ __nv_bfloat16 {name}_(__nv_bfloat16 x) "
+            f"{{ return __float2bfloat16({name}_(__bfloat162float(x))); }}"
+            for name in ("abs", "exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh")
+        ),
+        *(
+            f"__device__ __forceinline__ __nv_bfloat16 {name}_(__nv_bfloat16 x) "
+            f"{{ return __float2bfloat16({name}_(__bfloat162float(x))); }}"
+            for name in ("floor", "ceil")
+        ),
+        *(
+            f"__device__ __forceinline__ __nv_bfloat16 {name}_(__nv_bfloat16 a, __nv_bfloat16 b) "
+            f"{{ return __float2bfloat16({name}_(__bfloat162float(a), __bfloat162float(b))); }}"
+            for name in ("pow", "floordiv", "mod")
+        ),
+        "}  // namespace qnb",
+    ]
+)
 
 # acc-free 16x16x16 product of f16 tiles on the tensor cores; float result. One warp runs
 # the WMMA from shared memory while the block waits. No barrier is needed after reading
@@ -202,12 +256,25 @@ class CudaRenderer(GpuRenderer):
     """The CUDA C++ table of spellings and the few CUDA-shaped hooks."""
 
     language = "cuda"
-    type_names = {f16: "__half", f32: "float", f64: "double", i32: "int", bool_: "bool"}
+    type_names = {
+        f16: "__half",
+        bf16: "__nv_bfloat16",
+        f32: "float",
+        f64: "double",
+        i32: "int",
+        bool_: "bool",
+    }
     math_functions = {
         "abs": "qnb::abs_",
         "exp": "qnb::exp_",
         "log": "qnb::log_",
         "sqrt": "qnb::sqrt_",
+        "exp2": "qnb::exp2_",
+        "log2": "qnb::log2_",
+        "sin": "qnb::sin_",
+        "cos": "qnb::cos_",
+        "tanh": "qnb::tanh_",
+        "ceil": "qnb::ceil_",
         "max": "qnb::max_",
         "min": "qnb::min_",
         "floor": "qnb::floor_",
@@ -220,6 +287,8 @@ class CudaRenderer(GpuRenderer):
         "pow": "qnb::pow_",
         "max": "qnb::max_",
         "min": "qnb::min_",
+        "shl": "qnb::shl_",
+        "shr": "qnb::shr_",
     }
     barrier = "__syncthreads();"
     storage_barrier = "__syncthreads();"  # also orders global memory within the block
@@ -247,6 +316,8 @@ class CudaRenderer(GpuRenderer):
             return f"__longlong_as_double({bits.get(value, '0x7ff8000000000000LL')})"
         if dtype is f16:
             return f"__float2half({self.literal(float(np.float16(value)), f32)})"
+        if dtype is bf16:  # the bf16 value, exactly, as a float literal
+            return f"__float2bfloat16({self.literal(float(bf16.numpy.type(value)), f32)})"
         if math.isfinite(value):
             narrowed = float(np.float32(value))
             if math.isfinite(narrowed):
@@ -256,6 +327,18 @@ class CudaRenderer(GpuRenderer):
         return f"__int_as_float({bits.get(value, '0x7fffffff')})"
 
     def cast(self, text: str, source: DType, target: DType) -> str:
+        if source is bf16:
+            if target is bool_:
+                return f"(__bfloat162float({text}) != 0.0f)"
+            if target is f16:
+                return f"__float2half(__bfloat162float({text}))"
+            return f"(({self.type_name(target)})__bfloat162float({text}))"
+        if target is bf16:  # rounds to nearest even, as ml_dtypes (the cpu backend) does
+            if source is f64:
+                return f"__double2bfloat16({text})"
+            if source is f16:
+                return f"__float2bfloat16(__half2float({text}))"
+            return f"__float2bfloat16((float)({text}))"
         if source is f16:
             if target is bool_:
                 return f"(__half2float({text}) != 0.0f)"
@@ -320,6 +403,8 @@ class CudaRenderer(GpuRenderer):
     # ---- CUDA's own ops
 
     def expr_Binary(self, node: ir.Binary) -> str:
+        if node.left.type.dtype is bf16:
+            return self.bf16_binary(node)
         # Python semantics come from the overloaded prelude functions (exact NumPy divmod).
         if node.op in self.prelude_binary:
             a, b = self.expr(node.left), self.expr(node.right)
@@ -331,7 +416,24 @@ class CudaRenderer(GpuRenderer):
             return f"qnb::floordiv_({self.expr(node.left)}, {self.expr(node.right)})"
         return super().expr_Binary(node)
 
+    def bf16_binary(self, node: ir.Binary) -> str:
+        """bf16 computes in float and rounds once to nearest even (__float2bfloat16), as
+        the cpu backend (ml_dtypes) does; written out so that no bf16 operator of
+        cuda_bf16.h (whose division differs by arch) decides the rounding."""
+        a = f"__bfloat162float({self.expr(node.left)})"
+        b = f"__bfloat162float({self.expr(node.right)})"
+        if node.op in self.prelude_binary:
+            value = f"{self.prelude_binary[node.op]}({a}, {b})"
+        else:
+            value = self.binary_templates[node.op].format(a=a, b=b)
+        return f"__float2bfloat16({value})" if node.type.dtype is bf16 else value
+
     def expr_Unary(self, node: ir.Unary) -> str:
+        if node.type.dtype is bf16:  # in float, rounded once (see bf16_binary)
+            a = f"__bfloat162float({self.expr(node.operand)})"
+            if node.op in self.unary_templates:
+                return f"__float2bfloat16({self.unary_templates[node.op].format(a=a)})"
+            return f"__float2bfloat16({self.math_functions[node.op]}({a}))"
         if node.op == "neg" and node.type.dtype is i32:
             return f"qnb::ineg({self.expr(node.operand)})"
         return super().expr_Unary(node)
@@ -342,11 +444,13 @@ class CudaRenderer(GpuRenderer):
         return super().arith(op, a, b, dtype)
 
     def expr_Matmul(self, node: ir.Matmul) -> str:
-        if node.a.type.dtype is not f16:
+        dtype = node.a.type.dtype
+        if dtype not in (f16, bf16):
             return super().expr_Matmul(node)
         self.uses_wmma = True
+        self.wmma_types.add(dtype)
         a, b = self.expr(node.a), self.expr(node.b)
-        product = self.let(f32, f"qnb::matmul_f16({a}, {b})")
+        product = self.let(f32, f"qnb::matmul_{dtype.name}({a}, {b})")
         if node.acc is None:
             return product
         return self.let(f32, f"({self.expr(node.acc)} + {product})")
@@ -367,13 +471,26 @@ class CudaRenderer(GpuRenderer):
             ]
         if uses_f16:
             lines.append("#include <cuda_fp16.h>")
+        if _uses(kernel, bf16):
+            lines.append("#include <cuda_bf16.h>")
         if self.uses_wmma:
             lines.append("#include <mma.h>")
         lines += _PRELUDE_COMMON.strip("\n").splitlines()
         if uses_f16:
             lines += _PRELUDE_F16.strip("\n").splitlines()
-        if self.uses_wmma:
+        if _uses(kernel, bf16):
+            lines += _PRELUDE_BF16.splitlines()
+        if f16 in self.wmma_types:
             lines += _PRELUDE_WMMA.strip("\n").splitlines()
+        if bf16 in self.wmma_types:  # the same product on bf16 fragments (sm_80 and later)
+            bf16_product = (
+                _PRELUDE_WMMA.replace("__half", "__nv_bfloat16")
+                .replace("matmul_f16", "matmul_bf16")
+                .replace("mma_a", "mma_a_bf16")
+                .replace("mma_b", "mma_b_bf16")
+                .replace("mma_c", "mma_c_bf16")
+            )
+            lines += bf16_product.strip("\n").splitlines()
         return lines
 
     def entry_open(self, kernel: ir.KernelIR, layout: Layout) -> list[str]:
@@ -434,6 +551,7 @@ class CudaRenderer(GpuRenderer):
     def render(self, kernel: ir.KernelIR):
         self.entry = "qnb_" + re.sub(r"\W", "_", kernel.name)
         self.uses_wmma = False
+        self.wmma_types: set[DType] = set()  # the element types of tensor-core products
         return super().render(kernel)
 
 
@@ -485,4 +603,13 @@ def render_cuda(kernel: ir.KernelIR, options: Options = Options()) -> RenderedCu
         abi(kernel, renderer.stored),
         layout.threads,
         layout.programs_per_group,
+    )
+
+
+def _uses(kernel: ir.KernelIR, dtype: DType) -> bool:
+    """Whether any value, parameter or local of ``kernel`` has ``dtype``."""
+    return (
+        any(d is dtype for node in ir.walk_body(kernel.body) for d in _node_dtypes(node))
+        or any(p.type.dtype is dtype for p in kernel.params)
+        or any(t.dtype is dtype for t in kernel.locals.values())
     )

@@ -44,7 +44,7 @@ from typing import ClassVar
 
 from qnb import ir
 from qnb.backends import probe
-from qnb.dtypes import DType, bool_, f16, f32, f64, i32
+from qnb.dtypes import DType, bf16, bool_, f16, f32, f64, i32
 from qnb.errors import BackendError
 
 THREADS = ir.TILE * ir.TILE
@@ -161,12 +161,18 @@ class GpuRenderer:
         "xor": "({a} != {b})",
     }
     logical_templates: ClassVar[dict] = {"and": "({a} && {b})", "or": "({a} || {b})"}
-    unary_templates: ClassVar[dict] = {"neg": "(-{a})", "not": "(!{a})"}
+    unary_templates: ClassVar[dict] = {"neg": "(-{a})", "not": "(!{a})", "invert": "(~{a})"}
     math_functions: ClassVar[dict] = {
         "abs": "abs",
         "exp": "exp",
+        "exp2": "exp2",
         "log": "log",
+        "log2": "log2",
         "sqrt": "sqrt",
+        "sin": "sin",
+        "cos": "cos",
+        "tanh": "tanh",
+        "ceil": "ceil",
         "max": "max",
         "min": "min",
         "floor": "floor",
@@ -683,7 +689,16 @@ class GpuRenderer:
             return f"{self.helper_pow(dtype)}({a}, {b})"
         if op == "div" and not dtype.is_float:
             return f"{self.helper_floordiv(dtype)}({a}, {b})"
+        if op == "xor" and dtype is i32:  # the table's "!=" is xor on bools only
+            return f"({a} ^ {b})"
+        if op in ("shl", "shr"):
+            return f"{self.helper_shift(op)}({a}, {b})"
         return self.binary_templates[op].format(a=a, b=b)
+
+    def helper_shift(self, op: str) -> str:
+        """The function that shifts an i32 as NumPy does for every count (``ir.SHIFT_OPS``):
+        C++ leaves a count outside 0..31 undefined and WGSL takes it modulo 32."""
+        raise NotImplementedError
 
     def expr_Logical(self, node: ir.Logical) -> str:
         left = self.expr(node.left)
@@ -706,8 +721,8 @@ class GpuRenderer:
         if source is target:
             return a
         if target is i32 and source.is_float:
-            if source is f16:  # every f16 but NaN fits in i32
-                a, source = self.cast(a, f16, f32), f32
+            if source in (f16, bf16):  # through f32, which holds every half exactly
+                a, source = self.cast(a, source, f32), f32
             return f"{self.helper_float_to_int(source)}({a})"
         return self.cast(a, source, target)
 
@@ -909,7 +924,7 @@ class GpuRenderer:
         raise NotImplementedError
 
     def accumulate_dtype(self, dtype: DType) -> DType:
-        return f32 if dtype is f16 else dtype
+        return f32 if dtype in (f16, bf16) else dtype
 
     def expr_Matmul(self, node: ir.Matmul) -> str:
         dtype = node.type.dtype

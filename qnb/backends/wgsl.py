@@ -19,9 +19,9 @@ from typing import ClassVar
 import numpy as np
 
 from qnb.backends.gpu_codegen import GpuRenderer, Layout, Rendered
-from qnb.dtypes import DType, as_dtype, bool_, f16, f32, f64, i32
+from qnb.dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32
 from qnb.errors import BackendError
-from qnb.ir import KernelIR
+from qnb.ir import MATH_OPS, KernelIR
 
 WORKGROUP_SIZE = 256
 
@@ -34,6 +34,11 @@ class WgslRenderer(GpuRenderer):
     storage_barrier = "storageBarrier();"
 
     def type_name(self, dtype: DType) -> str:
+        if dtype is bf16:
+            raise BackendError(
+                "WGSL has no bf16: this kernel uses bf16, which the wgpu backend cannot run; "
+                "use the cpu or cuda backend (or f16/f32)"
+            )
         if dtype is f64:
             raise BackendError(
                 "WGSL has no f64: this kernel uses f64, which the wgpu backend cannot run; "
@@ -141,12 +146,62 @@ class WgslRenderer(GpuRenderer):
     def is_inf(self, x: str, dtype: DType) -> str:
         return f"((bitcast<u32>(f32({x})) & 0x7fffffffu) == 0x7f800000u)"
 
+    def expr_Unary(self, node) -> str:
+        # An f16 math function computes in f32 and rounds once, as NumPy's f16 ufuncs do
+        # (lavapipe's f16 tanh was 1.5e-2 off near 0, 15 f16 ulps).
+        if node.op in MATH_OPS and node.type.dtype is f16:
+            a = self.expr(node.operand)
+            return f"f16({self.math_functions[node.op]}(f32({a})))"
+        if node.op == "tanh":
+            return f"{self.helper_tanh()}({self.expr(node.operand)})"
+        return super().expr_Unary(node)
+
+    def helper_tanh(self) -> str:
+        """tanh for f32 within 3 ulps (Cephes' tanhf): lavapipe's own tanh is a quotient of
+        exponentials, 62,598 ulps off near 0 (where it cancels) and 1,924 ulps off at
+        |x| < 100 (measured against NumPy, see tests/backends/test_math.py)."""
+        name = "qnb_tanh_f32"
+
+        def build():
+            self.open(self.function_open(name, [("x", f32)], f32))
+            self.emit(f"if ({self.is_nan('x', f32)}) {{ return x; }}")
+            self.emit("let a: f32 = abs(x);")
+            self.emit("if (a > 9.0f) { return sign(x); }  // tanh(9) rounds to 1 in f32")
+            self.open("if (a >= 0.625f) {")
+            self.emit("return sign(x) * (1.0f - 2.0f / (exp(2.0f * a) + 1.0f));")
+            self.close()
+            self.emit("let z: f32 = x * x;")
+            self.emit(
+                "let p: f32 = (((-5.70498872745e-3f * z + 2.06390887954e-2f) * z "
+                "- 5.37397155531e-2f) * z + 1.33314422036e-1f) * z - 3.33332819422e-1f;"
+            )
+            self.emit("return p * z * x + x;")
+            self.close()
+
+        return self.helper(name, build)
+
     def expr_Binary(self, node) -> str:
         # Float != must hold when an operand is NaN. lavapipe compiles WGSL's != to an
         # ordered comparison (false for NaN); == is false for NaN either way, so negate it.
         if node.op == "ne" and node.left.type.dtype.is_float:
             return f"(!({self.expr(node.left)} == {self.expr(node.right)}))"
         return super().expr_Binary(node)
+
+    def helper_shift(self, op: str) -> str:
+        # A count outside 0..31 (negative ones read as huge unsigned counts, as NumPy
+        # reads them) shifts every bit out; WGSL's own << and >> would take it mod 32.
+        name = f"qnb_{op}_i32"
+
+        def build():
+            self.open(self.function_open(name, [("x", i32), ("c", i32)], i32))
+            if op == "shl":
+                self.emit("if (u32(c) >= 32u) { return 0i; }")
+                self.emit("return x << u32(c);")
+            else:  # arithmetic: past 31 every bit is the sign
+                self.emit("return x >> min(u32(c), 31u);")
+            self.close()
+
+        return self.helper(name, build)
 
     def minmax(self, op: str, a: str, b: str, dtype: DType) -> str:
         # WGSL's max/min need not propagate NaN; NumPy's maximum/minimum do.

@@ -47,6 +47,9 @@ _FOREIGN_INTRINSICS = {
     np.maximum: "maximum",
     np.minimum: "minimum",
     np.where: "where",
+    # math.floor/ceil return ints in Python, so only NumPy's (float) floor/ceil are twins.
+    **{getattr(math, name): name for name in ("log2", "sin", "cos", "tanh")},
+    **{getattr(np, name): name for name in ("exp2", "log2", "sin", "cos", "tanh", "floor", "ceil")},
 }
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from qnb import ir
 from qnb.dtypes import DType, bool_, i32, is_dtype_like
 from qnb.errors import QnbCaptureError, QnbError, QnbSyntaxError, QnbTypeError
+from qnb.frontend import lists
 from qnb.frontend import semantics as sem
 from qnb.frontend.capture import UNDEFINED, foreign_intrinsic, is_qnb_callable
 from qnb.frontend.parse import KERNEL_BUILTINS, ParsedFunction, is_negative_literal
@@ -509,6 +510,8 @@ class _Lowerer:
     def stmt_For(self, stmt):
         iterator = stmt.iter
         name = stmt.target.id
+        if self.is_static_call(iterator) and self.static_list_loop(stmt):
+            return
         if self.is_static_call(iterator):
             values = self.static_value(iterator)
             try:
@@ -572,6 +575,49 @@ class _Lowerer:
             self.loop_watches.pop()
         self.leave_loop(watch, detached, stmt)
         self.emit(ir.For(self.loc(stmt), var.name, args[0], args[1], step, body))
+
+    def static_list_loop(self, stmt) -> bool:
+        """``for x in qnb.static(xs)`` over a compile-time list: unrolled, ``x`` bound to
+        each element variable in turn (``x += t`` updates the element, as it would update
+        a NumPy array held in a Python list). False when the iterable is no list."""
+        iterator = stmt.iter
+        if len(iterator.args) != 1 or iterator.keywords:
+            return False
+        source = iterator.args[0]
+        if isinstance(source, ast.Name):
+            found = self.frame.scope.get(source.id)
+            if not isinstance(found, lists.StaticList):
+                return False
+            self.compile_time_read(source.id, found, source)
+        elif isinstance(source, ast.List | ast.ListComp):
+            found = self.lower_expr(source)
+        else:
+            return False
+        name, frame = stmt.target.id, self.frame
+        self.static_depth += 1
+        self.static_blocks.append(self.block_depth)
+        saved_loop, self.loop_depth = self.loop_depth, 0
+        try:
+            for how, item in lists.elements(self, found, stmt):
+                self.release_alias(name)
+                frame.known.pop(name, None)
+                slot = frame.scope.get(item) if how == "slot" else None
+                if isinstance(slot, _Var):
+                    frame.scope[name] = slot  # the element itself
+                    frame.aliases.add(name)
+                    frame.bound_at[name] = stmt
+                else:
+                    value = item if how == "value" else slot
+                    frame.scope.pop(name, None)
+                    self.assign_name(
+                        ast.copy_location(ast.Name(name, ast.Store()), stmt), value, stmt
+                    )
+                self.lower_body(stmt.body)
+        finally:
+            self.static_depth -= 1
+            self.static_blocks.pop()
+            self.loop_depth = saved_loop
+        return True
 
     # ------------------------------------------------------------------ runtime control flow
     #
@@ -826,6 +872,9 @@ class _Lowerer:
         self.assign_name(target, value, stmt)
 
     def assign_name(self, target: ast.Name, value, stmt):
+        if lists.is_list(value):
+            lists.bind(self, target, value, stmt)
+            return
         name = target.id
         frame = self.frame
         frame.bound_at[name] = stmt
@@ -968,6 +1017,9 @@ class _Lowerer:
 
     def assign_subscript(self, target, value, stmt):
         base = self.lower_expr(target.value)
+        if lists.is_list(base):
+            lists.write(self, base, self.lower_expr(target.slice), value, target, stmt)
+            return
         if isinstance(base, ir.ArrayView):
             self.store_to_array(base, target, value, stmt)
             return
@@ -1041,6 +1093,12 @@ class _Lowerer:
 
     def expr__Known(self, node):
         return node.value
+
+    def expr_List(self, node):
+        return lists.display(self, node)
+
+    def expr_ListComp(self, node):
+        return lists.comprehension(self, node)
 
     def expr_Tuple(self, node):
         items = self.ordered(node.elts)
@@ -1159,9 +1217,7 @@ class _Lowerer:
             if operand.type.kind != "scalar":
                 raise self.error(QnbTypeError, "'not' needs a scalar; use ~mask for tiles", node)
             return ir.Unary(ir.scalar(bool_), self.loc(node), "not", self.condition(operand, node))
-        if operand.type.dtype is not bool_:
-            raise self.error(QnbTypeError, "~ is defined for bool masks only", node)
-        return ir.Unary(operand.type, self.loc(node), "not", operand)
+        return sem.invert(self, operand, node)
 
     def expr_BoolOp(self, node):
         """``a and b`` / ``a or b`` as in Python: the right side runs only where Python
@@ -1308,6 +1364,8 @@ class _Lowerer:
 
     def expr_Subscript(self, node):
         base = self.lower_expr(node.value)
+        if lists.is_list(base):
+            return lists.read(self, base, self.lower_expr(node.slice), node)
         if isinstance(base, ir.ArrayView | ir.Expr):
             # The indices, left to right after the container (a func call in an index runs
             # before the element is read, but after a tile expression is computed).
@@ -1426,6 +1484,8 @@ class _Lowerer:
                 namespace[name] = value.value
             elif isinstance(value, _Var) and name in frame.known:
                 namespace[name] = frame.known[name]
+            elif isinstance(value, lists.StaticList):
+                namespace[name] = lists.Length(len(value))  # len(xs) only
             elif name in namespace:
                 del namespace[name]
         expression = ast.Expression(node.args[0])

@@ -45,6 +45,8 @@ _ALLOWED_EXPRS = (
     ast.Tuple,
     ast.IfExp,
     ast.Slice,
+    ast.List,  # compile-time lists (qnb/frontend/lists.py)
+    ast.ListComp,
 )
 _ALLOWED_OTHER = (
     ast.keyword,
@@ -57,6 +59,7 @@ _ALLOWED_OTHER = (
     ast.cmpop,
     ast.boolop,
     ast.expr_context,
+    ast.comprehension,
 )
 _NAMES = {
     ast.Lambda: "lambda",
@@ -357,6 +360,14 @@ class _Checker:
             self.fail(f"{what} cannot be used inside a kernel", node)
         if isinstance(node, ast.Call) and _is_static_call(node):
             return  # any Python expression may run at compile time
+        if isinstance(node, ast.ListComp):
+            generator = node.generators[0]
+            if len(node.generators) != 1 or generator.ifs or not _is_static_call(generator.iter):
+                self.fail(
+                    "list comprehensions in a kernel make compile-time lists: "
+                    "[expr for k in qnb.static(range(n))], one for and no if",
+                    node,
+                )
         if isinstance(node, ast.Slice) and not in_subscript:
             self.fail("a slice is only allowed inside [...]", node)
         if isinstance(node, ast.Subscript):

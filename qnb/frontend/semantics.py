@@ -1,7 +1,8 @@
 """Typing rules of the tile language: what each operator, intrinsic and method accepts
 and what it returns.
 
-Promotion: bool < i32 < f16 < f32 < f64 between typed operands. A Python literal is
+Promotion: bool < i32 < f16, bf16 < f32 < f64 between typed operands (f16 with bf16
+gives f32, which holds both). A Python literal is
 *weak*: it takes the dtype of the typed operand it meets (``t * 2.0`` keeps an f16
 tile f16; ``i + 1`` stays i32), except a float literal next to an integer gives f32.
 ``/`` is true division (integers become f32); ``//`` and ``%`` follow Python.
@@ -17,7 +18,7 @@ import operator
 import numpy as np
 
 from qnb import ir
-from qnb.dtypes import DType, as_dtype, bool_, f16, f32, f64, i32, is_dtype_like, promote
+from qnb.dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32, is_dtype_like, promote
 from qnb.errors import QnbTypeError
 
 
@@ -44,6 +45,8 @@ BINOPS = {
     ast.BitAnd: "and",
     ast.BitOr: "or",
     ast.BitXor: "xor",
+    ast.LShift: "shl",
+    ast.RShift: "shr",
 }
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _FOLD = {
@@ -57,6 +60,8 @@ _FOLD = {
     "and": operator.and_,
     "or": operator.or_,
     "xor": operator.xor,
+    "shl": operator.lshift,
+    "shr": operator.rshift,
     "lt": operator.lt,
     "le": operator.le,
     "gt": operator.gt,
@@ -212,17 +217,44 @@ def binary(lower, op, left, right, node):
         if dtype is bool_ and op not in ("eq", "ne"):
             left, right = lower.cast_elements(left, i32), lower.cast_elements(right, i32)
         return ir.Binary(ir.Type(kind, bool_), loc, op, left, right)
-    if op in ("and", "or", "xor"):
-        if dtype is not bool_:
-            raise lower.error(
-                QnbTypeError, f"&, | and ^ are defined for bool masks, not {dtype}", node
-            )
-        return ir.Binary(ir.Type(kind, bool_), loc, op, left, right)
+    if op in ("and", "or", "xor", "shl", "shr"):
+        return _bitwise(lower, op, left, right, dtype, kind, node)
     if dtype is bool_:
         left, right, dtype = lower.cast_elements(left, i32), lower.cast_elements(right, i32), i32
     if op == "div" and not dtype.is_float:
         left, right, dtype = lower.cast_elements(left, f32), lower.cast_elements(right, f32), f32
     return ir.Binary(ir.Type(kind, dtype), loc, op, left, right)
+
+
+_BITWISE_SPELLING = {"and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}
+
+
+def _bitwise(lower, op, left, right, dtype, kind, node):
+    """``& | ^`` on bool or i32 operands, ``<< >>`` on i32 (bools count as i32, as in
+    arithmetic); floats are refused, as NumPy refuses them."""
+    spelled = _BITWISE_SPELLING[op]
+    if dtype.is_float:
+        operands = "i32 or bool" if op in ("and", "or", "xor") else "i32"
+        raise lower.error(
+            QnbTypeError,
+            f"the operator {spelled} needs {operands} operands, not {dtype} "
+            f"(convert with .astype(qnb.i32) or qnb.i32(x) first)",
+            node,
+        )
+    if dtype is bool_ and op in ("shl", "shr"):
+        left, right, dtype = lower.cast_elements(left, i32), lower.cast_elements(right, i32), i32
+    return ir.Binary(ir.Type(kind, dtype), lower.loc(node), op, left, right)
+
+
+def invert(lower, operand, node):
+    """``~x``: logical not on bools (as NumPy's ``~`` on a bool array), bitwise on i32."""
+    if operand.type.dtype is bool_:
+        return ir.Unary(operand.type, lower.loc(node), "not", operand)
+    if operand.type.dtype is not i32:
+        raise lower.error(
+            QnbTypeError, f"~ needs an i32 or bool operand, not {operand.type.dtype}", node
+        )
+    return ir.Unary(operand.type, lower.loc(node), "invert", operand)
 
 
 def _power(lower, base, exponent, node):
@@ -281,7 +313,7 @@ def matmul(lower, a, b, acc, node):
     if dtype is bool_:
         raise lower.error(QnbTypeError, "@ is not defined for bool tiles", node)
     a, b = lower.cast_elements(a, dtype), lower.cast_elements(b, dtype)
-    out = f32 if dtype is f16 else dtype
+    out = f32 if dtype in (f16, bf16) else dtype
     if acc is not None:
         acc = lower.require_value(acc, node)
         if acc.type.kind != "tile":
@@ -412,14 +444,31 @@ def _program(which):
     return handler
 
 
+# Compile-time values fold through NumPy's f64 ufuncs, so a folded value is what the same
+# function gives on an f64 tile (``qnb.exp2(3)`` is 8.0, ``qnb.floor(2.5)`` 2.0).
+def _numpy_fold(ufunc):
+    def fold(x):
+        if not is_number(x):
+            raise TypeError(f"{ufunc.__name__} needs a number, got {x!r}")
+        return float(ufunc(np.float64(x)))
+
+    return fold
+
+
+_MATH_FOLD = {
+    "exp": math.exp,
+    "log": math.log,
+    "sqrt": math.sqrt,
+    "abs": abs,
+    **{op: _numpy_fold(getattr(np, op)) for op in ("exp2", "log2", "sin", "cos", "tanh")},
+    **{op: _numpy_fold(getattr(np, op)) for op in ("floor", "ceil")},
+}
+
+
 def _math(op):
     def handler(lower, node, target, args, kwargs):
         (x,) = _args(lower, node, op, args, kwargs, ["x"])
-        import math
-
-        folded = _fold_or(
-            lower, node, [x], {"exp": math.exp, "log": math.log, "sqrt": math.sqrt, "abs": abs}[op]
-        )
+        folded = _fold_or(lower, node, [x], _MATH_FOLD[op])
         if folded is not None:
             return folded
         if op == "abs":
@@ -635,6 +684,10 @@ def _dtype_call(lower, node, target, args, kwargs):
 def _builtin_len(lower, node, target, args, kwargs):
     if len(args) != 1:
         raise lower.error(QnbTypeError, "len() takes one array", node)
+    from qnb.frontend import lists  # (lists builds on this module)
+
+    if isinstance(args[0], lists.StaticList | lists.ListDisplay):
+        return Py(len(args[0]) if isinstance(args[0], lists.StaticList) else len(args[0].items))
     view = _array_arg(lower, args[0], node, "len()'s argument")
     axis = 1 if view.batch is not None else 0
     return ir.ArrayDim(ir.scalar(i32), lower.loc(node), view.param, axis)
@@ -649,7 +702,8 @@ def _static_misplaced(lower, node, target, args, kwargs):
 
 
 SUPPORTED_CALLS = (
-    "qnb.exp, log, sqrt, abs, maximum, minimum, where, outer and mma (or their math/NumPy "
+    "qnb.exp, exp2, log, log2, sqrt, sin, cos, tanh, floor, ceil, abs, maximum, minimum, "
+    "where, outer and mma (or their math/NumPy "
     "twins), Tile16/Vec16 constructors, dtype conversions such as qnb.f32(x), @qnb.func "
     "helpers, and range, min, max, abs, float, int, bool, len"
 )
@@ -668,6 +722,7 @@ INTRINSICS = {
     "log": _math("log"),
     "sqrt": _math("sqrt"),
     "abs": _math("abs"),
+    **{op: _math(op) for op in ("exp2", "log2", "sin", "cos", "tanh", "floor", "ceil")},
     "maximum": _minmax("max"),
     "minimum": _minmax("min"),
     "mma": _mma,

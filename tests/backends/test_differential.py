@@ -7,8 +7,8 @@ extra program along each used axis (those programs read and write outside the ar
 which both backends must skip; where cpu raises QnbIndexError, the backend in debug mode must
 raise it too). Inputs are random (never all-zero) and every output is
 poisoned (NaN / a sentinel) before the run, so an element one backend writes and the
-other does not shows up. f16 runs where the adapter has it; f64 on wgpu must raise
-``BackendError`` at compile time.
+other does not shows up. f16 runs where the adapter has it; f64 and bf16 on wgpu must
+raise ``BackendError`` at compile time.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import qnb
+from qnb.dtypes import as_dtype
 from tests.helpers import skip_unless_dtype_runs
 
 try:
@@ -61,8 +62,8 @@ def test_backend_matches_cpu(gpu_backend_name, case, dtype, grid_kind):
     rng = np.random.default_rng(1234)
     grid, args = case.make(rng, dtype.type)
     grid = _grid(grid_kind, grid)
-    if gpu_backend_name == "wgpu" and dtype == np.float64:
-        with pytest.raises(qnb.BackendError, match="WGSL has no f64"):
+    if gpu_backend_name == "wgpu" and dtype in (np.float64, qnb.bf16.numpy):
+        with pytest.raises(qnb.BackendError, match=f"WGSL has no {as_dtype(dtype)}"):
             _run("wgpu", case.kernel, grid, args)
         return
     skip_unless_dtype_runs(gpu_backend_name, dtype)

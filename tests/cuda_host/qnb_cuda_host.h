@@ -270,6 +270,67 @@ QNB_HALF_COMPARE(!=)
 #undef QNB_HALF_COMPARE
 inline __half operator-(__half a) { return __half{(_Float16)(-a.v)}; }
 
+// ---------------------------------------------------------------- cuda_bf16
+
+// A bfloat16 is the top half of a float. Conversions round to nearest even (ties to the
+// even bf16) and keep NaN a quiet NaN of the same sign, as CUDA's __float2bfloat16 does;
+// the generated code computes every bf16 op in float and converts once.
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __nv_bfloat16 __float2bfloat16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __nv_bfloat16{(uint16_t)((u >> 16) | 0x0040u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return __nv_bfloat16{(uint16_t)(u >> 16)};
+}
+inline float __bfloat162float(__nv_bfloat16 h) {
+  const uint32_t u = (uint32_t)h.bits << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+// double -> bf16 rounds once (as ml_dtypes and CUDA's __double2bfloat16 do): the double is
+// first narrowed to float toward zero, with a sticky bit for what was dropped, so that the
+// float's rounding to bf16 is the double's.
+inline __nv_bfloat16 __double2bfloat16(double d) {
+  if (d != d) return __float2bfloat16((float)d);
+  float f = (float)d;
+  if ((double)f != d && fabs(d) < 3.4028234663852886e38) {
+    // (float)d rounded to nearest; step toward zero if it went past d, then set the sticky bit
+    if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u |= 1u;
+    memcpy(&f, &u, sizeof f);
+  }
+  return __float2bfloat16(f);
+}
+#define QNB_BF16_COMPARE(op)                                    \
+  inline bool operator op(__nv_bfloat16 a, __nv_bfloat16 b) {   \
+    return __bfloat162float(a) op __bfloat162float(b);          \
+  }
+QNB_BF16_COMPARE(<)
+QNB_BF16_COMPARE(<=)
+QNB_BF16_COMPARE(>)
+QNB_BF16_COMPARE(>=)
+QNB_BF16_COMPARE(==)
+QNB_BF16_COMPARE(!=)
+#undef QNB_BF16_COMPARE
+#define QNB_BF16_ARITH(op)                                                       \
+  inline __nv_bfloat16 operator op(__nv_bfloat16 a, __nv_bfloat16 b) {           \
+    return __float2bfloat16(__bfloat162float(a) op __bfloat162float(b));         \
+  }                                                                              \
+  inline __nv_bfloat16& operator op##=(__nv_bfloat16& a, __nv_bfloat16 b) {      \
+    return a = a op b;                                                           \
+  }
+QNB_BF16_ARITH(+)
+QNB_BF16_ARITH(-)
+QNB_BF16_ARITH(*)
+QNB_BF16_ARITH(/)
+#undef QNB_BF16_ARITH
+
 // ---------------------------------------------------------------- WMMA
 
 // A fragment holds the whole matrix in every thread (WMMA's element-to-thread mapping is
@@ -309,6 +370,21 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
     for (int j = 0; j < 16; ++j) {
       float s = c.x[i * 16 + j];
       for (int k = 0; k < 16; ++k) s += __half2float(a.x[i * 16 + k]) * __half2float(b.x[k * 16 + j]);
+      out[i * 16 + j] = s;
+    }
+  memcpy(d.x, out, sizeof out);
+}
+template <class LA, class LB>
+inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
+                     const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, LA>& a,
+                     const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, LB>& b,
+                     const fragment<accumulator, 16, 16, 16, float>& c) {
+  float out[256];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      float s = c.x[i * 16 + j];
+      for (int k = 0; k < 16; ++k)
+        s += __bfloat162float(a.x[i * 16 + k]) * __bfloat162float(b.x[k * 16 + j]);
       out[i * 16 + j] = s;
     }
   memcpy(d.x, out, sizeof out);

@@ -16,10 +16,11 @@ from tests import suite
 from tests.conftest import require_backend
 from tests.cuda_host.racecheck import race_report
 
-# One dtype per kernel (f32 where it has it), and f16 for the tensor-core products.
+# One dtype per kernel (f32 where it has it), f16 for the tensor-core products, and bf16.
 RUNS = [
     (case, np.float32 if np.float32 in case.dtypes else case.dtypes[0]) for case in suite.CASES
 ] + [(case, np.float16) for case in suite.CASES if "matmul" in case.name]
+RUNS += [(case, suite.BF16) for case in suite.CASES if suite.BF16 in case.dtypes]
 
 
 @pytest.fixture(scope="module")

@@ -35,8 +35,8 @@ def error_of(body: str, error=qnb.QnbError) -> qnb.QnbError:
         ("t = Tile16(x)", "expected a dtype such as qnb.f32, got an array"),
         ("y[0, 0] = Tile16.load(x, 0, 0)", "t.store(y, row, col)"),
         ("t = Tile16.zeros(); t[0:2, 0] = 1", "cannot be sliced"),
-        ("i = 1 << 2", "the operator << is not"),
-        ("t = Tile16.zeros(); t <<= 2", "the operator <<= is not"),
+        ("t = Tile16.zeros(); u = t << 2", "the operator << needs i32 operands, not f32"),
+        ("t = Tile16.zeros(); t <<= 2", "the operator << needs i32 operands, not f32"),
         ("b = 1 in (1, 2)", "the comparison 'in' is not"),
         ("b = x is y", "the comparison 'is' is not"),
         ("v = Vec16.ones()", "Vec16 has no attribute 'ones'"),
@@ -53,8 +53,8 @@ def test_messages_speak_the_users_language(body, expected):
 
 
 @pytest.mark.parametrize(
-    "call", ["math.sin(x[0, 0])", "math.floor(x[0, 0])", "print(1)", "np.zeros(3)",
-             "np.sin(x[0, 0])", "enumerate(3)", "reversed(3)", "__import__('os')"],
+    "call", ["math.erf(x[0, 0])", "math.floor(x[0, 0])", "print(1)", "np.zeros(3)",
+             "np.arctan(x[0, 0])", "enumerate(3)", "reversed(3)", "__import__('os')"],
 )  # fmt: skip
 def test_library_functions_are_not_supported_and_the_message_lists_what_is(call):
     err = error_of(f"z = {call}")

@@ -1,0 +1,2 @@
+// The host emulation (../qnb_cuda_host.h, force-included) provides everything.
+#pragma once
