@@ -3,20 +3,21 @@
 #   1. install what the machine lacks from the carried .whl/ folder (no internet there),
 #   2. the cuda backend's tests (test_cuda.py: every IR op x dtype vs the cpu oracle) and the
 #      shared differential test (test_differential.py: every suite kernel, cuda vs cpu),
-#      plus the NVRTC compile tests,
+#      bitwise/math/bf16 ops, padded loads, qnb.compare's probe build on cuda, plus the
+#      NVRTC compile tests,
 #   3. benchmarks/bench_cuda.py (f16 matmul vs cuBLAS and beside the warp-layout probes,
 #      batched Cholesky vs cupy, launch overhead, a kernel without tiles in both layouts,
 #      warm vs cold start),
 # then prints a short table. Full logs go to $OUT (or ./gpu_check_out) when set.
 #
-# Prepare on a machine with pip access, in the repo root (downloads ~2.5 MB):
+# Prepare on a machine with pip access, in the repo root (downloads ~5 MB):
 #   bash scripts/gpu_check.sh --fetch-wheels
 #   echo /.whl/ >> .git/info/exclude
 # Then run it on the GPU machine with .whl carried:  bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-WHEELS=(platformdirs "nvidia-cuda-runtime==13.0.*" "nvidia-cuda-crt==13.0.*")
+WHEELS=(platformdirs ml_dtypes "nvidia-cuda-runtime==13.0.*" "nvidia-cuda-crt==13.0.*")
 
 if [[ "${1:-}" == "--fetch-wheels" ]]; then
     mkdir -p .whl
@@ -43,10 +44,12 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
 $PY --version
 
 step "install (carried wheels; headers only from the CUDA wheels)"
-if compgen -G ".whl/platformdirs-*.whl" >/dev/null; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$SITE" .whl/platformdirs-*.whl || echo "pip install of platformdirs failed"
-fi
+for wheel in platformdirs ml_dtypes; do
+    if compgen -G ".whl/$wheel-*.whl" >/dev/null; then
+        $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target "$SITE" .whl/$wheel-*.whl || echo "pip install of $wheel failed"
+    fi
+done
 export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 # The image's CUDA toolkit (/usr/local/cuda/include) usually has the headers; if qnb finds
 # none, unpack the carried header wheels (their libraries stay out of the way).
@@ -74,7 +77,9 @@ timeout 330 $PY -m pytest -q -p no:cacheprovider $XDIST -k "cuda and not cuda-ho
     tests/backends/test_cuda.py tests/backends/test_differential.py \
     tests/backends/test_debug_checks.py tests/test_kernel_api.py tests/test_benchmark_kernels.py \
     tests/backends/test_memory_order.py tests/backends/test_float_specials.py \
-    tests/backends/test_edge_cases.py tests/backends/test_cuda_compile.py 2>&1 | tee "$OUT_DIR/pytest.log" | tail -40
+    tests/backends/test_edge_cases.py tests/backends/test_cuda_compile.py \
+    tests/backends/test_bitwise_math.py tests/backends/test_bf16.py \
+    tests/backends/test_padded_loads.py tests/test_compare.py 2>&1 | tee "$OUT_DIR/pytest.log" | tail -40
 TEST_STATUS=${PIPESTATUS[0]}
 
 step "benchmarks/bench_cuda.py"

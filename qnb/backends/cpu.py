@@ -285,6 +285,32 @@ _UNARY = {
 _REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 
 
+def is_narrow_float(dtype) -> bool:
+    """f16 and bf16: sums and products accumulate in f32 and round once."""
+    return dtype.itemsize == 2 and dtype.kind != "i"
+
+
+def cast_values(value: np.ndarray, target) -> np.ndarray:
+    """``Cast`` of ``value`` to the qnb dtype ``target``."""
+    if target is i32 and (value.dtype.kind == "f" or value.dtype.name == "bfloat16"):
+        # Toward zero, saturating, NaN → 0; clipped in f64, where 2**31 - 1 is exact.
+        value = np.nan_to_num(value.astype(np.float64), nan=0.0)
+        value = np.clip(np.trunc(value), -(2**31), 2**31 - 1)
+    return value.astype(target.numpy)
+
+
+def reduce_values(op: str, value: np.ndarray, axes) -> np.ndarray:
+    """``Reduce`` ``op`` of ``value`` over ``axes``."""
+    fn = _REDUCE[op]
+    if op == "sum":
+        if is_narrow_float(value.dtype):
+            # accumulate in f32, round once (as NumPy does for contiguous f16 sums;
+            # every backend does so for every axis)
+            return fn(value, axis=axes, dtype=np.float32).astype(value.dtype)
+        return fn(value, axis=axes, dtype=value.dtype)
+    return fn(value, axis=axes)
+
+
 class _Executor:
     def __init__(self, kernel, grid, arrays, scalars, start, count, recorder=None):
         self.kernel = kernel
@@ -823,13 +849,7 @@ class _Executor:
         return np.where(cond, a, b)
 
     def e_Cast(self, e):
-        value = self.ev(e.operand)
-        target = e.type.dtype
-        if target is i32 and (value.dtype.kind == "f" or value.dtype.name == "bfloat16"):
-            # Toward zero, saturating, NaN → 0; clipped in f64, where 2**31 - 1 is exact.
-            value = np.nan_to_num(value.astype(np.float64), nan=0.0)
-            value = np.clip(np.trunc(value), -(2**31), 2**31 - 1)
-        return value.astype(target.numpy)
+        return cast_values(self.ev(e.operand), e.type.dtype)
 
     def e_ArrayDim(self, e):
         _array, shape = self.arrays[e.param]
@@ -888,19 +908,12 @@ class _Executor:
             axes = tuple(range(1, value.ndim))
         else:
             axes = e.axis + 1
-        fn = _REDUCE[e.op]
-        if e.op == "sum":
-            if value.dtype.itemsize == 2 and value.dtype.kind != "i":  # f16 and bf16
-                # accumulate in f32, round once (as NumPy does for contiguous f16 sums;
-                # every backend does so for every axis)
-                return fn(value, axis=axes, dtype=np.float32).astype(value.dtype)
-            return fn(value, axis=axes, dtype=value.dtype)
-        return fn(value, axis=axes)
+        return reduce_values(e.op, value, axes)
 
     def e_Matmul(self, e):
         a, b = self.ev(e.a), self.ev(e.b)
         out = e.type.dtype.numpy
-        if a.dtype.itemsize == 2:  # f16 and bf16 products accumulate in f32
+        if is_narrow_float(a.dtype):  # f16 and bf16 products accumulate in f32
             a, b = a.astype(np.float32), b.astype(np.float32)
         # np.matmul calls BLAS per 16×16 matrix of the stack (as fast as einsum's batched
         # path on NumPy 2, without its per-call path search); broadcasting is its own.

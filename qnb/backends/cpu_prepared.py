@@ -30,7 +30,6 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends import cpu
-from qnb.dtypes import i32
 from qnb.errors import QnbIndexError
 
 _FOLDABLE = (ir.Const, ir.Unary, ir.Binary, ir.Cast, ir.TileFill, ir.Select, ir.Transpose)
@@ -1063,17 +1062,11 @@ class _Compiler:
         operand = self.expr(e.operand)
         target = e.type.dtype
 
-        def cast_values(value):
-            if target is i32 and value.dtype.kind == "f":
-                value = np.nan_to_num(value.astype(np.float64), nan=0.0)
-                value = np.clip(np.trunc(value), -(2**31), 2**31 - 1)
-            return value.astype(target.numpy)
-
         def cast(st):
             v = operand(st)
             if isinstance(v, _Blocks):
-                return _Blocks(cast_values(v.a4), v.ra)
-            return cast_values(v)
+                return _Blocks(cpu.cast_values(v.a4, target), v.ra)
+            return cpu.cast_values(v, target)
 
         return cast
 
@@ -1160,21 +1153,17 @@ class _Compiler:
 
     def e_Reduce(self, e):
         operand = self.expr(e.operand)
-        fn = _op(cpu._REDUCE, e.op)
+        _op(cpu._REDUCE, e.op)  # an op the interpreter does not know: left to it
         axis, op = e.axis, e.op
 
         def reduce(st):
             value = operand(st)
             if isinstance(value, _Blocks):
                 if axis == 1:  # along rows: NumPy sums in the interpreter's order
-                    return _reduce_blocks(st, value, fn, op, axis)
+                    return _reduce_blocks(st, value, op, axis)
                 value = value.tiles(st.grid)
             axes = tuple(range(1, value.ndim)) if axis is None else axis + 1
-            if op == "sum":
-                if value.dtype == np.float16:
-                    return fn(value, axis=axes, dtype=np.float32).astype(np.float16)
-                return fn(value, axis=axes, dtype=value.dtype)
-            return fn(value, axis=axes)
+            return cpu.reduce_values(op, value, axes)
 
         return reduce
 
@@ -1197,7 +1186,7 @@ class _Compiler:
                 # contiguous strips: NumPy's matmul takes a slow loop for some strides
                 x = np.ascontiguousarray(a.a4.reshape(-1, 16))
                 y = np.ascontiguousarray(b.a4.reshape(16, -1))
-                if x.dtype == np.float16:
+                if cpu.is_narrow_float(x.dtype):
                     x, y = x.astype(np.float32), y.astype(np.float32)
                 product = _strip_product(x, y).astype(out, copy=False)
                 result = product.reshape(a.a4.shape[0], 16, b.a4.shape[2], 16)
@@ -1209,7 +1198,7 @@ class _Compiler:
                         result = acc + result
                 return _Blocks(result, a.ra)
             a, b = _tiles(st, a), _tiles(st, b)
-            if a.dtype == np.float16:
+            if cpu.is_narrow_float(a.dtype):
                 a, b = a.astype(np.float32), b.astype(np.float32)
             result = np.matmul(a, b).astype(out, copy=False)
             if acc_fn is not None:
@@ -1270,18 +1259,12 @@ def _strip_product(x, y):
     return out
 
 
-def _reduce_blocks(st, value, fn, op, axis):
+def _reduce_blocks(st, value, op, axis):
     """``Reduce`` of every program's tile of a block grid, on the grid itself (no gather
     of the tiles); the result in program order, as the interpreter holds it."""
     a4 = value.full(st.grid)
     axes = (1, 3) if axis is None else (1 if axis == 0 else 3)
-    if op == "sum":
-        if a4.dtype == np.float16:
-            out = fn(a4, axis=axes, dtype=np.float32).astype(np.float16)
-        else:
-            out = fn(a4, axis=axes, dtype=a4.dtype)
-    else:
-        out = fn(a4, axis=axes)
+    out = cpu.reduce_values(op, a4, axes)
     if axis == 1:  # (block row, 16, block col): the vec axis last
         out = out.transpose(0, 2, 1)
     # now (block row, block col[, 16]); programs run program_id(0) fastest
