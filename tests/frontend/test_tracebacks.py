@@ -27,7 +27,7 @@ CASES = {
         "t[:] = a[0:, 0:16]",
         '@qnb.kernel(backend="cpu", debug=True)',
     ),
-    "func_decoration": ("QnbSyntaxError", "return [a]", "@qnb.func"),
+    "func_decoration": ("QnbSyntaxError", "return {a: 1}", "@qnb.func"),
     "launch_type": ("QnbTypeError", "def copy(", "copy[1](x, np.zeros((16, 16), np.int32))"),
     "call_type": ("QnbTypeError", "def copy(", "copy(x, np.zeros((16, 16), np.int32))"),
     "keyword": ("QnbTypeError", "def copy(", "copy[1](x, output=x)"),

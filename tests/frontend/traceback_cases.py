@@ -31,7 +31,7 @@ def decoration_with_options():
 def func_decoration():
     @qnb.func
     def helper(a):
-        return [a]
+        return {a: 1}
 
 
 @qnb.kernel(backend="cpu")

@@ -699,7 +699,7 @@ def test_reload_ext_does_not_reuse_cell_file_names(ip):
     old = ip.user_ns["before_reload"]
     with capture_output():
         ip.run_line_magic("reload_ext", "qnb")
-    redefined = RELOADED.format(name="before_reload", index=1, extra="\n    y = [3]")
+    redefined = RELOADED.format(name="before_reload", index=1, extra="\n    y = {3: 1}")
     with capture_output():
         failed = ip.run_cell("%%qkernel -b cpu\n" + redefined)
     assert isinstance(failed.error_in_exec, qnb.QnbSyntaxError)
@@ -729,7 +729,7 @@ def test_an_older_kernels_errors_keep_naming_its_own_cell(ip):
 FAILED_HELPER = """\
 @qnb.func
 def failed_helper(t):
-    y = [1]
+    y = {1: 2}
     return t
 """
 USES_HELPER = """\
@@ -751,13 +751,13 @@ def test_a_kernel_reading_a_failed_definition_says_that_it_failed(ip):
         shown = captured.stdout + captured.stderr
         assert (
             "a kernel reads 'failed_helper', whose last %%qkernel definition failed "
-            "(QnbSyntaxError: lists cannot be used inside a kernel)" in shown
+            "(QnbSyntaxError: dicts cannot be used inside a kernel)" in shown
         )
         assert "FailedDefinition" not in shown and "pass it as a parameter" not in shown
         # the caret is at the helper's own failing line
         assert (error.filename, error.source_line.strip()) == (
             first.error_in_exec.filename,
-            "y = [1]",
+            "y = {1: 2}",
         )
 
 
