@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from qnb.errors import public
+
 # Default tolerances by dtype (contract): rtol = atol = these; integers and bools exact.
 TOLERANCES = {"float16": 1e-2, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-12}
 # Programs one cpu trace records at a time while looking for the program to probe.
@@ -126,6 +128,7 @@ class Comparison:
         printer.text(repr(self) + "\n" + "\n".join("  " + s for s in self.summary()))
 
 
+@public
 def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) -> Comparison:
     """Run one launch on several backends and say whether, and where, they part.
 

@@ -105,11 +105,17 @@ def set_backend(name: str) -> None:
     _default[0] = name
 
 
-@contextlib.contextmanager
+@public
 def backend(name: str):
-    """``with qnb.backend("wgpu"):`` runs the block on that backend (contract)."""
+    """``with qnb.backend("wgpu"):`` runs the block on that backend (contract). An unknown
+    name raises here, at the ``with`` line, not inside the context manager's machinery."""
     if name != "auto":
         get(name)
+    return _chosen(name)
+
+
+@contextlib.contextmanager
+def _chosen(name: str):
     previous = _state.override
     _state.override = name
     try:

@@ -38,6 +38,12 @@ CASES = {
     "trace": ("QnbTypeError", "def copy(", "copy.trace[1](x, np.zeros((16, 16), np.int32))"),
     "bad_grid": ("QnbTypeError", "def copy(", "copy[0](x, x)"),
     "device_copy": ("QnbTypeError", None, 'qnb.to_device(np.ones(4, np.int64), backend="cpu")'),
+    "backend_name": ("BackendError", None, 'with qnb.backend("nope"):'),
+    "compare_type": (
+        "QnbTypeError",
+        None,
+        'qnb.compare(copy[1], x, np.zeros((16, 16), np.int32), backends=["cpu"])',
+    ),
 }
 
 FRAME = re.compile(r'^  File "([^"]+)", line \d+, in (\S+)$', re.M)

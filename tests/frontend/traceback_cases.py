@@ -108,5 +108,14 @@ def device_copy():
     qnb.to_device(np.ones(4, np.int64), backend="cpu")
 
 
+def backend_name():
+    with qnb.backend("nope"):
+        pass
+
+
+def compare_type():
+    qnb.compare(copy[1], x, np.zeros((16, 16), np.int32), backends=["cpu"])
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
