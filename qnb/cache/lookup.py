@@ -258,30 +258,20 @@ def get_or_compile(
 
     rejected = None
     if not forced:
-        artifact, rejected = store.load(kernel_name, key)
-        if artifact is not None:
-            try:
-                launcher = load(artifact)
-            except Exception as exc:
-                rejected = f"the backend could not load it ({type(exc).__name__}: {exc})"
-                root = store.usable_directory()
-                if root is not None:
-                    store.discard(store.entry_path(root, kernel_name, key.digest), rejected)
-            else:
-                reason, differences = disk_hit_reason(kernel_name, key)  # before _remember
-                launcher = _remember(kernel_name, key, launcher)
-                event = _finish(
-                    kernel_name, backend_name, key, "disk-hit", start, reason, differences
-                )
-                log.info(
-                    "loaded %s [%s] from disk in %.1f ms key %s… (%s)",
-                    kernel_name,
-                    backend_name,
-                    event.seconds * 1e3,
-                    key.short,
-                    reason,
-                )
-                return launcher, event
+        launcher, rejected = _load_from_disk(kernel_name, key, load)
+        if launcher is not None:
+            reason, differences = disk_hit_reason(kernel_name, key)  # before _remember
+            launcher = _remember(kernel_name, key, launcher)
+            event = _finish(kernel_name, backend_name, key, "disk-hit", start, reason, differences)
+            log.info(
+                "loaded %s [%s] from disk in %.1f ms key %s… (%s)",
+                kernel_name,
+                backend_name,
+                event.seconds * 1e3,
+                key.short,
+                reason,
+            )
+            return launcher, event
 
     reason, differences = miss_reason(kernel_name, key, forced=forced, rejected=rejected)
     artifact = compile()
@@ -298,6 +288,23 @@ def get_or_compile(
         reason,
     )
     return launcher, event
+
+
+def _load_from_disk(kernel_name: str, key: CacheKey, load: Callable[[Any], Any]):
+    """``(launcher, None)`` from a verified disk entry the backend loads; else ``(None,
+    why the entry was refused)``, or ``(None, None)`` where there is none. An entry the
+    backend cannot load is discarded."""
+    artifact, rejected = store.load(kernel_name, key)
+    if artifact is None:
+        return None, rejected
+    try:
+        return load(artifact), None
+    except Exception as exc:
+        rejected = f"the backend could not load it ({type(exc).__name__}: {exc})"
+        root = store.usable_directory()
+        if root is not None:
+            store.discard(store.entry_path(root, kernel_name, key.digest), rejected)
+        return None, rejected
 
 
 def _finish(
@@ -480,17 +487,9 @@ def get_or_compile_reading(
             if launcher is not None:
                 event = _finish(kernel_name, backend_name, key, "memory-hit", start)
                 return launcher, event, key, checks
-            artifact, why = store.load(kernel_name, key)
+            launcher, why = _load_from_disk(kernel_name, key, load)
             rejected = rejected or why
-            if artifact is None:
-                continue
-            try:
-                launcher = load(artifact)
-            except Exception as exc:
-                rejected = f"the backend could not load it ({type(exc).__name__}: {exc})"
-                root = store.usable_directory()
-                if root is not None:
-                    store.discard(store.entry_path(root, kernel_name, key.digest), rejected)
+            if launcher is None:
                 continue
             reason, differences = disk_hit_reason(kernel_name, key)
             launcher = _remember(kernel_name, key, launcher)
