@@ -427,6 +427,22 @@ def save(
         entry["origin"] = origin
     data = json.dumps(entry, sort_keys=True, indent=1, ensure_ascii=True).encode("utf-8")
     final = entry_path(root, kernel_name, key.digest)
+    try:
+        _write_atomically(root, final, data)
+    except IsADirectoryError:  # a directory under the entry's name: load said so
+        log.debug("not storing %s: a directory has its name", final)
+        return None
+    except OSError as exc:
+        _degrade(root, f"writing an entry failed ({exc.strerror or exc})")
+        return None
+    evict(root, max_bytes(), keep=final)
+    return final
+
+
+def _write_atomically(root: Path, final: Path, data: bytes) -> None:
+    """``data`` as ``final``: written to a temporary file in ``root``, synced, then
+    renamed over ``final`` (a reader sees the old file or the new one, never a part).
+    Raises OSError; the temporary file never outlives a failure."""
     import tempfile
 
     temp_name = None
@@ -440,17 +456,9 @@ def save(
             os.fsync(handle.fileno())
         os.replace(temp_name, final)
         temp_name = None
-    except IsADirectoryError:  # a directory under the entry's name: load said so
-        log.debug("not storing %s: a directory has its name", final)
-        return None
-    except OSError as exc:
-        _degrade(root, f"writing an entry failed ({exc.strerror or exc})")
-        return None
     finally:
         if temp_name is not None:
             _unlink_quietly(Path(temp_name))
-    evict(root, max_bytes(), keep=final)
-    return final
 
 
 def load(kernel_name: str, key: CacheKey) -> tuple[Any | None, str | None]:
@@ -910,19 +918,7 @@ def save_manifest(kernel_name: str, pre_digest: str, reads: list) -> None:
     sets = [reads, *sets][:MAX_MANIFEST_SETS]
     data = canonical_json({"pre_key": pre_digest, "reads": sets}).encode("utf-8")
     final = manifest_path(root, kernel_name, pre_digest)
-    import tempfile
-
-    temp_name = None
     try:
-        fd, temp_name = tempfile.mkstemp(
-            prefix=f".{final.stem[:40]}.", suffix=TEMP_SUFFIX, dir=root
-        )
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp_name, final)
-        temp_name = None
+        _write_atomically(root, final, data)
     except OSError as exc:
         log.debug("cannot write %s: %s", final, exc)
-    finally:
-        if temp_name is not None:
-            _unlink_quietly(Path(temp_name))
