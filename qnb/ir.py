@@ -9,8 +9,10 @@ front end inserts :class:`Cast`), and compile-time branches are already pruned.
 Meaning of the program model (the cpu backend is the executable definition):
 
 - A kernel runs once per *program* of the launch grid. Scalars are uniform within
-  a program. A ``tile`` is a 16×16 value, a ``vec`` a 16-vector, both owned by the
-  whole program. Values are *values*: assignment copies, in-place user ops
+  a program. A ``tile`` is an M×N value and a ``vec`` an N-vector (the shape is part
+  of the :class:`Type`: M, N powers of two, see :data:`MAX_TILE_SIDE`), both owned by
+  the whole program. Element ``[i, j]`` of a tile is element ``i * N + j`` of its
+  row-major flat order, which :class:`Reshape` keeps. Values are *values*: assignment copies, in-place user ops
   (``t.load_``, ``t.eye_()``, ``t += …``) are lowered to ``Assign(t, op(t, …))``.
 - Arrays are runtime parameters. ``ArrayView(param, batch)`` names a whole array
   (``batch is None``) or the 2-D slab ``arr[batch]`` of a 3-D array; ``view_ndim``
@@ -21,11 +23,11 @@ Meaning of the program model (the cpu backend is the executable definition):
   where ``r0+i < min(r1, rows)`` and ``c0+j < min(c1, cols)`` (and the index is
   ≥ 0); other elements keep ``base``. The elements read are converted to the tile's
   dtype (``base``'s) as ``astype`` does. ``StoreWindow`` is the mirror image.
-- Padded loads and stores: ``Tile16.load(a, row, col, other=x, dtype=d)`` is a
+- Padded loads and stores: ``Tile[M, N].load(a, row, col, other=x, dtype=d)`` is a
   ``LoadWindow`` with ``base`` the tile full of ``x`` (of dtype ``d``, else the array's),
-  r1 = row+16, c1 = col+16 and ``padded=True``; ``t.store(a, row, col)`` is a
-  ``padded`` ``StoreWindow``; ``Vec16.load(a, start, other=x)`` a ``padded`` ``VecLoad``
-  with ``other``. A padded op's bounds may be negative: the elements before the array's
+  r1 = row+M, c1 = col+N and ``padded=True``; ``t.store(a, row, col)`` is a
+  ``padded`` ``StoreWindow``; ``Vec[N].load(a, start, other=x)`` a ``padded`` ``VecLoad``
+  with ``other`` (and ``load_row``/``load_col`` one with ``axis``). A padded op's bounds may be negative: the elements before the array's
   first row or column do not exist (a load gives them ``base``/``other``, a store skips
   them), on every backend, with no error. An unpadded window (``t.load_``, the slice
   forms) with a negative bound is an error: ``QnbIndexError`` on cpu and in debug mode.
@@ -39,11 +41,19 @@ notebook cell the kernel lives in.
 
 from __future__ import annotations
 
+import math
 from dataclasses import MISSING, dataclass, field, fields
 
 from qnb.dtypes import DType, as_dtype
 
-TILE = 16
+TILE = 16  # the side of Tile16 (the quadrants-compatible forms)
+MAX_TILE_SIDE = 128  # M and N of a tile: powers of two from 1 to this
+MAX_TILE_ELEMENTS = 16384  # M * N of a tile, and N of a vec: at most this
+
+
+def valid_side(n) -> bool:
+    """Whether ``n`` is a power of two (1, 2, 4, ...)."""
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n & (n - 1) == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,37 +65,70 @@ class Loc:
 
 @dataclass(frozen=True, slots=True)
 class Type:
-    """``kind`` is "scalar", "tile" (16×16), "vec" (16) or "array" (with ``ndim``)."""
+    """``kind`` is "scalar", "tile" (``shape == (M, N)``), "vec" (``shape == (N,)``) or
+    "array" (with ``ndim``; its shape is a runtime value)."""
 
     kind: str
     dtype: DType
     ndim: int = 0
+    shape: tuple[int, ...] = ()
 
     def __str__(self) -> str:
         if self.kind == "scalar":
             return self.dtype.name
         if self.kind == "array":
             return f"Array[{self.dtype.name}, {self.ndim}]"
-        return f"{'Tile16' if self.kind == 'tile' else 'Vec16'}[{self.dtype.name}]"
-
-    def with_dtype(self, dtype: DType) -> Type:
-        return Type(self.kind, dtype, self.ndim)
+        return f"{self.shape_name}[{self.dtype.name}]"
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return {"scalar": (), "tile": (TILE, TILE), "vec": (TILE,)}[self.kind]
+    def shape_name(self) -> str:
+        """How the language spells a tile or vec type: ``Tile16``/``Tile32``/``Vec16``/
+        ``Vec32`` for those shapes (the same objects as ``Tile[16, 16]`` …), else
+        ``Tile[M, N]`` / ``Vec[N]``."""
+        if self.kind == "tile":
+            m, n = self.shape
+            return f"Tile{m}" if m == n and m in (16, 32) else f"Tile[{m}, {n}]"
+        return f"Vec{self.shape[0]}" if self.shape[0] in (16, 32) else f"Vec[{self.shape[0]}]"
+
+    def with_dtype(self, dtype: DType) -> Type:
+        return Type(self.kind, dtype, self.ndim, self.shape)
+
+    @property
+    def size(self) -> int:
+        """The number of elements of a tile or vec (1 for a scalar)."""
+        return math.prod(self.shape)
 
 
 def scalar(dtype) -> Type:
     return Type("scalar", as_dtype(dtype))
 
 
-def tile(dtype) -> Type:
-    return Type("tile", as_dtype(dtype))
+def tile(dtype, shape: tuple[int, int] = (TILE, TILE)) -> Type:
+    return Type("tile", as_dtype(dtype), 0, (int(shape[0]), int(shape[1])))
 
 
-def vec(dtype) -> Type:
-    return Type("vec", as_dtype(dtype))
+def vec(dtype, n: int = TILE) -> Type:
+    return Type("vec", as_dtype(dtype), 0, (int(n),))
+
+
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """NumPy's broadcast of two shapes (a vec is a 1-D shape, a scalar ``()``), or None
+    where they do not broadcast."""
+    rank = max(len(a), len(b))
+    a = (1,) * (rank - len(a)) + a
+    b = (1,) * (rank - len(b)) + b
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+        return None
+    return tuple(max(x, y) for x, y in zip(a, b))
+
+
+def value_type(dtype, shape: tuple[int, ...]) -> Type:
+    """The scalar, vec or tile type of ``shape`` (rank 0, 1 or 2)."""
+    if len(shape) == 0:
+        return scalar(dtype)
+    if len(shape) == 1:
+        return vec(dtype, shape[0])
+    return tile(dtype, shape)
 
 
 # --------------------------------------------------------------------------- expressions
@@ -227,7 +270,8 @@ class ArrayDim(Expr):
 
 @dataclass(slots=True, eq=False)
 class TileFill(Expr):
-    """A new tile or vec: kind "full" (all ``value``) or "eye" (tiles only; value unused).
+    """A new tile or vec: kind "full" (all ``value``), "eye" (square tiles only; value
+    unused) or "arange" (vecs only, ``v[i] = i`` in the vec's dtype; value unused).
     zeros/ones are "full" with 0/1."""
 
     kind: str
@@ -250,10 +294,13 @@ class LoadWindow(Expr):
 
 @dataclass(slots=True, eq=False)
 class VecLoad(Expr):
-    """Vec load. 2-D view: ``v[i] = a[start+i, col]`` where ``start+i < min(stop, rows)``.
-    1-D view (``col is None``): ``v[i] = a[start+i]`` where ``start+i < min(stop, len)``.
-    Else ``other`` (a scalar of the vec's dtype; None: 0). ``padded``: ``start`` may be
-    negative (see the module doc)."""
+    """Vec load. 2-D view, ``axis`` 0 (a column): ``v[i] = a[start+i, col]`` where
+    ``start+i < min(stop, rows)``; ``axis`` 1 (a row, ``col`` is then the fixed *row*):
+    ``v[j] = a[col, start+j]`` where ``start+j < min(stop, cols)``. 1-D view (``col is
+    None``): ``v[i] = a[start+i]`` where ``start+i < min(stop, len)``. Elsewhere (and
+    where the fixed index is outside the array) ``other`` (a scalar of the vec's dtype;
+    None: 0). The elements read are converted to the vec's dtype. ``padded``: ``start``
+    and the fixed index may be negative (see the module doc)."""
 
     view: ArrayView
     start: Expr
@@ -261,6 +308,7 @@ class VecLoad(Expr):
     col: Expr | None
     other: Expr | None = None
     padded: bool = False
+    axis: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -284,14 +332,36 @@ class TileSet(Expr):
 
 @dataclass(slots=True, eq=False)
 class Transpose(Expr):
+    """``t.T``: Tile[M, N] → Tile[N, M]."""
+
+    operand: Expr
+
+
+@dataclass(slots=True, eq=False)
+class Reshape(Expr):
+    """The operand's elements in the same row-major order, as ``type.shape`` (same
+    size): ``v[:, None]`` (Vec[N] → Tile[N, 1]), ``v[None, :]`` (→ Tile[1, N]), a
+    ``keepdims`` reduction's vec as Tile[M, 1] / Tile[1, N], and back."""
+
+    operand: Expr
+
+
+@dataclass(slots=True, eq=False)
+class Broadcast(Expr):
+    """The operand (a vec or tile) stretched to ``type.shape`` by NumPy's rules (a vec
+    is a 1-D array: Vec[N] → Tile[M, N] repeats it as every row; a side of 1 repeats
+    along that side). The front end makes every tile/vec operand of an elementwise op
+    the result's shape with this node, so backends see only equal shapes or scalars."""
+
     operand: Expr
 
 
 @dataclass(slots=True, eq=False)
 class Reduce(Expr):
-    """op in "sum", "max", "min". axis None → scalar; 0 → vec over rows
-    (``v[j] = op_i t[i, j]``); 1 → vec over columns (``v[i] = op_j t[i, j]``).
-    The operand may also be a vec (then axis is None: the scalar over its 16 elements).
+    """op in "sum", "max", "min". axis None → scalar; 0 → Vec[N] over rows
+    (``v[j] = op_i t[i, j]``); 1 → Vec[M] over columns (``v[i] = op_j t[i, j]``).
+    The operand may also be a vec (then axis is None: the scalar over its elements).
+    ``keepdims`` is a :class:`Reshape` of the vec.
     Bool operands are cast to i32 by the front end."""
 
     op: str
@@ -301,7 +371,7 @@ class Reduce(Expr):
 
 @dataclass(slots=True, eq=False)
 class Matmul(Expr):
-    """``acc + a @ b`` (``acc`` may be None). f16 inputs multiply exactly and
+    """``acc + a @ b`` for Tile[M, K] @ Tile[K, N] → Tile[M, N] (``acc`` may be None). f16 inputs multiply exactly and
     accumulate in f32; the result (and ``acc``) is f32 then. f32→f32, f64→f64."""
 
     a: Expr
@@ -311,7 +381,7 @@ class Matmul(Expr):
 
 @dataclass(slots=True, eq=False)
 class Outer(Expr):
-    """``t[i, j] = u[i] * v[j]``."""
+    """``t[i, j] = u[i] * v[j]``: Vec[M], Vec[N] → Tile[M, N]."""
 
     u: Expr
     v: Expr
@@ -319,7 +389,7 @@ class Outer(Expr):
 
 @dataclass(slots=True, eq=False)
 class RowCol(Expr):
-    """``t.row(index)`` (which "row") or ``t.col(index)`` (which "col") → vec."""
+    """``t.row(index)`` (which "row", → Vec[N]) or ``t.col(index)`` ("col", → Vec[M])."""
 
     which: str
     operand: Expr
@@ -328,7 +398,7 @@ class RowCol(Expr):
 
 @dataclass(slots=True, eq=False)
 class Cholesky(Expr):
-    """Lower-triangular L with L Lᵀ = t (left-looking, column by column):
+    """(Square tiles.) Lower-triangular L with L Lᵀ = t (left-looking, column by column):
     ``L[j,j] = sqrt(max(t[j,j] - Σ_{k<j} L[j,k]², eps))``,
     ``L[i,j] = (t[i,j] - Σ_{k<j} L[i,k] L[j,k]) / L[j,j]`` for i > j,
     strict upper triangle 0."""
@@ -339,7 +409,7 @@ class Cholesky(Expr):
 
 @dataclass(slots=True, eq=False)
 class SolveTriangular(Expr):
-    """X with ``X @ L.T == B`` for lower-triangular L (forward substitution by
+    """X with ``X @ L.T == B`` (L: Tile[N, N], B and X: Tile[M, N]) for lower-triangular L (forward substitution by
     columns: ``X[:, k] = (B[:, k] - Σ_{m<k} X[:, m] L[k, m]) / L[k, k]``)."""
 
     lower: Expr
@@ -376,12 +446,19 @@ class StoreWindow(Stmt):
 
 @dataclass(slots=True, eq=False)
 class VecStore(Stmt):
-    """Store a vec into a 1-D view: ``a[start+i] = v[i]`` where ``start+i < min(stop, len)``."""
+    """Store a vec, the mirror image of :class:`VecLoad`: 1-D view (``col is None``):
+    ``a[start+i] = v[i]`` where ``start+i < min(stop, len)``; 2-D view, ``axis`` 0:
+    ``a[start+i, col] = v[i]``, ``axis`` 1: ``a[col, start+j] = v[j]``, where the element
+    exists and is inside the window. Elements are converted to the array's dtype.
+    ``padded``: ``start`` and the fixed index may be negative (not written there)."""
 
     value: Expr
     view: ArrayView
     start: Expr
     stop: Expr
+    col: Expr | None = None
+    padded: bool = False
+    axis: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -539,6 +616,8 @@ _NODE_CLASSES = {
         TileGet,
         TileSet,
         Transpose,
+        Reshape,
+        Broadcast,
         Reduce,
         Matmul,
         Outer,
@@ -589,7 +668,7 @@ def _encode(node) -> list:
     for name, kind in _LAYOUTS[out[0]]:
         value = getattr(node, name)
         if kind == "type":
-            out.append([value.kind, value.dtype.name, value.ndim])
+            out.append(_type_json(value))
         elif kind == "loc":
             out.append(None if value is None else [value.unit, value.line, value.col])
         elif kind == "nodes":
@@ -601,11 +680,15 @@ def _encode(node) -> list:
     return out
 
 
+def _type_json(t: Type) -> list:
+    return [t.kind, t.dtype.name, t.ndim, *t.shape]
+
+
 def _decode_type(value) -> Type:
     key = tuple(value)
     found = _TYPES.get(key)
     if found is None:
-        found = _TYPES[key] = Type(key[0], as_dtype(key[1]), key[2])
+        found = _TYPES[key] = Type(key[0], as_dtype(key[1]), key[2], tuple(key[3:]))
     return found
 
 
@@ -630,9 +713,9 @@ def kernel_to_json(kernel: KernelIR) -> dict:
     """A JSON-able form of the IR (the cpu backend's cached artifact: data, never code)."""
     return {
         "name": kernel.name,
-        "params": [[p.name, [p.type.kind, p.type.dtype.name, p.type.ndim]] for p in kernel.params],
+        "params": [[p.name, _type_json(p.type)] for p in kernel.params],
         "body": [_encode(stmt) for stmt in kernel.body],
-        "locals": {name: [t.kind, t.dtype.name, t.ndim] for name, t in kernel.locals.items()},
+        "locals": {name: _type_json(t) for name, t in kernel.locals.items()},
         "units": [u.qualname for u in kernel.units],
     }
 

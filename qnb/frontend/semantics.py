@@ -216,14 +216,14 @@ def binary(lower, op, left, right, node):
     if op in ("lt", "le", "gt", "ge", "eq", "ne"):
         if dtype is bool_ and op not in ("eq", "ne"):
             left, right = lower.cast_elements(left, i32), lower.cast_elements(right, i32)
-        return ir.Binary(ir.Type(kind, bool_), loc, op, left, right)
+        return ir.Binary(_shaped(kind, bool_, left, right), loc, op, left, right)
     if op in ("and", "or", "xor", "shl", "shr"):
         return _bitwise(lower, op, left, right, dtype, kind, node)
     if dtype is bool_:
         left, right, dtype = lower.cast_elements(left, i32), lower.cast_elements(right, i32), i32
     if op == "div" and not dtype.is_float:
         left, right, dtype = lower.cast_elements(left, f32), lower.cast_elements(right, f32), f32
-    return ir.Binary(ir.Type(kind, dtype), loc, op, left, right)
+    return ir.Binary(_shaped(kind, dtype, left, right), loc, op, left, right)
 
 
 _BITWISE_SPELLING = {"and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}
@@ -243,7 +243,7 @@ def _bitwise(lower, op, left, right, dtype, kind, node):
         )
     if dtype is bool_ and op in ("shl", "shr"):
         left, right, dtype = lower.cast_elements(left, i32), lower.cast_elements(right, i32), i32
-    return ir.Binary(ir.Type(kind, dtype), lower.loc(node), op, left, right)
+    return ir.Binary(_shaped(kind, dtype, left, right), lower.loc(node), op, left, right)
 
 
 def invert(lower, operand, node):
@@ -278,7 +278,7 @@ def _power(lower, base, exponent, node):
     if not dtype.is_float and isinstance(constant, int) and constant < 0:
         left, right, dtype = lower.cast_elements(left, f32), lower.cast_elements(right, f32), f32
     kind = _result_kind(lower, left, right, node)
-    return ir.Binary(ir.Type(kind, dtype), lower.loc(node), "pow", left, right)
+    return ir.Binary(_shaped(kind, dtype, left, right), lower.loc(node), "pow", left, right)
 
 
 def where(lower, cond, a, b, node):
@@ -301,7 +301,7 @@ def where(lower, cond, a, b, node):
     kind = max((a.type.kind, b.type.kind, cond.type.kind), key=_kind_rank)
     if {a.type.kind, b.type.kind, cond.type.kind} >= {"tile", "vec"}:
         raise lower.error(QnbTypeError, "qnb.where cannot mix Tile16 and Vec16", node)
-    return ir.Select(ir.Type(kind, dtype), lower.loc(node), cond, a, b)
+    return ir.Select(_shaped(kind, dtype, cond, a, b), lower.loc(node), cond, a, b)
 
 
 def matmul(lower, a, b, acc, node):
@@ -332,8 +332,14 @@ def matmul(lower, a, b, acc, node):
     return ir.Matmul(ir.tile(out), lower.loc(node), a, b, acc)
 
 
+def _shaped(kind, dtype, *operands) -> ir.Type:
+    """The ``kind`` type of ``dtype`` with the shape of the operands that are not scalars."""
+    shape = next((o.type.shape for o in operands if o.type.kind == kind), ())
+    return ir.Type(kind, dtype, 0, shape)
+
+
 def fill(lower, kind, how, value, dtype, node) -> ir.Expr:
-    type_ = ir.Type(kind, dtype)
+    type_ = ir.tile(dtype) if kind == "tile" else ir.vec(dtype)
     if how == "eye":
         return ir.TileFill(type_, lower.loc(node), "eye", None)
     return ir.TileFill(type_, lower.loc(node), "full", fill_value(lower, value, dtype, node))

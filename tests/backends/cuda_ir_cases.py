@@ -50,7 +50,9 @@ def view(param: ir.Param, batch=None) -> ir.ArrayView:
 
 
 def zeros(kind, dtype) -> ir.TileFill:
-    return ir.TileFill(ir.Type(kind, dtype), L, "full", const(0, dtype))
+    return ir.TileFill(
+        ir.tile(dtype) if kind == "tile" else ir.vec(dtype), L, "full", const(0, dtype)
+    )
 
 
 def tile_load(param: ir.Param, row=0, col=0, batch=None, line=2) -> ir.LoadWindow:
