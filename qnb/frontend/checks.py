@@ -109,13 +109,15 @@ def add_bounds_checks(kernel: ir.KernelIR) -> tuple[ir.KernelIR, list[Check]]:
                 bad = either(bad, outside(index, dim(node.view, axis)))
             out.append((bad, loc, f"index out of range for {node.view.param!r}"))
         elif isinstance(node, ir.TileGet | ir.TileSet):
-            bad = outside(node.i, i32_const(16, loc))
+            shape = node.base.type.shape
+            bad = outside(node.i, i32_const(shape[0], loc))
             if node.j is not None:
-                bad = either(bad, outside(node.j, i32_const(16, loc)))
-            out.append((bad, loc, "tile index out of range 0..15"))
+                bad = either(bad, outside(node.j, i32_const(shape[1], loc)))
+            out.append((bad, loc, tile_index_message(shape)))
         elif isinstance(node, ir.RowCol):
+            side = node.operand.type.shape[0 if node.which == "row" else 1]
             out.append(
-                (outside(node.index, i32_const(16, loc)), loc, "tile index out of range 0..15")
+                (outside(node.index, i32_const(side, loc)), loc, tile_index_message((side,)))
             )
 
     def guarded(stmt, parts):
@@ -170,3 +172,10 @@ def add_bounds_checks(kernel: ir.KernelIR) -> tuple[ir.KernelIR, list[Check]]:
         list(kernel.units),
     )
     return checked, table
+
+
+def tile_index_message(shape: tuple[int, ...]) -> str:
+    """The error of an element index outside a tile or vec of ``shape`` (cpu and debug)."""
+    if len(shape) == 1 or shape[0] == shape[1]:
+        return f"tile index out of range 0..{shape[0] - 1}"
+    return f"tile index out of range 0..{shape[0] - 1}, 0..{shape[1] - 1}"
