@@ -599,3 +599,77 @@ def cholesky_solve_eye(a, rhs, lower, solved, eyes, N: qnb.Template):
     e = Tile[N, N].full(3.0, a.dtype)
     e.eye_()
     eyes[1, 0:N, 0:N] = e
+
+
+def _chol_offsets_make(rng, dtype, shape):
+    n = shape[0]
+    count = 4
+    big = rand(rng, (3 * n + 5, 4 * n + 7), dtype)
+    offsets = [(0, 0), (3, n + 4), (2 * n + 5, 2 * n + 1), (n, 3 * n + 7)]
+    for (r, c), m in zip(offsets, spd(rng, count, dtype, n)):
+        big[r : r + n, c : c + n] = m
+    rows = np.array([o[0] for o in offsets], np.int32)
+    cols = np.array([o[1] for o in offsets], np.int32)
+    return (count,), [big, rows, cols, poison((count, n, n), dtype), n]
+
+
+def _chol_offsets_expect(a, shape):
+    big, rows, cols, out, n = a
+    lower = [
+        np.linalg.cholesky(big[r : r + n, c : c + n].astype(np.float64)) for r, c in zip(rows, cols)
+    ]
+    return {3: np.stack(lower).astype(out.dtype)}
+
+
+@shape_case(
+    "cholesky_offsets",
+    _chol_offsets_make,
+    _chol_offsets_expect,
+    shapes=((16, 16), (32, 32), (64, 64), (2, 2)),
+    tolerance=1e-4,
+)
+@qnb.kernel
+def cholesky_offsets(big, rows, cols, out, N: qnb.Template):
+    p = qnb.program_id(0)
+    r = rows[p]
+    c = cols[p]
+    t = Tile[N, N].zeros(big.dtype)
+    t.load_(big, r, r + N, c, c + N)
+    t.cholesky_(1e-10)
+    out[p, 0:N, 0:N] = t
+
+
+def _spd_solve_make(rng, dtype, shape):
+    n = shape[0]
+    count = 3
+    return (count,), [
+        spd(rng, count, dtype, n),
+        rand(rng, (count, 2 * n, n), dtype),
+        poison((count, 2 * n, n), dtype),
+        n,
+    ]
+
+
+def _spd_solve_expect(a, shape):
+    m, rhs, out, _n = a
+    x = np.linalg.solve(m.astype(np.float64), rhs.astype(np.float64).transpose(0, 2, 1))
+    return {2: x.transpose(0, 2, 1).astype(out.dtype)}
+
+
+@shape_case(
+    "cholesky_then_solve",
+    _spd_solve_make,
+    _spd_solve_expect,
+    shapes=((16, 16), (32, 32), (8, 8)),
+    tolerance=1e-4,
+)
+@qnb.kernel
+def cholesky_then_solve(m, rhs, out, N: qnb.Template):
+    b = qnb.program_id(0)
+    A = Tile[N, N].load(m[b], 0, 0)
+    A.cholesky_(1e-10)
+    X = Tile[2 * N, N].load(rhs[b], 0, 0)  # B: Tile[M, N] with M = 2N
+    A.solve_triangular_(X)  # X = B L^-T
+    inverse_t = Tile[N, N].eye(m.dtype)
+    A.solve_triangular_(inverse_t)  # L^-T
+    (X @ inverse_t.T).store(out[b], 0, 0)  # B L^-T L^-1 = B (L L^T)^-1
