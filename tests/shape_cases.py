@@ -673,3 +673,50 @@ def cholesky_then_solve(m, rhs, out, N: qnb.Template):
     inverse_t = Tile[N, N].eye(m.dtype)
     A.solve_triangular_(inverse_t)  # L^-T
     (X @ inverse_t.T).store(out[b], 0, 0)  # B L^-T L^-1 = B (L L^T)^-1
+
+
+# ----------------------------------------------------------------------------- aligned blocks
+# Whole-block loads and stores in launch order, strips shared by every program and slabs
+# of a 3-D array take the cpu interpreter's block paths: the same answers as elementwise.
+
+
+def _aligned_make(rng, dtype, shape):
+    m, n = shape
+    x = rand(rng, (4 * m, 3 * n), dtype)
+    x3 = rand(rng, (12, m, n), dtype)
+    return (4, 3), [
+        x,
+        x3,
+        poison(x.shape, dtype),
+        poison((4 * m, n), dtype),
+        poison(x3.shape, dtype),
+        m,
+        n,
+    ]
+
+
+def _aligned_expect(a, shape):
+    x, x3 = a[0], a[1]
+    m, n = shape
+    strips = x.reshape(4 * m, 3, n).sum(
+        axis=1, dtype=np.float64 if x.dtype.kind == "f" else np.int64
+    )
+    return {2: x * 2, 3: strips.astype(x.dtype), 4: x3 + 1}
+
+
+@shape_case(
+    "aligned_blocks", _aligned_make, _aligned_expect, dtypes=(F32, F64, I32), tolerance=1e-6
+)
+@qnb.kernel
+def aligned_blocks(x, x3, doubled, strips, slabs, M: qnb.Template, N: qnb.Template):
+    i = qnb.program_id(0)
+    j = qnb.program_id(1)
+    t = Tile[M, N].load(x, i * M, j * N)  # programs tile x in launch order
+    (t * 2).store(doubled, i * M, j * N)
+    acc = Tile[M, N].zeros(x.dtype)
+    for k in range(0, x.shape[1], N):  # a strip of blocks, the same in every program
+        acc += Tile[M, N].load(x, i * M, k)
+    if j == 0:
+        acc.store(strips, i * M, 0)
+    b = i + j * 4  # the flat launch index: consecutive slabs
+    (Tile[M, N].load(x3[b], 0, 0) + 1).store(slabs[b], 0, 0)

@@ -210,11 +210,11 @@ def _masks(r0, c0, row_end, col_end, shape=(16, 16)):
 
 
 def _move_blocks(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[...] = src`` for two 4-D block views whose 16-element rows are contiguous:
-    each row moves as one 16-element unit, which is what makes a block gather or
+    """``dst[...] = src`` for two 4-D block views whose N-element rows are contiguous:
+    each row moves as one N-element unit, which is what makes a block gather or
     scatter cost about a memcpy rather than a strided element loop."""
     if dst.dtype == src.dtype and dst.strides[-1] == src.strides[-1] == dst.itemsize:
-        row = np.dtype((np.void, 16 * dst.itemsize))
+        row = np.dtype((np.void, dst.shape[-1] * dst.itemsize))
         np.copyto(dst.view(row), src.view(row))
     else:
         dst[...] = src
@@ -224,7 +224,7 @@ class _GridTiles:
     """Tiles loaded by programs that tile an array in launch order, not yet gathered:
     ``view`` is a strided 4-D view of the array whose C-order blocks are the programs'
     tiles. A store with the same tiling moves them block for block; any other use
-    gathers them into the usual ``(programs, 16, 16)`` value."""
+    gathers them into the usual ``(programs, M, N)`` value."""
 
     __slots__ = ("view",)
 
@@ -234,7 +234,7 @@ class _GridTiles:
     def gather(self) -> np.ndarray:
         out = np.empty(self.view.shape, self.view.dtype)
         _move_blocks(out, self.view)
-        return out.reshape(-1, 16, 16)
+        return out.reshape(-1, *self.view.shape[-2:])
 
 
 def _gathered(value):
@@ -586,20 +586,21 @@ class _Executor:
             )
         return array, batch, r0, c0, row_end, col_end
 
-    def aligned_blocks(self, array, batch, r0, c0, row_end, col_end):
+    def aligned_blocks(self, array, batch, r0, c0, row_end, col_end, shape=(16, 16)):
         """``(blocks, batch, row_block, col_block)`` when every lane's window is a whole
-        aligned 16×16 block of ``array``; None otherwise."""
-        if array.shape[1] % 16 or array.shape[2] % 16:
+        aligned M×N block of ``array``; None otherwise."""
+        m, n = shape
+        if array.shape[1] % m or array.shape[2] % n:
             return None
-        if (r0 % 16).any() or (c0 % 16).any() or (r0 < 0).any() or (c0 < 0).any():
+        if (r0 % m).any() or (c0 % n).any() or (r0 < 0).any() or (c0 < 0).any():
             return None
-        if (r0 + 16 > row_end).any() or (c0 + 16 > col_end).any():
+        if (r0 + m > row_end).any() or (c0 + n > col_end).any():
             return None
-        blocks = array.reshape(array.shape[0], array.shape[1] // 16, 16, array.shape[2] // 16, 16)
-        return blocks, batch, r0 // 16, c0 // 16
+        blocks = array.reshape(array.shape[0], array.shape[1] // m, m, array.shape[2] // n, n)
+        return blocks, batch, r0 // m, c0 // n
 
     def grid_blocks(self, blocks, batch, rb, cb):
-        """A strided view of ``blocks`` whose k-th 16×16 block is program k's, when the
+        """A strided view of ``blocks`` whose k-th M×N block is program k's, when the
         programs tile the array in launch order (the common ``load(x, i*16, j*16)``
         pattern); None otherwise. Reading or writing it moves whole blocks at once."""
         n = self.n
@@ -607,7 +608,7 @@ class _Executor:
             return None
         if batch.shape[0] != 1 or rb.shape[0] != n or cb.shape[0] != n or self.pid[0][0] != 0:
             return None
-        slab = blocks[int(batch[0])]  # (RB, 16, CB, 16)
+        slab = blocks[int(batch[0])]  # (RB, M, CB, N)
         rows_b, cols_b = slab.shape[0], slab.shape[2]
         if n != rows_b * cols_b:
             return None
@@ -643,11 +644,10 @@ class _Executor:
         if array.size == 0:  # nothing to read: every element keeps the base's value
             return np.array(base)
         dtype = e.type.dtype.numpy
-        # a load converting to another dtype (``dtype=``) takes the elementwise path, and
-        # so does a tile of another shape than 16×16 (the block paths are Tile16's)
+        # a load converting to another dtype (``dtype=``) takes the elementwise path
         aligned = (
-            self.aligned_blocks(array, batch, r0, c0, row_end, col_end)
-            if array.dtype == dtype and shape == (16, 16)
+            self.aligned_blocks(array, batch, r0, c0, row_end, col_end, shape)
+            if array.dtype == dtype
             else None
         )
         if aligned is not None:
@@ -687,8 +687,8 @@ class _Executor:
         )
         writes = self.reads.pop() if self.recorder else None
         self.detach(array)
-        if self.mask is None and shape == (16, 16):
-            aligned = self.aligned_blocks(array, batch, r0, c0, row_end, col_end)
+        if self.mask is None:
+            aligned = self.aligned_blocks(array, batch, r0, c0, row_end, col_end, shape)
             if aligned is not None:
                 blocks, b, rb, cb = aligned
                 tiled = self.grid_blocks(blocks, b, rb, cb)
@@ -697,7 +697,7 @@ class _Executor:
                         _move_blocks(tiled, value.view)  # block for block, no gather
                     else:
                         value = _gathered(value)
-                        flat = np.broadcast_to(value, (self.n, 16, 16))
+                        flat = np.broadcast_to(value, (self.n, *shape))
                         _move_blocks(tiled, flat.reshape(tiled.shape))
                     self.record_store(s, value, writes)
                     return
@@ -708,7 +708,7 @@ class _Executor:
                 else:  # where programs share a block (a race), the last program's wins
                     n = max(value.shape[0], b.shape[0], rb.shape[0], cb.shape[0])
                     b, rb, cb = (np.broadcast_to(x, (n,)) for x in (b, rb, cb))
-                    blocks[b, rb, :, cb, :] = np.broadcast_to(value, (n, 16, 16))
+                    blocks[b, rb, :, cb, :] = np.broadcast_to(value, (n, *shape))
                 self.record_store(s, value, writes)
                 return
         value = _gathered(value)
@@ -1224,7 +1224,7 @@ class _Recorder:
     def keep_written(self, executor, writes):
         """Keep what a store left in its array, so that ``Trace.arrays_at`` can replay it
         (and show it in the parameters bound to the same memory: ``Trace`` replays those
-        in their shared bytes). Each active program's window is at most 16×16, so this
+        in their shared bytes). Each active program's window is at most its tile, so this
         costs no more than the steps' own values."""
         from qnb.trace import ArrayWrite
 

@@ -396,3 +396,22 @@ def test_trace_records_tiles_of_any_shape():
 def copy_wide(x, out):
     t = Tile[8, 32].load(x, 0, 0)
     (t * 2).store(out, 0, 0)
+
+
+@qnb.kernel
+def line_windows(x, y, col: qnb.i32):
+    v = x[0:16, col]
+    y[2, 0:16] = v
+
+
+def test_debug_mode_checks_the_fixed_index_of_a_line_as_cpu_does():
+    from qnb.frontend.checks import add_bounds_checks
+
+    x = np.ones((16, 16), np.float32)
+    kernel_ir, _ = line_windows._lower_for([x, x, 3])
+    _, table = add_bounds_checks(kernel_ir)
+    messages = [check.message for check in table]
+    assert "column index out of range for 'x'" in messages
+    assert "row index out of range for 'y'" in messages
+    with qnb.backend("cpu"), pytest.raises(qnb.QnbIndexError, match="column index out of range"):
+        line_windows(x, x.copy(), 16)
