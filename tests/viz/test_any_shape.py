@@ -110,8 +110,15 @@ def test_the_grid_over_an_array_is_the_kernels_tile_shape():
 
 @pytest.mark.parametrize(
     ("shape", "is_tile"),
-    [((128, 128), True), ((1, 128), True), ((128, 129), False), ((16384,), True)]
-    + [((16385,), False), ((0, 4), False), ((2, 2, 2), False)],
+    [
+        ((128, 128), True),
+        ((1, 128), True),
+        ((128, 129), False),
+        ((16384,), True),
+        ((16385,), False),
+        ((0, 4), False),
+        ((2, 2, 2), False),
+    ],
 )
 def test_what_counts_as_a_tile_value(shape, is_tile):
     assert _is_tile_value(np.zeros(shape, np.float32)) is is_tile

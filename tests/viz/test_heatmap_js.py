@@ -182,8 +182,17 @@ def test_tile_view_front_end_draws_an_empty_array():
 
 @pytest.mark.parametrize(
     ("rows", "cols", "cell"),
-    [(16, 16, 18), (32, 32, 9), (64, 64, 4), (128, 64, 4), (8, 32, 9), (1, 128, 10)]
-    + [(128, 1, 10), (1, 4096, 4), (1, 16384, 1)],
+    [
+        (16, 16, 18),
+        (32, 32, 9),
+        (64, 64, 4),
+        (128, 64, 4),
+        (8, 32, 9),
+        (1, 128, 10),
+        (128, 1, 10),
+        (1, 4096, 4),
+        (1, 16384, 1),
+    ],
 )
 def test_cells_shrink_to_a_size_one_can_point_at(rows, cols, cell):
     # a TraceView tile panel: 288px, 18px cells at most
