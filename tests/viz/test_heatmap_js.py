@@ -192,6 +192,8 @@ def test_tile_view_front_end_draws_an_empty_array():
         (128, 1, 10),
         (1, 4096, 4),
         (1, 16384, 1),
+        (1024, 1024, 2),  # a canvas of at most 2048x2048 px
+        (2048, 2048, 1),
     ],
 )
 def test_cells_shrink_to_a_size_one_can_point_at(rows, cols, cell):

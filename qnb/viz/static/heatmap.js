@@ -226,8 +226,10 @@ function qnbWithTicks(canvas, rows, cols, cell, ndim, steps) {
 }
 
 // The least cell a pointer can rest on (a thin array, 1xN or Nx1, gets a larger one), and
-// the longest canvas side drawn (a longer array gets smaller cells, down to 1px).
-const QNB_MIN_CELL = 4, QNB_MIN_THIN_CELL = 10, QNB_MAX_CANVAS_PX = 16384;
+// the longest canvas side and largest canvas drawn (a larger array gets smaller cells,
+// down to 1px: a 2048x2048 array is not drawn 8192px wide).
+const QNB_MIN_CELL = 4, QNB_MIN_THIN_CELL = 10;
+const QNB_MAX_CANVAS_PX = 16384, QNB_MAX_CANVAS_AREA = 2048 * 2048;
 
 // Cell size that keeps the canvas within maxPx on its longer side, but no smaller than a
 // cell one can point at: past that the canvas is larger than maxPx, and the caller
@@ -236,7 +238,8 @@ function qnbCellSize(rows, cols, maxPx, largest) {
   const longest = Math.max(rows, cols), thin = Math.min(rows, cols) <= 2;
   const fit = Math.min(largest, Math.floor(maxPx / longest));
   const cell = Math.max(fit, Math.min(largest, thin ? QNB_MIN_THIN_CELL : QNB_MIN_CELL));
-  return Math.max(1, Math.min(cell, Math.floor(QNB_MAX_CANVAS_PX / longest)));
+  const area = Math.floor(Math.sqrt(QNB_MAX_CANVAS_AREA / (rows * cols)));
+  return Math.max(1, Math.min(cell, Math.floor(QNB_MAX_CANVAS_PX / longest), area));
 }
 
 // drawn (a heatmap with its labels) in a panel that scrolls where the cells are larger
