@@ -43,7 +43,8 @@ def tile_shapes(trace) -> dict[str, list[int]]:
     """The tile grid to draw over each array: the largest window the kernel's steps read
     or wrote in it, along each axis (a partial tile at an edge is clamped, so the largest
     is a whole tile: ``Tile[64, 32]`` loads give ``[64, 32]`` on an array of any size);
-    16x16 for an array no step touched."""
+    16x16 for an array no step touched. An axis only ever touched one element wide
+    (element reads, ``Vec.load_row``) has no grid lines across it."""
     found: dict[str, list[int]] = {}
     for program in trace.programs:
         for step in trace.steps(program):
@@ -51,7 +52,12 @@ def tile_shapes(trace) -> dict[str, list[int]]:
                 rows, cols = region.r1 - region.r0, region.c1 - region.c0
                 shape = found.setdefault(region.array, [1, 1])
                 shape[0], shape[1] = max(shape[0], rows), max(shape[1], cols)
-    return {name: found.get(name, list(DEFAULT_TILE)) for name in trace.arrays}
+    out = {}
+    for name, array in trace.arrays.items():
+        shape = found.get(name, list(DEFAULT_TILE))
+        whole = [1, *np.shape(array)][-2:]  # the drawn 2-D view's rows and columns
+        out[name] = [n if n > 1 else max(1, int(m)) for n, m in zip(shape, whole)]
+    return out
 
 
 def _colour_ranges(trace) -> dict[str, tuple[float, float]]:

@@ -108,6 +108,15 @@ def test_the_grid_over_an_array_is_the_kernels_tile_shape():
     assert tile_shapes(untouched) == {"a": [16, 16]}
 
 
+def test_an_axis_touched_one_element_wide_has_no_grid_across_it():
+    arrays = {"rows": np.zeros((40, 50)), "cells": np.zeros((6, 7)), "v": np.zeros(300)}
+    trace = Trace("k", (1, 1, 1), "f", 1, ["def k(rows, cells, v):"], arrays)
+    reads = [Region("rows", 3, 4, 0, 50), Region("cells", 2, 3, 5, 6), Region("v", 0, 1, 0, 128)]
+    trace._steps[(0, 0, 0)] = [TraceStep(0, (0, 0, 0), "f", 1, "", "load", "t", reads=reads)]
+    # Vec.load_row: no lines between rows; element reads: no grid at all; a 1-D array: one row
+    assert tile_shapes(trace) == {"rows": [40, 50], "cells": [6, 7], "v": [1, 128]}
+
+
 @pytest.mark.parametrize(
     ("shape", "is_tile"),
     [
