@@ -445,9 +445,14 @@ class TraceView(QnbWidget):
                 panels.append((title, value[index], a, shown, False, False))
         if not panels:
             return None
-        # a tile needs room: 16 cells of 0.28 in for its values, 128 rows of 1/28 in
-        widths = [TILE_PANEL_INCHES] * len(self.tiles) + [2.6] * (len(panels) - len(self.tiles))
-        fig = static_render.new_figure(sum(widths), max(widths))
+        # a tile needs room: 16 cells of 0.28 in for its values, 128 rows of 1/28 in (a
+        # tall tile's panel is narrower: 128x64 is half as wide)
+        widths = [
+            TILE_PANEL_INCHES * max(0.45, min(1.0, _columns(p[1]) / _rows(p[1])))
+            for p in panels[: len(self.tiles)]
+        ] + [2.6] * (len(panels) - len(self.tiles))
+        height = TILE_PANEL_INCHES if self.tiles else max(widths)
+        fig = static_render.new_figure(sum(widths), height)
         if fig is None:
             return None
         grid = fig.add_gridspec(1, len(panels), width_ratios=widths)
@@ -476,6 +481,14 @@ class TraceView(QnbWidget):
             y=1.06,  # above the panels' titles and column labels
         )
         return static_render.figure_png(fig)
+
+
+def _rows(value: np.ndarray) -> int:
+    return value.shape[0] if value.ndim == 2 else 1
+
+
+def _columns(value: np.ndarray) -> int:
+    return value.shape[-1]
 
 
 def _array_note(state: dict) -> str:
