@@ -206,3 +206,15 @@ def test_tile_view_takes_the_kernels_tile_shape(monkeypatch):
     for bad in [(0, 4), (4,), (True, 4)]:
         with pytest.raises(Exception, match="two positive ints"):
             TileView(np.zeros(4), tile=bad)
+
+
+def test_compare_view_outlines_every_differing_element_of_a_64x64_tile():
+    from qnb.viz.compare_view import _marks
+
+    bad = np.ones((64, 64), bool)
+    bad[3, 5] = False
+    marks = _marks(bad)
+    assert len(marks) == 4095 and {"r0": 3, "c0": 5} not in [
+        {"r0": m["r0"], "c0": m["c0"]} for m in marks
+    ]
+    assert [(m["r0"], m["c0"]) for m in _marks(np.arange(8) % 3 == 0)] == [(0, 0), (0, 3), (0, 6)]
