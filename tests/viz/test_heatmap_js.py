@@ -241,3 +241,5 @@ def test_trace_view_front_end_scrolls_a_128x64_tile():
     shown = render_widget(TraceView(trace), "trace_view.js", script_tail)
     # in t, out t, changed t: 4px cells (256x512), in 328px panels that scroll
     assert shown == [["328px", "256px"]] * 3
+    text = render_widget(TraceView(trace), "trace_view.js")
+    assert text.count("Tile[128, 64] float32") == 2 and "Tile[128, 64] float64" in text

@@ -268,13 +268,15 @@ function qnbEmptyNote(shape) {
 // A small self-contained heatmap (used for tiles and arrays in TraceView).
 // spec: {name, shape, dtype, data, steps?, full_shape?, tile?}; opts: title, maxPx,
 // largest, showValues, regions, batch (the slab's index in the array), ticks (index
-// labels), scrollPx (the panel's size, past which it scrolls; maxPx + 40 by default).
+// labels), scrollPx (the panel's size, past which it scrolls; maxPx + 40 by default),
+// label (a line under the title: the value's type).
 // spec.tile: [M, N], the tile grid drawn over the array (16x16 by default).
 // spec.steps: the array was sent with every k-th element along each axis (too large to
 // send whole); labels, hover and regions stay in the array's own indices. Returns an element.
 function qnbHeatmapBlock(spec, opts) {
   const box = qnbElement("div", "qnb-block");
   box.append(qnbElement("div", "qnb-block-title", opts.title || spec.name));
+  if (opts.label) box.append(qnbElement("div", "qnb-block-info", opts.label));
   const values = qnbDecode(spec.data, spec.dtype);
   if (values.length === 0) {
     box.append(qnbEmptyNote(spec.full_shape || spec.shape));

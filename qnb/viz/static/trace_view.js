@@ -79,8 +79,10 @@ function render({ model, el }) {
     // (values on hover), to at least 4px, past which its panel scrolls (128x64: 512x256)
     const tileOpts = { maxPx: 288, largest: 18, showValues: true, ticks: true };
     const barHeight = (blocks) => Math.max(48, ...blocks.map((b) => b.qnbHeight || 0));
+    // the value's type: Tile[128, 64] float32, Vec[128] int32
+    const typeOf = (t) => `${t.shape.length === 1 ? "Vec" : "Tile"}[${t.shape.join(", ")}] ${t.dtype_name}`;
     const pairs = values.filter((t) => t.role !== "changed");
-    const pairBlocks = pairs.map((t) => qnbHeatmapBlock(t, { ...tileOpts, title: `${t.role} ${t.name}` }));
+    const pairBlocks = pairs.map((t) => qnbHeatmapBlock(t, { ...tileOpts, title: `${t.role} ${t.name}`, label: typeOf(t) }));
     tiles.append(...pairBlocks);
     if (pairs.length) {
       const [vmin, vmax] = model.get("tile_range");
@@ -89,7 +91,7 @@ function render({ model, el }) {
       tiles.append(bar);
     }
     for (const t of values.filter((t) => t.role === "changed")) {
-      const block = qnbHeatmapBlock(t, { ...tileOpts, title: `changed ${t.name} (out \u2212 in)` });
+      const block = qnbHeatmapBlock(t, { ...tileOpts, title: `changed ${t.name} (out \u2212 in)`, label: typeOf(t) });
       block.classList.add("qnb-changed");
       tiles.append(block, qnbColourBar(t.vmin, t.vmax, barHeight([block])));
     }
