@@ -11,7 +11,7 @@ from qnb.viz import arrays, static_render
 from qnb.viz.assets import widget_module
 from qnb.viz.widget import QnbWidget
 
-MAX_MARKS = 256  # differing elements outlined in one value (a tile has 256)
+MAX_MARKS = 4096  # differing elements outlined in one value (a 64x64 tile has 4,096)
 
 
 def _marks(bad: np.ndarray) -> list[dict]:

@@ -30,7 +30,8 @@ VIRIDIS = [
 HTML_TABLE_MAX = 32  # larger arrays get a PNG instead of a table of values
 VALUES_MAX = 32  # arrays up to 32x32 show their values in the cells
 READ_COLOUR, WRITE_COLOUR = "#00a0e0", "#e03030"
-MIN_TILE_PX = 6  # a finer 16x16 grid would hide the cells under it
+MIN_TILE_PX = 6  # a finer tile grid would hide the cells under it
+THIN_PX = 30  # the least height (width) drawn of a thin array (1xN, Nx1) in a square panel
 
 
 def colour(t: float) -> tuple[int, int, int]:
@@ -158,13 +159,15 @@ def draw_heatmap(
     colour_bar: bool = True,
     aspect: str = "equal",
     steps: tuple[int, int] = (1, 1),
+    tile: tuple[int, int] = (16, 16),
 ):
     """Draw a heatmap into a matplotlib Axes: cells, values (up to 32x32), row and column
-    index labels, the 16x16 grid over larger arrays, read/write regions as outlined
-    rectangles. NaN and infinities are grey cells with their values written, as in the
-    HTML table and the live view. ``steps`` (rows, columns) says that ``a`` holds every
-    k-th row and column of a larger array: labels, grid and regions are in that array's
-    indices."""
+    index labels, the tile grid (``tile``: the kernel's tile shape, 16x16 by default) over
+    larger arrays, read/write regions as outlined rectangles. NaN and infinities are grey
+    cells with their values written, as in the HTML table and the live view. ``steps``
+    (rows, columns) says that ``a`` holds every k-th row and column of a larger array:
+    labels, grid and regions are in that array's indices. A thin array (1x128) drawn
+    ``equal`` keeps cells one can see: at least :data:`THIN_PX` across its short side."""
     from matplotlib import colormaps, patheffects
     from matplotlib.patches import Rectangle
 
@@ -187,6 +190,14 @@ def draw_heatmap(
         return None
     rows, cols = a2.shape
     row_step, col_step = steps
+    box = ax.get_window_extent()
+    cell_w = cell_h = min(box.width / cols, box.height / rows)  # px, at an equal aspect
+    if aspect == "equal" and min(rows * cell_h, cols * cell_w) < THIN_PX:
+        if rows < cols:
+            cell_w, cell_h = box.width / cols, min(THIN_PX, box.height) / rows
+        else:
+            cell_w, cell_h = min(THIN_PX, box.width) / cols, box.height / rows
+        aspect = cell_h / cell_w
     image = ax.imshow(
         a2,
         cmap=colormaps["viridis"].with_extremes(bad=tuple(c / 255 for c in colour(np.nan))),
@@ -211,13 +222,15 @@ def draw_heatmap(
                     fontsize=5 if max(rows, cols) <= 16 else 4.5,
                     color="black" if np.isfinite(t) and t > 0.6 else "white",
                 )
-    # the 16x16 tile grid, where a tile is a whole number of cells and large enough to see
-    box = ax.get_window_extent()
-    tile_px = min(16 / row_step * box.height / rows, 16 / col_step * box.width / cols)
-    if 16 % row_step == 0 and 16 % col_step == 0 and tile_px >= MIN_TILE_PX:
-        for i in range(16 // row_step, rows, 16 // row_step):
+    # the tile grid, where a tile is a whole number of cells and large enough to see
+    tile_rows, tile_cols = tile
+    if aspect == "auto":
+        cell_w, cell_h = box.width / cols, box.height / rows
+    tile_px = min(tile_rows / row_step * cell_h, tile_cols / col_step * cell_w)
+    if tile_rows % row_step == 0 and tile_cols % col_step == 0 and tile_px >= MIN_TILE_PX:
+        for i in range(tile_rows // row_step, rows, tile_rows // row_step):
             ax.axhline(i - 0.5, color="white", linewidth=0.8)
-        for j in range(16 // col_step, cols, 16 // col_step):
+        for j in range(tile_cols // col_step, cols, tile_cols // col_step):
             ax.axvline(j - 0.5, color="white", linewidth=0.8)
     for region in regions:
         edge = WRITE_COLOUR if region["kind"] == "write" else READ_COLOUR

@@ -14,12 +14,14 @@ THIN_INCHES = 0.4  # the least height (width) a static PNG gives a thin array
 
 
 class TileView(QnbWidget):
-    """Show a 16x16 tile or an array: values written in the cells up to 32x32, row and
-    column indices labelled, and the 16x16 tile grid drawn over larger arrays. Hovering
-    shows the index and value. 1-D arrays show as one row; 3-D arrays one slab at a time
-    (``batch``).
+    """Show a tile of any shape or an array: values written in the cells up to 32x32, row
+    and column indices labelled, and the tile grid (16x16, or ``tile=(M, N)``: a kernel's
+    own tile shape) drawn over larger arrays. Hovering shows the index and value. Cells
+    shrink with the array to the least one can point at; past that the view scrolls.
+    1-D arrays show as one row; 3-D arrays one slab at a time (``batch``).
 
     >>> TileView(np.eye(16, dtype=np.float32), title="I")
+    >>> TileView(scores, tile=(64, 64))  # a 200x200 array in Tile[64, 64] blocks
 
     Call :meth:`update` (or set ``array``) to show new contents in the same view.
     """
@@ -34,10 +36,24 @@ class TileView(QnbWidget):
     vmin = traitlets.Float(0.0).tag(sync=True)
     vmax = traitlets.Float(1.0).tag(sync=True)
     batch = traitlets.Int(0).tag(sync=True)
+    tile = traitlets.List(traitlets.Int(), default_value=[16, 16]).tag(sync=True)  # the grid
 
-    def __init__(self, tile_or_array, title: str | None = None, **kwargs):
-        super().__init__(title=title or "", **kwargs)
+    def __init__(self, tile_or_array, title: str | None = None, tile=(16, 16), **kwargs):
+        super().__init__(title=title or "", tile=tile, **kwargs)
         self.update(tile_or_array)
+
+    @traitlets.validate("tile")
+    def _valid_tile(self, proposal):
+        value = proposal["value"]
+        if (
+            len(value) != 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+            or min(value) < 1
+        ):
+            raise traitlets.TraitError(
+                f"tile is the grid's (rows, columns), two positive ints, not {value!r}"
+            )
+        return [int(n) for n in value]
 
     @property
     def array(self):
@@ -119,5 +135,6 @@ class TileView(QnbWidget):
             self.vmax,
             title=(self.title or repr(self)) + self._slab_text(),
             aspect=aspect,
+            tile=tuple(self.tile),
         )
         return static_render.figure_png(fig)

@@ -11,9 +11,13 @@ from qnb.viz import arrays, static_render
 from qnb.viz.assets import widget_module
 from qnb.viz.widget import QnbWidget
 
-TILE_SHAPES = {(16, 16), (16,)}  # Tile16 and Vec16 values show as heatmaps; others as text
+# A step's tile and vec values, of any shape qnb holds (sides up to 128, vecs up to 16,384
+# elements), show as heatmaps; array operands and other values as text.
+MAX_TILE_SIDE, MAX_TILE_ELEMENTS = 128, 16_384
 MAX_SLABS = 4  # the slabs of one 3-D array drawn at a step, at most
 TILE_PANEL_INCHES = 4.6  # a static tile panel, wide enough to write its 16x16 values
+STATIC_VALUES_MAX = 16  # a static tile panel writes the values of tiles up to 16 a side
+DEFAULT_TILE = [16, 16]  # the grid over an array no step touched
 
 
 def _region(region, kind: str) -> dict:
@@ -29,7 +33,31 @@ def _region(region, kind: str) -> dict:
 
 
 def _is_tile_value(value) -> bool:
-    return isinstance(value, np.ndarray) and value.shape in TILE_SHAPES
+    """A tile (2-D, each side at most 128) or vec (1-D) value, of at most 16,384 elements."""
+    if not isinstance(value, np.ndarray) or not 0 < value.size <= MAX_TILE_ELEMENTS:
+        return False
+    return value.ndim == 1 or (value.ndim == 2 and max(value.shape) <= MAX_TILE_SIDE)
+
+
+def tile_shapes(trace) -> dict[str, list[int]]:
+    """The tile grid to draw over each array: the largest window the kernel's steps read
+    or wrote in it, along each axis (a partial tile at an edge is clamped, so the largest
+    is a whole tile: ``Tile[64, 32]`` loads give ``[64, 32]`` on an array of any size);
+    16x16 for an array no step touched. An axis only ever touched one element wide
+    (element reads, ``Vec.load_row``) has no grid lines across it."""
+    found: dict[str, list[int]] = {}
+    for program in trace.programs:
+        for step in trace.steps(program):
+            for region in (*step.reads, *step.writes):
+                rows, cols = region.r1 - region.r0, region.c1 - region.c0
+                shape = found.setdefault(region.array, [1, 1])
+                shape[0], shape[1] = max(shape[0], rows), max(shape[1], cols)
+    out = {}
+    for name, array in trace.arrays.items():
+        shape = found.get(name, list(DEFAULT_TILE))
+        whole = [1, *np.shape(array)][-2:]  # the drawn 2-D view's rows and columns
+        out[name] = [n if n > 1 else max(1, int(m)) for n, m in zip(shape, whole)]
+    return out
 
 
 def _colour_ranges(trace) -> dict[str, tuple[float, float]]:
@@ -201,6 +229,7 @@ class TraceView(QnbWidget):
         super().__init__(**kwargs)
         self.trace = trace
         self._colour_ranges = _colour_ranges(trace)
+        self._tile_shapes = tile_shapes(trace)
         self._shown_arrays: dict[str, np.ndarray] = {}
         self._program_slabs: dict[tuple[int, str], list[int]] = {}
         with self.hold_sync():
@@ -255,7 +284,8 @@ class TraceView(QnbWidget):
         if step.output is not None:
             values.append((step.target or "result", "out", step.output))
         for name, role, value in values:
-            if _is_tile_value(value):
+            # an array operand (in a hand-made trace) is not one of the step's tiles
+            if _is_tile_value(value) and not (role == "in" and name in self.trace.arrays):
                 tiles.append({"name": name, "role": role, **arrays.encode(value)})
                 shown.append(value)
             else:
@@ -338,6 +368,7 @@ class TraceView(QnbWidget):
         state["steps"] = steps
         # one colour scale for every step, so that a colour keeps its meaning
         state["vmin"], state["vmax"] = self._colour_ranges[name]
+        state["tile"] = self._tile_shapes.get(name, list(DEFAULT_TILE))  # the kernel's grid
         return state
 
     def __repr__(self) -> str:
@@ -395,7 +426,8 @@ class TraceView(QnbWidget):
                 title = f"changed {t['name']} (out \u2212 in)"
             # in/out tiles share one colour bar (on the last of them); "changed" has its own
             bar = last_pair or t["role"] == "changed"
-            panels.append((title, arrays.decode(t), t, [], True, bar))
+            value = arrays.decode(t)
+            panels.append((title, value, t, [], max(value.shape) <= STATIC_VALUES_MAX, bar))
         for a in self.arrays:
             mine = [r for r in self.regions if r["array"] == a["name"]]
             value, steps = arrays.decode(a), a.get("steps") or [1] * len(a["shape"])
@@ -413,9 +445,14 @@ class TraceView(QnbWidget):
                 panels.append((title, value[index], a, shown, False, False))
         if not panels:
             return None
-        # a tile whose values are written needs room for them: 16 cells of 0.28 in
-        widths = [TILE_PANEL_INCHES if p[4] else 2.6 for p in panels]
-        fig = static_render.new_figure(sum(widths), max(widths))
+        # a tile needs room: 16 cells of 0.28 in for its values, 128 rows of 1/28 in (a
+        # tall tile's panel is narrower: 128x64 is half as wide)
+        widths = [
+            TILE_PANEL_INCHES * max(0.45, min(1.0, _columns(p[1]) / _rows(p[1])))
+            for p in panels[: len(self.tiles)]
+        ] + [2.6] * (len(panels) - len(self.tiles))
+        height = TILE_PANEL_INCHES if self.tiles else max(widths)
+        fig = static_render.new_figure(sum(widths), height)
         if fig is None:
             return None
         grid = fig.add_gridspec(1, len(panels), width_ratios=widths)
@@ -434,6 +471,7 @@ class TraceView(QnbWidget):
                 values=values,
                 colour_bar=bar,
                 steps=(steps[-2] if len(steps) > 1 else 1, steps[-1]),
+                tile=tuple(state.get("tile", DEFAULT_TILE)),
             )
         fig.suptitle(
             f"{self.kernel_name}, program {self.current_program}, step {self._step_text()}: "
@@ -443,6 +481,14 @@ class TraceView(QnbWidget):
             y=1.06,  # above the panels' titles and column labels
         )
         return static_render.figure_png(fig)
+
+
+def _rows(value: np.ndarray) -> int:
+    return value.shape[0] if value.ndim == 2 else 1
+
+
+def _columns(value: np.ndarray) -> int:
+    return value.shape[-1]
 
 
 def _array_note(state: dict) -> str:

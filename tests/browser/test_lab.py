@@ -299,6 +299,28 @@ def check_widgets(page) -> None:
         page.wait_for_timeout(100)
 
     check_cache_view(page)
+    check_large_tile(page)
+
+
+def check_large_tile(page) -> None:
+    """A 128x64 array in Tile[64, 32] blocks: 4px cells (the least one can point at),
+    every value read on hover, the grid after row 64 and columns 32 and 64."""
+    view = page.locator(".qnb-tileview").nth(2)
+    canvas = view.locator("canvas.qnb-heatmap")
+    size = canvas.evaluate("(c) => [c.style.width, c.style.height]")
+    assert size == ["256px", "512px"], size
+    canvas.hover(position={"x": 63 * 4 + 2, "y": 127 * 4 + 2})
+    assert view.locator(".qnb-readout").inner_text().endswith("[127, 63] = 8191")
+    grid = canvas.evaluate(
+        """(c) => {
+          const ctx = c.getContext("2d"), k = c.width / 256;  // device pixels per css px
+          const at = (x, y) => [...ctx.getImageData(Math.floor(x * k), Math.floor(y * k), 1, 1).data];
+          return [at(10, 256.5), at(10, 250), at(128.5, 10), at(100, 10)];
+        }"""
+    )
+    line, cell, column, inside = grid
+    assert min(line[:3]) > 200 and min(column[:3]) > 200, grid  # white lines
+    assert min(cell[:3]) < 200 and min(inside[:3]) < 200, grid  # viridis cells
 
 
 def check_trace_tiles(page, trace) -> None:

@@ -100,9 +100,9 @@ globalThis.document = {
 """
 
 
-def render_widget(view, module: str) -> str:
+def render_widget(view, module: str, tail: str | None = None):
     """Run a widget's front end on the view's synced state (Node, a stand-in DOM); the
-    text of everything it drew."""
+    text of everything it drew (or what ``tail``, a script run on ``el``, prints)."""
     import base64
 
     def plain(value):
@@ -132,11 +132,12 @@ def render_widget(view, module: str) -> str:
         const model = {{ get: (n) => state[n], set() {{}}, save_changes() {{}}, on() {{}}, off() {{}} }};
         const el = new Element("div");
         render({{ model, el }});
-        console.log(JSON.stringify(el.text));
         """
+        + (tail or "console.log(JSON.stringify(el.text));")
     )
+    # (on stdin: a 128x64 tile's state is longer than an argument may be)
     done = subprocess.run(
-        [NODE, "-e", script], capture_output=True, text=True, timeout=30, check=True
+        [NODE, "-"], input=script, capture_output=True, text=True, timeout=30, check=True
     )
     return json.loads(done.stdout)
 
@@ -174,3 +175,71 @@ def test_tile_view_front_end_draws_an_empty_array():
 
     text = render_widget(TileView(np.zeros((0, 4, 4), np.float32)), "tile_view.js")
     assert "(empty array: shape 0×4×4, no elements to show)" in text
+
+
+# Any shape: cells shrink to a least size, then the panel scrolls; the kernel's tile grid
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "cell"),
+    [
+        (16, 16, 18),
+        (32, 32, 9),
+        (64, 64, 4),
+        (128, 64, 4),
+        (8, 32, 9),
+        (1, 128, 10),
+        (128, 1, 10),
+        (1, 4096, 4),
+        (1, 16384, 1),
+        (1024, 1024, 2),  # a canvas of at most 2048x2048 px
+        (2048, 2048, 1),
+    ],
+)
+def test_cells_shrink_to_a_size_one_can_point_at(rows, cols, cell):
+    # a TraceView tile panel: 288px, 18px cells at most
+    assert run_js(f"console.log(qnbCellSize({rows}, {cols}, 288, 18))") == cell
+
+
+def test_the_tile_grid_is_the_kernels_tile_shape():
+    lines = run_js("""
+        const moves = [];
+        const canvas = { style: {}, getContext: () => new Proxy({}, {
+          get: (_, name) => name === "moveTo" ? (x, y) => moves.push([x, y]) : () => {},
+          set: () => true }) };
+        globalThis.window = {};
+        const values = new Float64Array(100 * 72);
+        qnbDrawHeatmap(canvas, values, 100, 72, { cell: 4, tile: [64, 32] });
+        const tiled = moves.splice(0);
+        qnbDrawHeatmap(canvas, values, 100, 72, { cell: 4 });
+        console.log(JSON.stringify([tiled, moves.length]));
+    """)
+    tiled, default = lines
+    assert tiled == [[0, 256.5], [128.5, 0], [256.5, 0]]  # after row 64, columns 32 and 64
+    assert default == 100 // 16 + 72 // 16  # 16x16 by default
+
+
+def test_trace_view_front_end_scrolls_a_128x64_tile():
+    import numpy as np
+
+    from qnb.trace import Trace, TraceStep
+    from qnb.viz import TraceView
+
+    tile = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    trace = Trace("k", (1, 1, 1), "f", 1, ["def k(x):", "    t = t + 1"], {})
+    trace._steps[(0, 0, 0)] = [
+        TraceStep(0, (0, 0, 0), "f", 2, "t = t + 1", "+", "t", {"t": tile}, tile + 1)
+    ]
+    script_tail = """
+        const found = [];
+        (function walk(e) {
+          if (e.className === "qnb-scroll") found.push([e.style.maxWidth, e.children[0].children[3].style.width]);
+          for (const c of e.children || []) walk(c);
+        })(el);
+        console.log(JSON.stringify(found));
+    """
+    shown = render_widget(TraceView(trace), "trace_view.js", script_tail)
+    # in t, out t, changed t: 4px cells (256x512), in 328px panels that scroll
+    assert shown == [["328px", "256px"]] * 3
+    text = render_widget(TraceView(trace), "trace_view.js")
+    assert text.count("Tile[128, 64] float32") == 2 and "Tile[128, 64] float64" in text

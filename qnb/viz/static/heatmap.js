@@ -89,7 +89,8 @@ function qnbElement(tag, className, text) {
 
 // Draw rows x cols values as coloured cells. opts: cell (px), vmin, vmax, showValues,
 // regions [{r0, r1, c0, c1, kind: "read"|"write"}], steps [row step, column step] when
-// the values are every k-th row/column of a larger array (regions are in its indices).
+// the values are every k-th row/column of a larger array (regions are in its indices),
+// tile [M, N]: the tile grid drawn over an array larger than one tile (16x16 by default).
 // Returns the canvas.
 function qnbDrawHeatmap(canvas, values, rows, cols, opts) {
   const cell = opts.cell, dpr = window.devicePixelRatio || 1;
@@ -122,10 +123,11 @@ function qnbDrawHeatmap(canvas, values, rows, cols, opts) {
     }
   }
   const [rowStep, colStep] = opts.steps || [1, 1];
-  const tileRows = 16 / rowStep, tileCols = 16 / colStep;  // a tile, in cells
+  const [tileM, tileN] = opts.tile || [16, 16];  // the kernel's tile shape (16x16 by default)
+  const tileRows = tileM / rowStep, tileCols = tileN / colStep;  // a tile, in cells
   const tileSeen = Math.min(tileRows, tileCols) * cell >= 6;  // finer would hide the cells
-  if ((rows * rowStep > 16 || cols * colStep > 16) && Number.isInteger(tileRows) && Number.isInteger(tileCols) && tileSeen) {
-    // the 16x16 tile grid
+  if ((rows * rowStep > tileM || cols * colStep > tileN) && Number.isInteger(tileRows) && Number.isInteger(tileCols) && tileSeen) {
+    // the tile grid
     ctx.strokeStyle = "rgba(255,255,255,0.85)";
     ctx.lineWidth = 1;
     ctx.beginPath();
@@ -223,9 +225,31 @@ function qnbWithTicks(canvas, rows, cols, cell, ndim, steps) {
   return box;
 }
 
-// Cell size that keeps the canvas within maxPx on its longer side.
+// The least cell a pointer can rest on (a thin array, 1xN or Nx1, gets a larger one), and
+// the longest canvas side and largest canvas drawn (a larger array gets smaller cells,
+// down to 1px: a 2048x2048 array is not drawn 8192px wide).
+const QNB_MIN_CELL = 4, QNB_MIN_THIN_CELL = 10;
+const QNB_MAX_CANVAS_PX = 16384, QNB_MAX_CANVAS_AREA = 2048 * 2048;
+
+// Cell size that keeps the canvas within maxPx on its longer side, but no smaller than a
+// cell one can point at: past that the canvas is larger than maxPx, and the caller
+// scrolls it (qnbScroll).
 function qnbCellSize(rows, cols, maxPx, largest) {
-  return Math.max(1, Math.min(largest, Math.floor(maxPx / Math.max(rows, cols))));
+  const longest = Math.max(rows, cols), thin = Math.min(rows, cols) <= 2;
+  const fit = Math.min(largest, Math.floor(maxPx / longest));
+  const cell = Math.max(fit, Math.min(largest, thin ? QNB_MIN_THIN_CELL : QNB_MIN_CELL));
+  const area = Math.floor(Math.sqrt(QNB_MAX_CANVAS_AREA / (rows * cols)));
+  return Math.max(1, Math.min(cell, Math.floor(QNB_MAX_CANVAS_PX / longest), area));
+}
+
+// drawn (a heatmap with its labels) in a panel that scrolls where the cells are larger
+// than width x height px; the labels scroll with the cells.
+function qnbScroll(drawn, width, height) {
+  const box = qnbElement("div", "qnb-scroll");
+  box.style.maxWidth = `${width}px`;
+  box.style.maxHeight = `${height}px`;
+  box.append(drawn);
+  return box;
 }
 
 // How an array sent with every k-th element along each axis was sampled (as
@@ -242,13 +266,17 @@ function qnbEmptyNote(shape) {
 }
 
 // A small self-contained heatmap (used for tiles and arrays in TraceView).
-// spec: {name, shape, dtype, data, steps?, full_shape?}; opts: title, maxPx, largest,
-// showValues, regions, batch (the slab's index in the array), ticks (index labels).
+// spec: {name, shape, dtype, data, steps?, full_shape?, tile?}; opts: title, maxPx,
+// largest, showValues, regions, batch (the slab's index in the array), ticks (index
+// labels), scrollPx (the panel's size, past which it scrolls; maxPx + 40 by default),
+// label (a line under the title: the value's type).
+// spec.tile: [M, N], the tile grid drawn over the array (16x16 by default).
 // spec.steps: the array was sent with every k-th element along each axis (too large to
 // send whole); labels, hover and regions stay in the array's own indices. Returns an element.
 function qnbHeatmapBlock(spec, opts) {
   const box = qnbElement("div", "qnb-block");
   box.append(qnbElement("div", "qnb-block-title", opts.title || spec.name));
+  if (opts.label) box.append(qnbElement("div", "qnb-block-info", opts.label));
   const values = qnbDecode(spec.data, spec.dtype);
   if (values.length === 0) {
     box.append(qnbEmptyNote(spec.full_shape || spec.shape));
@@ -266,13 +294,16 @@ function qnbHeatmapBlock(spec, opts) {
   canvas.className = "qnb-heatmap";
   qnbDrawHeatmap(canvas, slice, rows, cols, {
     cell, showValues: opts.showValues, regions: opts.regions, vmin: spec.vmin, vmax: spec.vmax,
-    steps: cellSteps,
+    steps: cellSteps, tile: spec.tile,
   });
   const readout = qnbElement("div", "qnb-readout", "\u00a0");
   const speller = qnbIndexSpeller(spec.shape.length, slab * slabStep, cellSteps);
   qnbHover(canvas, readout, rows, cols, cell, slice, spec.name, speller);
   const drawn = opts.ticks ? qnbWithTicks(canvas, rows, cols, cell, spec.shape.length, cellSteps) : canvas;
-  box.append(drawn, readout);
+  // past maxPx (cells at their least size) the panel scrolls: a little room for the labels
+  const scrollPx = opts.scrollPx || opts.maxPx + 40;
+  box.append(qnbScroll(drawn, scrollPx, scrollPx), readout);
+  box.qnbHeight = Math.min(rows * cell, scrollPx);  // what a colour bar beside it spans
   if (steps.some((k) => k > 1)) {
     const full = (spec.full_shape || spec.shape).join("\u00d7");
     box.append(qnbElement("div", "qnb-note", `${full}: too large to show whole; ${qnbSamplingText(steps)}`));

@@ -1,5 +1,5 @@
-// TileView front end: heatmap with values, index labels, colour bar, 16x16 grid, hover
-// readout.
+// TileView front end: heatmap with values, index labels, colour bar, the tile grid
+// (16x16 or the view's tile), hover readout; a large array scrolls.
 // State lives in the model (qnb/viz/tile_view.py); this only draws it.
 
 function render({ model, el }) {
@@ -39,16 +39,17 @@ function render({ model, el }) {
     const canvas = document.createElement("canvas");
     canvas.className = "qnb-heatmap";
     qnbDrawHeatmap(canvas, slice, rows, cols, {
-      cell, showValues: true, vmin: model.get("vmin"), vmax: model.get("vmax"),
+      cell, showValues: true, vmin: model.get("vmin"), vmax: model.get("vmax"), tile: model.get("tile"),
     });
     const [vmin, vmax] = qnbRange(values, model.get("vmin"), model.get("vmax"));
-    body.append(qnbWithTicks(canvas, rows, cols, cell, shape.length),
-                qnbColourBar(vmin, vmax, Math.min(rows * cell, 256)));
+    // cells shrink to the least one can point at; past that the panel scrolls
+    body.append(qnbScroll(qnbWithTicks(canvas, rows, cols, cell, shape.length), 760, 760),
+                qnbColourBar(vmin, vmax, Math.max(48, Math.min(rows * cell, 256))));
     const readout = qnbElement("div", "qnb-readout", "\u00a0");
     qnbHover(canvas, readout, rows, cols, cell, slice, title || "a", qnbIndexSpeller(shape.length, slab));
     el.append(body, readout);
   }
-  const names = ["data", "shape", "dtype", "dtype_name", "title", "vmin", "vmax", "batch"];
+  const names = ["data", "shape", "dtype", "dtype_name", "title", "vmin", "vmax", "batch", "tile"];
   return qnbDrawOnChanges(model, names, draw);
 }
 

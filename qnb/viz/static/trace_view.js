@@ -75,21 +75,25 @@ function render({ model, el }) {
     }
     const tiles = qnbElement("div", "qnb-row qnb-tiles");
     const values = model.get("tiles");
-    // 18px cells hold a value each: a 16x16 tile is 288px
-    const tileOpts = { maxPx: 288, largest: 18, showValues: true };
-    const height = (t) => (t.shape.length === 2 ? 288 : 64);
+    // 18px cells hold a value each: a 16x16 tile is 288px; a larger tile's cells shrink
+    // (values on hover), to at least 4px, past which its panel scrolls (128x64: 512x256)
+    const tileOpts = { maxPx: 288, largest: 18, showValues: true, ticks: true };
+    const barHeight = (blocks) => Math.max(48, ...blocks.map((b) => b.qnbHeight || 0));
+    // the value's type: Tile[128, 64] float32, Vec[128] int32
+    const typeOf = (t) => `${t.shape.length === 1 ? "Vec" : "Tile"}[${t.shape.join(", ")}] ${t.dtype_name}`;
     const pairs = values.filter((t) => t.role !== "changed");
-    for (const t of pairs) tiles.append(qnbHeatmapBlock(t, { ...tileOpts, title: `${t.role} ${t.name}` }));
+    const pairBlocks = pairs.map((t) => qnbHeatmapBlock(t, { ...tileOpts, title: `${t.role} ${t.name}`, label: typeOf(t) }));
+    tiles.append(...pairBlocks);
     if (pairs.length) {
       const [vmin, vmax] = model.get("tile_range");
-      const bar = qnbColourBar(vmin, vmax, Math.max(...pairs.map(height)));
+      const bar = qnbColourBar(vmin, vmax, barHeight(pairBlocks));
       bar.classList.add("qnb-tile-range");
       tiles.append(bar);
     }
     for (const t of values.filter((t) => t.role === "changed")) {
-      const block = qnbHeatmapBlock(t, { ...tileOpts, title: `changed ${t.name} (out \u2212 in)` });
+      const block = qnbHeatmapBlock(t, { ...tileOpts, title: `changed ${t.name} (out \u2212 in)`, label: typeOf(t) });
       block.classList.add("qnb-changed");
-      tiles.append(block, qnbColourBar(t.vmin, t.vmax, height(t)));
+      tiles.append(block, qnbColourBar(t.vmin, t.vmax, barHeight([block])));
     }
     body.append(tiles);
     const regions = model.get("regions");
