@@ -839,13 +839,13 @@ class Kernel:
         the IR's unit list entry its ``ir_loc`` names."""
         if err.lineno is not None:
             return err
-        loc = getattr(err, "ir_loc", None)
+        loc = err.ir_loc
         if loc is None:  # a launcher refused an argument: its parameter, else the def line
             parsed = self._qnb_parsed
-            name = getattr(err, "param", None)
+            name = err.param
             node = _param_node(parsed, name) if name in parsed.param_names else parsed.tree
             return err.with_location(*parsed.position(node))
-        unit_name = getattr(err, "ir_unit", None)
+        unit_name = err.ir_unit
         if unit_name is None and loc.unit < len(ir_units):
             unit_name = ir_units[loc.unit].qualname
         parsed = parsed_units.get(unit_name)
