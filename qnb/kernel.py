@@ -47,9 +47,9 @@ from qnb.frontend.parse import ParsedFunction, parse_function
 from qnb.frontend.reads import Recorder
 from qnb.frontend.semantics import unsupported_call_message
 from qnb.language import _ArrayAnnotation, _TemplateAnnotation
+from qnb.languages import LANGUAGES, spoken
 
 CACHE_SCHEMA = 3  # 3: GPU artifacts say how many programs a workgroup/block runs
-_LANGUAGES = {"cuda": "cuda", "wgsl": "wgpu"}
 
 
 def _version() -> str:
@@ -460,12 +460,13 @@ class Kernel:
     def source(self, lang: str = "ir", *args) -> str:
         """The generated text for "cuda", "wgsl" or "ir" (args only where parameters are not
         fully annotated). Needs no device and no compiler."""
-        if lang not in ("ir", "cuda", "wgsl"):
-            raise QnbTypeError(f"source() renders 'ir', 'cuda' or 'wgsl', not {lang!r}")
+        language = LANGUAGES.get(lang)
+        if language is None:
+            raise QnbTypeError(f"source() renders {spoken()}, not {lang!r}")
         kernel_ir, parsed_units = self._lower_for(args)
-        if lang == "ir":
+        if language.backend is None:
             return ir.format_kernel(kernel_ir)
-        renderer = _backends.get(_LANGUAGES[lang])
+        renderer = _backends.get(language.backend)
         try:
             return renderer.render(kernel_ir, self._options)
         except QnbError as err:

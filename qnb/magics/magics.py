@@ -25,11 +25,11 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 import qnb
+from qnb.languages import LANGUAGES, spoken
 from qnb.magics.bench import BENCH_FILENAME, bench
 from qnb.magics.display import GeneratedSource, show_error
 from qnb.viz.events import event_detail, status_line
 
-LANGUAGES = ("ir", "cuda", "wgsl")
 REASON_CHARS = 80  # a status line's reason, at most (%qcache explain NAME has it all)
 
 # Every %%qkernel cell file name given out in this process. Kernels, errors and traces
@@ -57,10 +57,10 @@ class QnbMagics(Magics):
     )
     @argument(
         "--show",
-        choices=LANGUAGES,
+        choices=list(LANGUAGES),
         action="append",
         default=[],
-        help="show the generated code (ir, cuda or wgsl); may be repeated",
+        help=f"show the generated code ({spoken(quote=False)}); may be repeated",
     )
     @argument(
         "--no-cache",
