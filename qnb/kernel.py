@@ -46,6 +46,7 @@ from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
 from qnb.frontend.reads import Recorder
 from qnb.frontend.semantics import unsupported_call_message
+from qnb.function import QnbFunction
 from qnb.language import _ArrayAnnotation, _TemplateAnnotation
 from qnb.languages import LANGUAGES, spoken
 
@@ -87,7 +88,7 @@ def _compiler_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-class Func:
+class Func(QnbFunction):
     """A ``@qnb.func`` helper: inlined into the kernels that call it.
 
     Arguments behave as in Python: a Tile16/Vec16 variable passed in is the caller's tile,
@@ -98,15 +99,15 @@ class Func:
 
     @public
     def __init__(self, fn):
-        self._qnb_parsed: ParsedFunction = parse_function(fn)
-        self._qnb_captures = Captures(self._qnb_parsed)
+        self.parsed: ParsedFunction = parse_function(fn)
+        self.captures = Captures(self.parsed)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"@qnb.func {self.__name__!r} can only be called from inside a kernel")
 
     def __repr__(self) -> str:
-        return f"<qnb.func {self._qnb_parsed.qualname}>"
+        return f"<qnb.func {self.parsed.qualname}>"
 
 
 @public
@@ -276,7 +277,7 @@ class _Resolved:
             ):  # a plain name bound to an intrinsic (OP = max): the key says which one
                 form = ["intrinsic", intrinsic_name(value)]
             elif kind[0] == "callable":
-                self.visit(value._qnb_parsed, value._qnb_captures, False)
+                self.visit(value.parsed, value.captures, False)
             elif kind[0] == "namespace" and not _is_qnb_module(value):
                 # Which module: lowering reads its attributes by name (reads.Recorder), so
                 # a name bound to another module must not meet the first one's entries.
@@ -294,8 +295,8 @@ class _Resolved:
         """A func reached through a compile-time value (``m.h``): the digest of its source
         and what it captures, transitively, from this launch's one read of them (a func
         met first here is read now, and lowered from that read)."""
-        self.visit(func._qnb_parsed, func._qnb_captures, False)
-        form = self._tree_form(func._qnb_parsed, set())
+        self.visit(func.parsed, func.captures, False)
+        form = self._tree_form(func.parsed, set())
         return hashlib.sha256(_cache().canonical_json(form).encode()).hexdigest()[:32]
 
     def _tree_form(self, parsed: ParsedFunction, seen: set) -> list:
@@ -304,9 +305,8 @@ class _Resolved:
         seen.add(id(parsed))
         forms, parts = self.forms[id(parsed)], []
         for chain, _, value, _ in self.items[id(parsed)]:
-            inner = getattr(value, "_qnb_parsed", None)
-            if inner is not None and id(inner) in self.items:
-                parts.append([".".join(chain), self._tree_form(inner, seen)])
+            if isinstance(value, QnbFunction) and id(value.parsed) in self.items:
+                parts.append([".".join(chain), self._tree_form(value.parsed, seen)])
             else:
                 parts.append([".".join(chain), forms.get(chain)])
         return [parsed.source, parts]
@@ -371,18 +371,20 @@ class _Prepared:
         self.checks = checks
 
 
-class Kernel:
+class Kernel(QnbFunction):
     """A tile kernel. Launch with ``k[grid](*args)``; ``k(*args)`` is ``k[1](*args)``."""
+
+    decorator = "@qnb.kernel"
 
     @public
     def __init__(self, fn, backend: str | None = None, options: Options | None = None):
-        self._qnb_parsed = parsed = parse_function(fn)
+        self.parsed = parsed = parse_function(fn)
         if backend is not None:
             try:
                 _backends.check_name(backend)
             except QnbError as err:
                 raise err.with_location(*parsed.position(parsed.tree)) from None
-        self._qnb_captures = Captures(parsed)
+        self.captures = Captures(parsed)
         self._fn = fn
         self._backend = backend
         self._options = options or Options()
@@ -398,19 +400,19 @@ class Kernel:
 
     @property
     def name(self) -> str:
-        return self._qnb_parsed.name
+        return self.parsed.name
 
     @property
     def filename(self) -> str:
-        return self._qnb_parsed.filename
+        return self.parsed.filename
 
     @property
     def firstlineno(self) -> int:
-        return self._qnb_parsed.firstlineno
+        return self.parsed.firstlineno
 
     @property
     def param_names(self) -> list[str]:
-        return list(self._qnb_parsed.param_names)
+        return list(self.parsed.param_names)
 
     @property
     def backend(self) -> str | None:
@@ -433,7 +435,7 @@ class Kernel:
         )
 
     def __repr__(self) -> str:
-        return f"<qnb.kernel {self._qnb_parsed.qualname}>"
+        return f"<qnb.kernel {self.parsed.qualname}>"
 
     def __getitem__(self, grid):
         launch = self._grids.get(grid) if isinstance(grid, int | tuple) else None
@@ -478,7 +480,7 @@ class Kernel:
         needed only where parameters are not fully annotated."""
         name = backend or self._backend or _backends.current_name()
         signature, _ = self._signature(self._example_args(args))
-        return self._prepare(name, self._qnb_captures.snapshot(), signature).event
+        return self._prepare(name, self.captures.snapshot(), signature).event
 
     # ------------------------------------------------------------------ launch path
 
@@ -489,7 +491,7 @@ class Kernel:
                 args = self._positional(args, kwargs)
             started = time.perf_counter()
             backend_name = self._backend or _backends.current_name()
-            snapshot = self._qnb_captures.snapshot()
+            snapshot = self.captures.snapshot()
             signature = self._fast_signature(args)
             if signature is None:
                 signature, runtime_args = self._signature(args)
@@ -520,7 +522,7 @@ class Kernel:
 
     def _positional(self, args: tuple, kwargs: dict) -> tuple:
         """``args`` followed by the keyword arguments, in parameter order."""
-        names = self._qnb_parsed.param_names
+        names = self.parsed.param_names
         for name in kwargs:
             if name not in names:
                 raise self._def_error(f"kernel {self.name!r} has no parameter {name!r}")
@@ -565,7 +567,7 @@ class Kernel:
         return tuple(signature)
 
     def _signature(self, args) -> tuple[tuple, list]:
-        parsed = self._qnb_parsed
+        parsed = self.parsed
         if len(args) != len(self._annotations):
             raise self._def_error(
                 f"kernel {self.name!r} takes {len(self._annotations)} "
@@ -591,7 +593,7 @@ class Kernel:
         try:
             return _grid(grid)
         except QnbTypeError as err:
-            raise err.with_location(*self._qnb_parsed.position(self._qnb_parsed.tree)) from None
+            raise err.with_location(*self.parsed.position(self.parsed.tree)) from None
 
     def _arg_error(self, message):
         """An argument error; _signature points it at the parameter on the ``def`` line."""
@@ -599,7 +601,7 @@ class Kernel:
 
     def _def_error(self, message):
         """An error about the call as a whole, shown at the kernel's ``def`` line."""
-        return self._qnb_parsed.error(QnbTypeError, message, self._qnb_parsed.tree)
+        return self.parsed.error(QnbTypeError, message, self.parsed.tree)
 
     def _arg_spec(self, name, annotation, value):
         kind = annotation.kind
@@ -703,12 +705,12 @@ class Kernel:
         is ``module:qualname#2`` (met in the order of the captured names, the same in
         every process). A func's captured names enter the key under its unit name."""
         resolved = _Resolved()
-        resolved.visit(self._qnb_parsed, self._qnb_captures, True)
+        resolved.visit(self.parsed, self.captures, True)
         return resolved
 
     def _param_specs(self, signature) -> list[ParamSpec]:
         specs = []
-        for name, spec in zip(self._qnb_parsed.param_names, signature):
+        for name, spec in zip(self.parsed.param_names, signature):
             if spec[0] == "template":
                 specs.append(ParamSpec(name, "template", value=spec[2]))
             elif spec[0] == "array":
@@ -720,7 +722,7 @@ class Kernel:
     def _key_components(self, backend, signature, captured, sources) -> dict:
         backend_component, compiler_component = _backend_components(backend)
         described = {}
-        for name, spec in zip(self._qnb_parsed.param_names, signature):
+        for name, spec in zip(self.parsed.param_names, signature):
             if spec[0] == "template":
                 described[name] = spec[3]
             elif spec[0] == "array":
@@ -740,12 +742,10 @@ class Kernel:
     def _lower(self, signature, resolved: _Resolved, reads: Recorder | None = None) -> ir.KernelIR:
         reads = reads if reads is not None else resolved.recorder()
         try:
-            return lower_kernel(
-                self._qnb_parsed, resolved.unit_of, self._param_specs(signature), reads
-            )
+            return lower_kernel(self.parsed, resolved.unit_of, self._param_specs(signature), reads)
         except RecursionError:
             message = f"kernel {self.name!r} is nested too deeply to compile"
-            raise self._qnb_parsed.error(QnbTypeError, message, self._qnb_parsed.tree) from None
+            raise self.parsed.error(QnbTypeError, message, self.parsed.tree) from None
 
     def _lower_for(self, args):
         signature, _ = self._signature(self._example_args(args))
@@ -758,7 +758,7 @@ class Kernel:
         try:
             backend = _backends.require(backend_name)
         except QnbError as err:  # unknown or unavailable here: shown at the kernel's def
-            raise err.with_location(*self._qnb_parsed.position(self._qnb_parsed.tree)) from None
+            raise err.with_location(*self.parsed.position(self.parsed.tree)) from None
         resolved = self._resolve()
         parsed_units = resolved.parsed_units
         components = self._key_components(backend, signature, resolved.captured, resolved.sources)
@@ -811,7 +811,7 @@ class Kernel:
             self._memo.clear()
         # Under the values this launch keyed and compiled from (the snapshot taken before
         # may differ: another thread can rebind a captured name meanwhile).
-        keyed = self._qnb_captures.keyed_snapshot(resolved.items_of)
+        keyed = self.captures.keyed_snapshot(resolved.items_of)
         memo_key = (backend_name, keyed, signature)
         self._memo[memo_key] = prepared
         cache.lookup.hold(key.digest, self._memo, memo_key)  # dropped with the launcher
@@ -842,7 +842,7 @@ class Kernel:
             return err
         loc = err.ir_loc
         if loc is None:  # a launcher refused an argument: its parameter, else the def line
-            parsed = self._qnb_parsed
+            parsed = self.parsed
             name = err.param
             node = _param_node(parsed, name) if name in parsed.param_names else parsed.tree
             return err.with_location(*parsed.position(node))
@@ -1024,7 +1024,7 @@ class _TraceLauncher:
             parsed_units = resolved.parsed_units
             kernel_ir = k._lower(signature, resolved)
             try:
-                return cpu.trace(kernel_ir, grid3, runtime_args, k._qnb_parsed, parsed_units)
+                return cpu.trace(kernel_ir, grid3, runtime_args, k.parsed, parsed_units)
             except QnbError as err:
                 raise k._locate(err, parsed_units, kernel_ir.units) from None
 
