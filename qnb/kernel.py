@@ -15,6 +15,7 @@ import pathlib
 import sys
 import time
 import types
+from typing import NamedTuple
 
 import numpy as np
 
@@ -152,29 +153,65 @@ def _read_annotation(parsed: ParsedFunction, name: str, value) -> _Annotation:
     return _Annotation("scalar", dtype)
 
 
+class ArgSpec(NamedTuple):
+    """One parameter's entry in a launch signature: what the launch memo is keyed by, and
+    what the ``signature`` key component and the lowering's parameter types come from.
+
+    ``kind`` is "array" (``dtype``, ``ndim``), "scalar" (``dtype``) or "template":
+    ``text`` is the value's canonical JSON (what the memo and the key compare, never
+    ``==`` or ``repr``), ``value`` the value lowering uses, ``shown`` how the key shows it.
+    """
+
+    kind: str
+    dtype: DType | None = None
+    ndim: int | None = None
+    text: str | None = None
+    value: object = None
+    shown: str | None = None
+
+    def described(self) -> str:
+        """How the ``signature`` key component shows this parameter."""
+        if self.kind == "template":
+            return self.shown
+        if self.kind == "array":
+            return f"Array[{self.dtype.name}, {self.ndim}]"
+        return self.dtype.name
+
+
 _FAST_ARRAY, _FAST_ANY_ARRAY, _FAST_FLOAT, _FAST_INT = "array", "any-array", "float", "int"
 
 
-def _fast_plan(annotations) -> list[tuple] | None:
-    """Per parameter, what ``Kernel._fast_signature`` accepts: (code, dtype, ndim, spec).
-    None for a kernel with a Template parameter (its spec depends on the value)."""
+class _FastStep(NamedTuple):
+    """What ``Kernel._fast_signature`` accepts for one parameter: ``check`` (one of the
+    ``_FAST_*`` codes), the annotation's ``dtype`` and ``ndim`` (None for any), and the
+    ``spec`` every accepted value has (None where it depends on the array)."""
+
+    check: str
+    dtype: DType | None
+    ndim: int | None
+    spec: ArgSpec | None
+
+
+def _fast_plan(annotations) -> list[_FastStep] | None:
+    """Per parameter, what ``Kernel._fast_signature`` accepts. None for a kernel with a
+    Template parameter (its spec depends on the value)."""
     plan = []
     for a in annotations:
         if a.kind == "template":
             return None
         if a.kind == "array" and a.dtype is not None and a.ndim is not None:
-            plan.append((_FAST_ARRAY, a.dtype, a.ndim, ("array", a.dtype, a.ndim)))
+            plan.append(_FastStep(_FAST_ARRAY, a.dtype, a.ndim, ArgSpec("array", a.dtype, a.ndim)))
         elif a.kind in ("array", None):  # an unannotated parameter: arrays only, here
-            plan.append((_FAST_ANY_ARRAY, a.dtype, a.ndim, None))
+            plan.append(_FastStep(_FAST_ANY_ARRAY, a.dtype, a.ndim, None))
         elif a.dtype is i32:
-            plan.append((_FAST_INT, i32, None, ("scalar", i32)))
+            plan.append(_FastStep(_FAST_INT, i32, None, ArgSpec("scalar", i32)))
         else:
-            plan.append((_FAST_FLOAT, a.dtype, None, ("scalar", a.dtype)))
+            plan.append(_FastStep(_FAST_FLOAT, a.dtype, None, ArgSpec("scalar", a.dtype)))
     return plan
 
 
-def _plain_array_spec(value, dtype, ndim) -> tuple | None:
-    """("array", dtype, ndim) for a C-contiguous array of a fast-path type whose dtype and
+def _plain_array_spec(value, dtype, ndim) -> ArgSpec | None:
+    """The array spec for a C-contiguous array of a fast-path type whose dtype and
     rank qnb supports and the annotation (``dtype``/``ndim``, None for any) allows; else
     None, and the full check decides (and explains)."""
     if type(value) not in FAST_ARRAY_TYPES or not value.flags.c_contiguous:
@@ -184,7 +221,7 @@ def _plain_array_spec(value, dtype, ndim) -> tuple | None:
         return None
     if (dtype is not None and got is not dtype) or ndim not in (None, rank):
         return None
-    return ("array", got, rank)
+    return ArgSpec("array", got, rank)
 
 
 def _param_node(parsed: ParsedFunction, name: str):
@@ -198,18 +235,16 @@ def _holds_named_tuple(form) -> bool:
     return form[0] == "tuple" and any(_holds_named_tuple(item) for item in form[1])
 
 
-def _template_spec(value, form) -> tuple:
-    """A Template parameter's signature entry: ("template", its canonical JSON text, the
-    value lowering uses, how the key shows it). The memo and the key both compare the
+def _template_spec(value, form) -> ArgSpec:
+    """A Template parameter's signature entry (its canonical JSON text, the value
+    lowering uses, how the key shows it). The memo and the key both compare the
     canonical form (never ``==`` or ``repr``: ``0.0 == -0.0``, and a float subclass may
     print rounded); lowering uses the value the form decodes to, so what is compiled is
     what is keyed (a named tuple, read by field, stays as passed: its form holds its
     fields)."""
-    from qnb.cache.key import canonical_json
-
-    text = canonical_json(form)
+    text = _cache().canonical_json(form)
     used = value if _holds_named_tuple(form) else decode(form)
-    return ("template", text, used, f"Template = {display(form)}")
+    return ArgSpec("template", text=text, value=used, shown=f"Template = {display(form)}")
 
 
 class _Resolved:
@@ -498,10 +533,10 @@ class Kernel(QnbFunction):
             else:
                 runtime_args = list(args)
             cache = _cache()
-            if self._memo_generation != cache.lookup.generation[0]:
+            if self._memo_generation != cache.generation[0]:
                 self._memo.clear()  # qnb.cache.clear() ran: the next launch must look again
-                self._memo_generation = cache.lookup.generation[0]
-            if cache.store.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
+                self._memo_generation = cache.generation[0]
+            if cache.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
                 prepared = None
             else:
                 prepared = self._memo.get((backend_name, snapshot, signature))
@@ -584,7 +619,7 @@ class Kernel(QnbFunction):
                 node = _param_node(parsed, name)
                 raise err.with_location(*parsed.position(node)) from None
             signature.append(spec)
-            if spec[0] != "template":
+            if spec.kind != "template":
                 runtime.append(runtime_value)
         return tuple(signature), runtime
 
@@ -640,12 +675,12 @@ class Kernel(QnbFunction):
             dtype = annotation.dtype or i32
             if dtype is i32 and not -(2**31) <= int(value) < 2**31:
                 raise self._arg_error(f"parameter {name!r}: {value} does not fit in i32")
-            return ("scalar", dtype), (int(value) if dtype is i32 else float(value))
+            return ArgSpec("scalar", dtype), (int(value) if dtype is i32 else float(value))
         if isinstance(value, float | np.floating):
             dtype = annotation.dtype or f32
             if dtype is i32:
                 raise self._arg_error(f"parameter {name!r} is qnb.i32; got the float {value!r}")
-            return ("scalar", dtype), float(value)
+            return ArgSpec("scalar", dtype), float(value)
         raise self._arg_error(
             f"parameter {name!r}: qnb cannot pass a {type(value).__name__} to a "
             "kernel (arrays, numbers, or Template values)"
@@ -677,7 +712,7 @@ class Kernel(QnbFunction):
             )
         if annotation.ndim is not None and annotation.ndim != ndim:
             raise self._arg_error(f"array {name!r} must be {annotation.ndim}-D, got {ndim}-D")
-        return ("array", dtype, ndim)
+        return ArgSpec("array", dtype, ndim)
 
     def _example_args(self, args):
         if args:
@@ -711,24 +746,18 @@ class Kernel(QnbFunction):
     def _param_specs(self, signature) -> list[ParamSpec]:
         specs = []
         for name, spec in zip(self.parsed.param_names, signature):
-            if spec[0] == "template":
-                specs.append(ParamSpec(name, "template", value=spec[2]))
-            elif spec[0] == "array":
-                specs.append(ParamSpec(name, "array", ir.Type("array", spec[1], spec[2])))
+            if spec.kind == "template":
+                specs.append(ParamSpec(name, "template", value=spec.value))
+            elif spec.kind == "array":
+                specs.append(ParamSpec(name, "array", ir.Type("array", spec.dtype, spec.ndim)))
             else:
-                specs.append(ParamSpec(name, "scalar", ir.scalar(spec[1])))
+                specs.append(ParamSpec(name, "scalar", ir.scalar(spec.dtype)))
         return specs
 
     def _key_components(self, backend, signature, captured, sources) -> dict:
         backend_component, compiler_component = _backend_components(backend)
-        described = {}
-        for name, spec in zip(self.parsed.param_names, signature):
-            if spec[0] == "template":
-                described[name] = spec[3]
-            elif spec[0] == "array":
-                described[name] = f"Array[{spec[1].name}, {spec[2]}]"
-            else:
-                described[name] = spec[1].name
+        names = self.parsed.param_names
+        described = {name: spec.described() for name, spec in zip(names, signature)}
         return {
             "qnb": {"version": _version(), "schema": CACHE_SCHEMA, "code": _compiler_digest()},
             "source": sources,
@@ -791,7 +820,7 @@ class Kernel(QnbFunction):
             except QnbError as err:
                 raise self._locate(err, parsed_units, kernel_ir.units) from None
 
-        launcher, event, key, checks = cache.lookup.get_or_compile_reading(
+        launcher, event, key, checks = cache.get_or_compile_reading(
             self.name,
             backend_name,
             key,
@@ -814,7 +843,7 @@ class Kernel(QnbFunction):
         keyed = self.captures.keyed_snapshot(resolved.items_of)
         memo_key = (backend_name, keyed, signature)
         self._memo[memo_key] = prepared
-        cache.lookup.hold(key.digest, self._memo, memo_key)  # dropped with the launcher
+        cache.hold(key.digest, self._memo, memo_key)  # dropped with the launcher
         return prepared
 
     def _variant(self, **options) -> Kernel:
