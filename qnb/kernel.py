@@ -43,6 +43,8 @@ from qnb.frontend.capture import (
     intrinsic_name,
 )
 from qnb.frontend.checks import add_bounds_checks
+from qnb.frontend.checks import table_from_json as checks_table_from_json
+from qnb.frontend.checks import table_to_json as checks_table_to_json
 from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
 from qnb.frontend.reads import Recorder
@@ -793,12 +795,12 @@ class Kernel(QnbFunction):
         components = self._key_components(backend, signature, resolved.captured, resolved.sources)
         key = cache.CacheKey(components)
 
-        # Debug mode on a GPU: bounds checks become IR (the cpu backend checks as it runs).
+        # Debug mode on a GPU: bounds checks become IR (the cpu backend checks as it runs);
+        # the artifact holds their table, for the launcher to raise the one that failed.
         debug_checks = self._options.debug and backend_name != "cpu"
-        tables = []
         recorders = []
 
-        def lowered():
+        def compile_now():
             recorder = resolved.recorder()
             recorders.append(recorder)
             kernel_ir = self._lower(signature, resolved, recorder)
@@ -810,31 +812,32 @@ class Kernel(QnbFunction):
                 kernel_ir = add_probe(kernel_ir)
             if debug_checks:
                 kernel_ir, table = add_bounds_checks(kernel_ir)
-                tables.append(table)
-            return kernel_ir
-
-        def compile_now():
-            kernel_ir = lowered()
             try:
-                return backend.compile(kernel_ir, self._options), recorders[0].reads
+                artifact = backend.compile(kernel_ir, self._options)
             except QnbError as err:
                 raise self._locate(err, parsed_units, kernel_ir.units) from None
+            if debug_checks:
+                artifact.text[DEBUG_CHECKS] = checks_table_to_json(table)
+            return artifact, recorder.reads
+
+        load = backend.load
+        if debug_checks:
+
+            def load(artifact):
+                table = checks_table_from_json(artifact.text[DEBUG_CHECKS])
+                return _checked(backend.load(artifact), table)
 
         launcher, event, key, checks = cache.get_or_compile_reading(
             self.name,
             backend_name,
             key,
             compile_now,
-            backend.load,
+            load,
             _evaluator(resolved),
             origin=f"{self.filename}:{self.firstlineno}",
         )
         if checks is None:  # compiled now: re-check what this compile read
             checks = recorders[0].checks
-        if debug_checks:
-            if not tables:  # loaded from the cache: rebuild the check table (debug only)
-                lowered()
-            launcher = _checked(launcher, tables[0])
         prepared = _Prepared(launcher, key, parsed_units, event, tuple(checks))
         if len(self._memo) > 256:  # a kernel relaunched with ever-new captured values
             self._memo.clear()
@@ -985,6 +988,9 @@ def _backend_components(backend) -> tuple[dict, dict]:
 def _is_qnb_module(value) -> bool:
     name = getattr(value, "__name__", "") if isinstance(value, types.ModuleType) else ""
     return name == "qnb" or name.startswith("qnb.")
+
+
+DEBUG_CHECKS = "debug_checks"  # the artifact's text field that holds a debug build's checks
 
 
 def _checked(launcher, table):
