@@ -177,7 +177,7 @@ def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) ->
         for a in stored
     }
     equal = all(d.mismatches == 0 for per in arrays.values() for d in per.values())
-    parsed = kernel._qnb_parsed
+    parsed = kernel.parsed
     comparison = Comparison(
         kernel_name=kernel.name,
         grid=grid,
@@ -274,7 +274,7 @@ def _stored_arrays(kernel, args) -> list[str]:
     from qnb import ir
 
     signature = kernel._fast_signature(args) or kernel._signature(args)[0]
-    key = (kernel._qnb_captures.snapshot(), signature)
+    key = (kernel.captures.snapshot(), signature)
     known = kernel.__dict__.setdefault("_compare_stored", {})
     if key not in known:
         kernel_ir = kernel._lower_for(args)[0]
@@ -291,7 +291,7 @@ def _prepared(kernel, backend: str, args):
         signature, runtime_args = kernel._signature(args)
     else:
         runtime_args = list(args)
-    snapshot = kernel._qnb_captures.snapshot()
+    snapshot = kernel.captures.snapshot()
     prepared = kernel._memo.get((backend, snapshot, signature))
     if prepared is None:
         prepared = kernel._prepare(backend, snapshot, signature)
@@ -448,7 +448,7 @@ def _trace(kernel, grid, args, programs: range):
     kernel_ir = kernel._lower(signature, resolved)
     try:
         return cpu.trace(
-            kernel_ir, grid, runtime_args, kernel._qnb_parsed, resolved.parsed_units, programs
+            kernel_ir, grid, runtime_args, kernel.parsed, resolved.parsed_units, programs
         )
     except QnbError as err:
         raise kernel._locate(err, resolved.parsed_units, kernel_ir.units) from None

@@ -11,10 +11,28 @@ import functools
 import linecache
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qnb.ir import Loc
 
 
 class QnbError(Exception):
-    """Base class of every qnb error; carries the user's source position."""
+    """Base class of every qnb error; carries the user's source position.
+
+    Where the compiler or a backend raises an error it cannot place in the user's file
+    yet, it fills in one of the location fields below, and the kernel turns it into
+    ``filename``/``lineno``/``col`` before the user sees it (``Kernel._locate``).
+    """
+
+    # The IR node's location (``qnb.ir.Loc``: unit, line and column relative to the
+    # unit's ``def`` line), set by a renderer, a compiler log or a runtime check.
+    ir_loc: Loc | None = None
+    # The qualname of the unit (kernel or func) ``ir_loc`` is in, where the error is
+    # raised at run time, after the IR's unit list is gone (cpu checks, debug mode).
+    ir_unit: str | None = None
+    # The kernel parameter an error about an argument names (shown at the ``def`` line).
+    param: str | None = None
 
     def __init__(
         self,

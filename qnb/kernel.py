@@ -15,6 +15,7 @@ import pathlib
 import sys
 import time
 import types
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,14 +43,17 @@ from qnb.frontend.capture import (
     intrinsic_name,
 )
 from qnb.frontend.checks import add_bounds_checks
+from qnb.frontend.checks import table_from_json as checks_table_from_json
+from qnb.frontend.checks import table_to_json as checks_table_to_json
 from qnb.frontend.lower import ParamSpec, lower_kernel
 from qnb.frontend.parse import ParsedFunction, parse_function
 from qnb.frontend.reads import Recorder
 from qnb.frontend.semantics import unsupported_call_message
+from qnb.function import QnbFunction
 from qnb.language import _ArrayAnnotation, _TemplateAnnotation
+from qnb.languages import LANGUAGES, spoken
 
 CACHE_SCHEMA = 3  # 3: GPU artifacts say how many programs a workgroup/block runs
-_LANGUAGES = {"cuda": "cuda", "wgsl": "wgpu"}
 
 
 def _version() -> str:
@@ -87,7 +91,7 @@ def _compiler_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-class Func:
+class Func(QnbFunction):
     """A ``@qnb.func`` helper: inlined into the kernels that call it.
 
     Arguments behave as in Python: a Tile16/Vec16 variable passed in is the caller's tile,
@@ -98,15 +102,15 @@ class Func:
 
     @public
     def __init__(self, fn):
-        self._qnb_parsed: ParsedFunction = parse_function(fn)
-        self._qnb_captures = Captures(self._qnb_parsed)
+        self.parsed: ParsedFunction = parse_function(fn)
+        self.captures = Captures(self.parsed)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"@qnb.func {self.__name__!r} can only be called from inside a kernel")
 
     def __repr__(self) -> str:
-        return f"<qnb.func {self._qnb_parsed.qualname}>"
+        return f"<qnb.func {self.parsed.qualname}>"
 
 
 @public
@@ -151,29 +155,65 @@ def _read_annotation(parsed: ParsedFunction, name: str, value) -> _Annotation:
     return _Annotation("scalar", dtype)
 
 
+class ArgSpec(NamedTuple):
+    """One parameter's entry in a launch signature: what the launch memo is keyed by, and
+    what the ``signature`` key component and the lowering's parameter types come from.
+
+    ``kind`` is "array" (``dtype``, ``ndim``), "scalar" (``dtype``) or "template":
+    ``text`` is the value's canonical JSON (what the memo and the key compare, never
+    ``==`` or ``repr``), ``value`` the value lowering uses, ``shown`` how the key shows it.
+    """
+
+    kind: str
+    dtype: DType | None = None
+    ndim: int | None = None
+    text: str | None = None
+    value: object = None
+    shown: str | None = None
+
+    def described(self) -> str:
+        """How the ``signature`` key component shows this parameter."""
+        if self.kind == "template":
+            return self.shown
+        if self.kind == "array":
+            return f"Array[{self.dtype.name}, {self.ndim}]"
+        return self.dtype.name
+
+
 _FAST_ARRAY, _FAST_ANY_ARRAY, _FAST_FLOAT, _FAST_INT = "array", "any-array", "float", "int"
 
 
-def _fast_plan(annotations) -> list[tuple] | None:
-    """Per parameter, what ``Kernel._fast_signature`` accepts: (code, dtype, ndim, spec).
-    None for a kernel with a Template parameter (its spec depends on the value)."""
+class _FastStep(NamedTuple):
+    """What ``Kernel._fast_signature`` accepts for one parameter: ``check`` (one of the
+    ``_FAST_*`` codes), the annotation's ``dtype`` and ``ndim`` (None for any), and the
+    ``spec`` every accepted value has (None where it depends on the array)."""
+
+    check: str
+    dtype: DType | None
+    ndim: int | None
+    spec: ArgSpec | None
+
+
+def _fast_plan(annotations) -> list[_FastStep] | None:
+    """Per parameter, what ``Kernel._fast_signature`` accepts. None for a kernel with a
+    Template parameter (its spec depends on the value)."""
     plan = []
     for a in annotations:
         if a.kind == "template":
             return None
         if a.kind == "array" and a.dtype is not None and a.ndim is not None:
-            plan.append((_FAST_ARRAY, a.dtype, a.ndim, ("array", a.dtype, a.ndim)))
+            plan.append(_FastStep(_FAST_ARRAY, a.dtype, a.ndim, ArgSpec("array", a.dtype, a.ndim)))
         elif a.kind in ("array", None):  # an unannotated parameter: arrays only, here
-            plan.append((_FAST_ANY_ARRAY, a.dtype, a.ndim, None))
+            plan.append(_FastStep(_FAST_ANY_ARRAY, a.dtype, a.ndim, None))
         elif a.dtype is i32:
-            plan.append((_FAST_INT, i32, None, ("scalar", i32)))
+            plan.append(_FastStep(_FAST_INT, i32, None, ArgSpec("scalar", i32)))
         else:
-            plan.append((_FAST_FLOAT, a.dtype, None, ("scalar", a.dtype)))
+            plan.append(_FastStep(_FAST_FLOAT, a.dtype, None, ArgSpec("scalar", a.dtype)))
     return plan
 
 
-def _plain_array_spec(value, dtype, ndim) -> tuple | None:
-    """("array", dtype, ndim) for a C-contiguous array of a fast-path type whose dtype and
+def _plain_array_spec(value, dtype, ndim) -> ArgSpec | None:
+    """The array spec for a C-contiguous array of a fast-path type whose dtype and
     rank qnb supports and the annotation (``dtype``/``ndim``, None for any) allows; else
     None, and the full check decides (and explains)."""
     if type(value) not in FAST_ARRAY_TYPES or not value.flags.c_contiguous:
@@ -183,7 +223,7 @@ def _plain_array_spec(value, dtype, ndim) -> tuple | None:
         return None
     if (dtype is not None and got is not dtype) or ndim not in (None, rank):
         return None
-    return ("array", got, rank)
+    return ArgSpec("array", got, rank)
 
 
 def _param_node(parsed: ParsedFunction, name: str):
@@ -197,18 +237,16 @@ def _holds_named_tuple(form) -> bool:
     return form[0] == "tuple" and any(_holds_named_tuple(item) for item in form[1])
 
 
-def _template_spec(value, form) -> tuple:
-    """A Template parameter's signature entry: ("template", its canonical JSON text, the
-    value lowering uses, how the key shows it). The memo and the key both compare the
+def _template_spec(value, form) -> ArgSpec:
+    """A Template parameter's signature entry (its canonical JSON text, the value
+    lowering uses, how the key shows it). The memo and the key both compare the
     canonical form (never ``==`` or ``repr``: ``0.0 == -0.0``, and a float subclass may
     print rounded); lowering uses the value the form decodes to, so what is compiled is
     what is keyed (a named tuple, read by field, stays as passed: its form holds its
     fields)."""
-    from qnb.cache.key import canonical_json
-
-    text = canonical_json(form)
+    text = _cache().canonical_json(form)
     used = value if _holds_named_tuple(form) else decode(form)
-    return ("template", text, used, f"Template = {display(form)}")
+    return ArgSpec("template", text=text, value=used, shown=f"Template = {display(form)}")
 
 
 class _Resolved:
@@ -276,7 +314,7 @@ class _Resolved:
             ):  # a plain name bound to an intrinsic (OP = max): the key says which one
                 form = ["intrinsic", intrinsic_name(value)]
             elif kind[0] == "callable":
-                self.visit(value._qnb_parsed, value._qnb_captures, False)
+                self.visit(value.parsed, value.captures, False)
             elif kind[0] == "namespace" and not _is_qnb_module(value):
                 # Which module: lowering reads its attributes by name (reads.Recorder), so
                 # a name bound to another module must not meet the first one's entries.
@@ -294,8 +332,8 @@ class _Resolved:
         """A func reached through a compile-time value (``m.h``): the digest of its source
         and what it captures, transitively, from this launch's one read of them (a func
         met first here is read now, and lowered from that read)."""
-        self.visit(func._qnb_parsed, func._qnb_captures, False)
-        form = self._tree_form(func._qnb_parsed, set())
+        self.visit(func.parsed, func.captures, False)
+        form = self._tree_form(func.parsed, set())
         return hashlib.sha256(_cache().canonical_json(form).encode()).hexdigest()[:32]
 
     def _tree_form(self, parsed: ParsedFunction, seen: set) -> list:
@@ -304,9 +342,8 @@ class _Resolved:
         seen.add(id(parsed))
         forms, parts = self.forms[id(parsed)], []
         for chain, _, value, _ in self.items[id(parsed)]:
-            inner = getattr(value, "_qnb_parsed", None)
-            if inner is not None and id(inner) in self.items:
-                parts.append([".".join(chain), self._tree_form(inner, seen)])
+            if isinstance(value, QnbFunction) and id(value.parsed) in self.items:
+                parts.append([".".join(chain), self._tree_form(value.parsed, seen)])
             else:
                 parts.append([".".join(chain), forms.get(chain)])
         return [parsed.source, parts]
@@ -371,18 +408,20 @@ class _Prepared:
         self.checks = checks
 
 
-class Kernel:
+class Kernel(QnbFunction):
     """A tile kernel. Launch with ``k[grid](*args)``; ``k(*args)`` is ``k[1](*args)``."""
+
+    decorator = "@qnb.kernel"
 
     @public
     def __init__(self, fn, backend: str | None = None, options: Options | None = None):
-        self._qnb_parsed = parsed = parse_function(fn)
+        self.parsed = parsed = parse_function(fn)
         if backend is not None:
             try:
                 _backends.check_name(backend)
             except QnbError as err:
                 raise err.with_location(*parsed.position(parsed.tree)) from None
-        self._qnb_captures = Captures(parsed)
+        self.captures = Captures(parsed)
         self._fn = fn
         self._backend = backend
         self._options = options or Options()
@@ -398,19 +437,19 @@ class Kernel:
 
     @property
     def name(self) -> str:
-        return self._qnb_parsed.name
+        return self.parsed.name
 
     @property
     def filename(self) -> str:
-        return self._qnb_parsed.filename
+        return self.parsed.filename
 
     @property
     def firstlineno(self) -> int:
-        return self._qnb_parsed.firstlineno
+        return self.parsed.firstlineno
 
     @property
     def param_names(self) -> list[str]:
-        return list(self._qnb_parsed.param_names)
+        return list(self.parsed.param_names)
 
     @property
     def backend(self) -> str | None:
@@ -433,7 +472,7 @@ class Kernel:
         )
 
     def __repr__(self) -> str:
-        return f"<qnb.kernel {self._qnb_parsed.qualname}>"
+        return f"<qnb.kernel {self.parsed.qualname}>"
 
     def __getitem__(self, grid):
         launch = self._grids.get(grid) if isinstance(grid, int | tuple) else None
@@ -460,12 +499,13 @@ class Kernel:
     def source(self, lang: str = "ir", *args) -> str:
         """The generated text for "cuda", "wgsl" or "ir" (args only where parameters are not
         fully annotated). Needs no device and no compiler."""
-        if lang not in ("ir", "cuda", "wgsl"):
-            raise QnbTypeError(f"source() renders 'ir', 'cuda' or 'wgsl', not {lang!r}")
+        language = LANGUAGES.get(lang)
+        if language is None:
+            raise QnbTypeError(f"source() renders {spoken()}, not {lang!r}")
         kernel_ir, parsed_units = self._lower_for(args)
-        if lang == "ir":
+        if language.backend is None:
             return ir.format_kernel(kernel_ir)
-        renderer = _backends.get(_LANGUAGES[lang])
+        renderer = _backends.get(language.backend)
         try:
             return renderer.render(kernel_ir, self._options)
         except QnbError as err:
@@ -477,7 +517,7 @@ class Kernel:
         needed only where parameters are not fully annotated."""
         name = backend or self._backend or _backends.current_name()
         signature, _ = self._signature(self._example_args(args))
-        return self._prepare(name, self._qnb_captures.snapshot(), signature).event
+        return self._prepare(name, self.captures.snapshot(), signature).event
 
     # ------------------------------------------------------------------ launch path
 
@@ -488,17 +528,17 @@ class Kernel:
                 args = self._positional(args, kwargs)
             started = time.perf_counter()
             backend_name = self._backend or _backends.current_name()
-            snapshot = self._qnb_captures.snapshot()
+            snapshot = self.captures.snapshot()
             signature = self._fast_signature(args)
             if signature is None:
                 signature, runtime_args = self._signature(args)
             else:
                 runtime_args = list(args)
             cache = _cache()
-            if self._memo_generation != cache.lookup.generation[0]:
+            if self._memo_generation != cache.generation[0]:
                 self._memo.clear()  # qnb.cache.clear() ran: the next launch must look again
-                self._memo_generation = cache.lookup.generation[0]
-            if cache.store.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
+                self._memo_generation = cache.generation[0]
+            if cache.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
                 prepared = None
             else:
                 prepared = self._memo.get((backend_name, snapshot, signature))
@@ -519,7 +559,7 @@ class Kernel:
 
     def _positional(self, args: tuple, kwargs: dict) -> tuple:
         """``args`` followed by the keyword arguments, in parameter order."""
-        names = self._qnb_parsed.param_names
+        names = self.parsed.param_names
         for name in kwargs:
             if name not in names:
                 raise self._def_error(f"kernel {self.name!r} has no parameter {name!r}")
@@ -564,7 +604,7 @@ class Kernel:
         return tuple(signature)
 
     def _signature(self, args) -> tuple[tuple, list]:
-        parsed = self._qnb_parsed
+        parsed = self.parsed
         if len(args) != len(self._annotations):
             raise self._def_error(
                 f"kernel {self.name!r} takes {len(self._annotations)} "
@@ -581,7 +621,7 @@ class Kernel:
                 node = _param_node(parsed, name)
                 raise err.with_location(*parsed.position(node)) from None
             signature.append(spec)
-            if spec[0] != "template":
+            if spec.kind != "template":
                 runtime.append(runtime_value)
         return tuple(signature), runtime
 
@@ -590,7 +630,7 @@ class Kernel:
         try:
             return _grid(grid)
         except QnbTypeError as err:
-            raise err.with_location(*self._qnb_parsed.position(self._qnb_parsed.tree)) from None
+            raise err.with_location(*self.parsed.position(self.parsed.tree)) from None
 
     def _arg_error(self, message):
         """An argument error; _signature points it at the parameter on the ``def`` line."""
@@ -598,7 +638,7 @@ class Kernel:
 
     def _def_error(self, message):
         """An error about the call as a whole, shown at the kernel's ``def`` line."""
-        return self._qnb_parsed.error(QnbTypeError, message, self._qnb_parsed.tree)
+        return self.parsed.error(QnbTypeError, message, self.parsed.tree)
 
     def _arg_spec(self, name, annotation, value):
         kind = annotation.kind
@@ -637,12 +677,12 @@ class Kernel:
             dtype = annotation.dtype or i32
             if dtype is i32 and not -(2**31) <= int(value) < 2**31:
                 raise self._arg_error(f"parameter {name!r}: {value} does not fit in i32")
-            return ("scalar", dtype), (int(value) if dtype is i32 else float(value))
+            return ArgSpec("scalar", dtype), (int(value) if dtype is i32 else float(value))
         if isinstance(value, float | np.floating):
             dtype = annotation.dtype or f32
             if dtype is i32:
                 raise self._arg_error(f"parameter {name!r} is qnb.i32; got the float {value!r}")
-            return ("scalar", dtype), float(value)
+            return ArgSpec("scalar", dtype), float(value)
         raise self._arg_error(
             f"parameter {name!r}: qnb cannot pass a {type(value).__name__} to a "
             "kernel (arrays, numbers, or Template values)"
@@ -674,7 +714,7 @@ class Kernel:
             )
         if annotation.ndim is not None and annotation.ndim != ndim:
             raise self._arg_error(f"array {name!r} must be {annotation.ndim}-D, got {ndim}-D")
-        return ("array", dtype, ndim)
+        return ArgSpec("array", dtype, ndim)
 
     def _example_args(self, args):
         if args:
@@ -702,30 +742,24 @@ class Kernel:
         is ``module:qualname#2`` (met in the order of the captured names, the same in
         every process). A func's captured names enter the key under its unit name."""
         resolved = _Resolved()
-        resolved.visit(self._qnb_parsed, self._qnb_captures, True)
+        resolved.visit(self.parsed, self.captures, True)
         return resolved
 
     def _param_specs(self, signature) -> list[ParamSpec]:
         specs = []
-        for name, spec in zip(self._qnb_parsed.param_names, signature):
-            if spec[0] == "template":
-                specs.append(ParamSpec(name, "template", value=spec[2]))
-            elif spec[0] == "array":
-                specs.append(ParamSpec(name, "array", ir.Type("array", spec[1], spec[2])))
+        for name, spec in zip(self.parsed.param_names, signature):
+            if spec.kind == "template":
+                specs.append(ParamSpec(name, "template", value=spec.value))
+            elif spec.kind == "array":
+                specs.append(ParamSpec(name, "array", ir.Type("array", spec.dtype, spec.ndim)))
             else:
-                specs.append(ParamSpec(name, "scalar", ir.scalar(spec[1])))
+                specs.append(ParamSpec(name, "scalar", ir.scalar(spec.dtype)))
         return specs
 
     def _key_components(self, backend, signature, captured, sources) -> dict:
         backend_component, compiler_component = _backend_components(backend)
-        described = {}
-        for name, spec in zip(self._qnb_parsed.param_names, signature):
-            if spec[0] == "template":
-                described[name] = spec[3]
-            elif spec[0] == "array":
-                described[name] = f"Array[{spec[1].name}, {spec[2]}]"
-            else:
-                described[name] = spec[1].name
+        names = self.parsed.param_names
+        described = {name: spec.described() for name, spec in zip(names, signature)}
         return {
             "qnb": {"version": _version(), "schema": CACHE_SCHEMA, "code": _compiler_digest()},
             "source": sources,
@@ -739,12 +773,10 @@ class Kernel:
     def _lower(self, signature, resolved: _Resolved, reads: Recorder | None = None) -> ir.KernelIR:
         reads = reads if reads is not None else resolved.recorder()
         try:
-            return lower_kernel(
-                self._qnb_parsed, resolved.unit_of, self._param_specs(signature), reads
-            )
+            return lower_kernel(self.parsed, resolved.unit_of, self._param_specs(signature), reads)
         except RecursionError:
             message = f"kernel {self.name!r} is nested too deeply to compile"
-            raise self._qnb_parsed.error(QnbTypeError, message, self._qnb_parsed.tree) from None
+            raise self.parsed.error(QnbTypeError, message, self.parsed.tree) from None
 
     def _lower_for(self, args):
         signature, _ = self._signature(self._example_args(args))
@@ -757,18 +789,18 @@ class Kernel:
         try:
             backend = _backends.require(backend_name)
         except QnbError as err:  # unknown or unavailable here: shown at the kernel's def
-            raise err.with_location(*self._qnb_parsed.position(self._qnb_parsed.tree)) from None
+            raise err.with_location(*self.parsed.position(self.parsed.tree)) from None
         resolved = self._resolve()
         parsed_units = resolved.parsed_units
         components = self._key_components(backend, signature, resolved.captured, resolved.sources)
         key = cache.CacheKey(components)
 
-        # Debug mode on a GPU: bounds checks become IR (the cpu backend checks as it runs).
+        # Debug mode on a GPU: bounds checks become IR (the cpu backend checks as it runs);
+        # the artifact holds their table, for the launcher to raise the one that failed.
         debug_checks = self._options.debug and backend_name != "cpu"
-        tables = []
         recorders = []
 
-        def lowered():
+        def compile_now():
             recorder = resolved.recorder()
             recorders.append(recorder)
             kernel_ir = self._lower(signature, resolved, recorder)
@@ -780,40 +812,41 @@ class Kernel:
                 kernel_ir = add_probe(kernel_ir)
             if debug_checks:
                 kernel_ir, table = add_bounds_checks(kernel_ir)
-                tables.append(table)
-            return kernel_ir
-
-        def compile_now():
-            kernel_ir = lowered()
             try:
-                return backend.compile(kernel_ir, self._options), recorders[0].reads
+                artifact = backend.compile(kernel_ir, self._options)
             except QnbError as err:
                 raise self._locate(err, parsed_units, kernel_ir.units) from None
+            if debug_checks:
+                artifact.text[DEBUG_CHECKS] = checks_table_to_json(table)
+            return artifact, recorder.reads
 
-        launcher, event, key, checks = cache.lookup.get_or_compile_reading(
+        load = backend.load
+        if debug_checks:
+
+            def load(artifact):
+                table = checks_table_from_json(artifact.text[DEBUG_CHECKS])
+                return _checked(backend.load(artifact), table)
+
+        launcher, event, key, checks = cache.get_or_compile_reading(
             self.name,
             backend_name,
             key,
             compile_now,
-            backend.load,
+            load,
             _evaluator(resolved),
             origin=f"{self.filename}:{self.firstlineno}",
         )
         if checks is None:  # compiled now: re-check what this compile read
             checks = recorders[0].checks
-        if debug_checks:
-            if not tables:  # loaded from the cache: rebuild the check table (debug only)
-                lowered()
-            launcher = _checked(launcher, tables[0])
         prepared = _Prepared(launcher, key, parsed_units, event, tuple(checks))
         if len(self._memo) > 256:  # a kernel relaunched with ever-new captured values
             self._memo.clear()
         # Under the values this launch keyed and compiled from (the snapshot taken before
         # may differ: another thread can rebind a captured name meanwhile).
-        keyed = self._qnb_captures.keyed_snapshot(resolved.items_of)
+        keyed = self.captures.keyed_snapshot(resolved.items_of)
         memo_key = (backend_name, keyed, signature)
         self._memo[memo_key] = prepared
-        cache.lookup.hold(key.digest, self._memo, memo_key)  # dropped with the launcher
+        cache.hold(key.digest, self._memo, memo_key)  # dropped with the launcher
         return prepared
 
     def _variant(self, **options) -> Kernel:
@@ -839,13 +872,13 @@ class Kernel:
         the IR's unit list entry its ``ir_loc`` names."""
         if err.lineno is not None:
             return err
-        loc = getattr(err, "ir_loc", None)
+        loc = err.ir_loc
         if loc is None:  # a launcher refused an argument: its parameter, else the def line
-            parsed = self._qnb_parsed
-            name = getattr(err, "param", None)
+            parsed = self.parsed
+            name = err.param
             node = _param_node(parsed, name) if name in parsed.param_names else parsed.tree
             return err.with_location(*parsed.position(node))
-        unit_name = getattr(err, "ir_unit", None)
+        unit_name = err.ir_unit
         if unit_name is None and loc.unit < len(ir_units):
             unit_name = ir_units[loc.unit].qualname
         parsed = parsed_units.get(unit_name)
@@ -957,6 +990,9 @@ def _is_qnb_module(value) -> bool:
     return name == "qnb" or name.startswith("qnb.")
 
 
+DEBUG_CHECKS = "debug_checks"  # the artifact's text field that holds a debug build's checks
+
+
 def _checked(launcher, table):
     """Wrap a debug-mode launcher: pass the error word, raise the check that failed."""
 
@@ -1023,7 +1059,7 @@ class _TraceLauncher:
             parsed_units = resolved.parsed_units
             kernel_ir = k._lower(signature, resolved)
             try:
-                return cpu.trace(kernel_ir, grid3, runtime_args, k._qnb_parsed, parsed_units)
+                return cpu.trace(kernel_ir, grid3, runtime_args, k.parsed, parsed_units)
             except QnbError as err:
                 raise k._locate(err, parsed_units, kernel_ir.units) from None
 

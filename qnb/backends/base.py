@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from qnb.errors import BackendError, QnbError, QnbTypeError
+from qnb.errors import QnbError, QnbTypeError
 from qnb.ir import KernelIR
 
 # Array types whose C-contiguous instances a launch may take on its fast path (NumPy's;
@@ -50,37 +50,6 @@ def require_writable(name: str, array) -> None:
             f"array {name!r} is read-only, but the kernel stores to it; "
             "pass a writable array (np.array(x) makes a copy)",
         )
-
-
-def memory_key(array) -> tuple:
-    """What makes two NumPy arrays one memory: address, shape, strides and dtype. A GPU
-    launcher copies each distinct memory to the device once, so an array passed for two
-    parameters (as itself or as ``x[:]``) stays one array there, as on cpu."""
-    return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
-
-
-def refuse_partial_overlap(backend: str, named: list[tuple[str, Any, bool]]) -> None:
-    """``named``: (parameter, NumPy array, stored) for a launch's host arrays. Two that
-    overlap without being one memory (``a[:-1]`` and ``a[1:]``) would be two copies on
-    the device, and a store through one would not reach the other (and one copy back
-    would undo the other's): refuse that where either is stored."""
-    import numpy as np
-
-    keys = [memory_key(array) for _, array, _ in named]
-    for k, (name, array, stored) in enumerate(named):
-        for j in range(k + 1, len(named)):
-            other, other_array, other_stored = named[j]
-            if not (stored or other_stored) or keys[k] == keys[j]:
-                continue
-            if np.may_share_memory(array, other_array):
-                raise argument_error(
-                    BackendError,
-                    other,
-                    f"arrays {name!r} and {other!r} are overlapping parts of one array; "
-                    f"the {backend} backend copies each array to the device, so a store "
-                    "through one would not reach the other: pass the same array for both, "
-                    "or arrays that do not overlap (the cpu backend runs this as it is)",
-                )
 
 
 @dataclass

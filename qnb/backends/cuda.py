@@ -37,10 +37,8 @@ from qnb.backends.base import (
     Options,
     argument_error,
     check_dims,
-    memory_key,
-    refuse_partial_overlap,
-    require_writable,
 )
+from qnb.backends.host_arrays import HostArrays
 from qnb.errors import BackendError, CompileError, QnbTypeError
 from qnb.ir import KernelIR
 
@@ -354,10 +352,19 @@ class _Words:
         return words
 
 
-def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words):
-    """CuPy launch arguments for ``args``, and (host, device) pairs to copy back after.
-    A NumPy array passed for several parameters is copied once: one memory, as on cpu."""
-    values, write_back, copied, host, written = [], [], {}, [], set()
+def _copy_back(host: np.ndarray, device) -> None:
+    _device_view(host)[...] = device.get()
+
+
+def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words) -> tuple:
+    """CuPy launch arguments for ``args``, and the launch's :class:`HostArrays` (to write
+    back after it ran)."""
+    values = []
+    host = HostArrays(
+        "cuda",
+        lambda name, value: cupy.asarray(_device_view(np.ascontiguousarray(value))),
+        _copy_back,
+    )
     for step, value in zip(plan, args):
         if step[0] == "scalar":
             values.append(step[2](value))
@@ -369,16 +376,7 @@ def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words):
             device = value.data
         elif isinstance(value, np.ndarray):
             check_dims(name, value.shape)  # before a copy of a huge array
-            if stored:
-                require_writable(name, value)
-            host.append((name, value, stored))
-            key = memory_key(value)  # one memory passed twice (x, or x and x[:]): one copy
-            device = copied.get(key)
-            if device is None:
-                device = copied[key] = cupy.asarray(_device_view(np.ascontiguousarray(value)))
-            if stored and key not in written:  # (copied back once)
-                written.add(key)
-                write_back.append((value, device))
+            device = host.add(name, value, stored)
         elif isinstance(value, DeviceArray):
             raise argument_error(
                 BackendError,
@@ -403,9 +401,8 @@ def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words):
             )
         values.append(device)
         values += words(name, device.shape)
-    if len(host) > 1:
-        refuse_partial_overlap("cuda", host)
-    return values, write_back
+    host.check()
+    return values, host
 
 
 # --------------------------------------------------------------------------- backend
@@ -499,15 +496,14 @@ class CudaBackend(Backend):
                 if len(blocks_for) > 256:
                     blocks_for.clear()
                 blocks = blocks_for[grid] = dispatch(tuple(int(g) for g in grid), per_block)
-            values, write_back = _launch_arguments(plan, args, cupy, words)
+            values, host = _launch_arguments(plan, args, cupy, words)
             values += words(None, grid)  # the kernel's q_grid_x/y/z
             if min(grid) > 0:
                 try:
                     kernel(blocks, block, values)
                 except cupy.cuda.driver.CUDADriverError as exc:
                     raise BackendError(f"CUDA launch failed: {exc}") from None
-            for host, device in write_back:
-                _device_view(host)[...] = device.get()
+            host.write_back()
 
         launch.module = module  # keeps the module alive with the launcher
         return launch

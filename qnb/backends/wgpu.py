@@ -31,10 +31,8 @@ from qnb.backends.base import (
     Options,
     argument_error,
     check_dims,
-    memory_key,
-    refuse_partial_overlap,
-    require_writable,
 )
+from qnb.backends.host_arrays import HostArrays
 from qnb.backends.wgsl import WgslRenderer
 from qnb.dtypes import as_dtype
 from qnb.errors import BackendError, CompileError, QnbTypeError
@@ -565,24 +563,16 @@ class _Launcher:
         for slot, pos, axis in self.dim_words:
             words[slot] = args[pos].shape[axis]
         self.grid_words[:] = grid
-        buffers, write_back, copied, host, written = [], [], {}, [], set()
+        buffers = []
+        host = HostArrays(
+            "wgpu", lambda name, value: self._copy_in(name, value, taken), self._copy_back
+        )
         for pos, spec in self.array_args:
             value = args[pos]
             if isinstance(value, WgpuDeviceArray):
                 buffers.append(value.buffer)
             elif isinstance(value, np.ndarray):
-                if spec["stored"]:
-                    require_writable(spec["name"], value)
-                host.append((spec["name"], value, spec["stored"]))
-                # One memory passed twice (x, or x and x[:]) is one buffer, as on cpu.
-                key = memory_key(value)
-                if key not in copied:
-                    copied[key] = self._copy_in(spec, value, taken)
-                buffer, data = copied[key]
-                if spec["stored"] and value.size and key not in written:
-                    written.add(key)  # (read back once, whichever parameter stores)
-                    write_back.append((value, buffer, data))
-                buffers.append(buffer)
+                buffers.append(host.add(spec["name"], value, spec["stored"])[0])
             else:
                 raise argument_error(
                     QnbTypeError,
@@ -590,8 +580,7 @@ class _Launcher:
                     f"kernel {self.name!r}: {type(value).__name__} is not an array "
                     "the wgpu backend can use (pass a NumPy array or qnb.to_device(x))",
                 )
-        if len(host) > 1:
-            refuse_partial_overlap("wgpu", host)
+        host.check()
         if 0 in grid:
             return
         packed = words.tobytes()
@@ -605,14 +594,11 @@ class _Launcher:
         compute.dispatch_workgroups(*dispatch)
         compute.end()
         dev.queue.submit([encoder.finish()])
-        for value, buffer, data in write_back:
-            raw = dev.queue.read_buffer(buffer, 0, _padded(data.nbytes))
-            result = np.frombuffer(raw, dtype=data.dtype, count=data.size).reshape(value.shape)
-            value[...] = result != 0 if value.dtype == np.bool_ else result
+        host.write_back()
 
-    def _copy_in(self, spec, value: np.ndarray, taken: list):
+    def _copy_in(self, name: str, value: np.ndarray, taken: list):
         """The array in a staging buffer (added to ``taken``): (buffer, the words copied)."""
-        _check_fits(self.dev, value, spec["name"])
+        _check_fits(self.dev, value, name)
         data = _storage_bytes(value)
         buffer = self.dev.staging.take(data.nbytes)
         taken.append(buffer)
@@ -621,6 +607,12 @@ class _Launcher:
             # outside its window alone, and they are read back with the rest.
             self.dev.queue.write_buffer(buffer, 0, _pad_bytes(data))
         return buffer, data
+
+    def _copy_back(self, value: np.ndarray, copy: tuple) -> None:
+        buffer, data = copy
+        raw = self.dev.queue.read_buffer(buffer, 0, _padded(data.nbytes))
+        result = np.frombuffer(raw, dtype=data.dtype, count=data.size).reshape(value.shape)
+        value[...] = result != 0 if value.dtype == np.bool_ else result
 
     def _bind_group(self, buffers: list):
         key = tuple(id(b) for b in buffers)

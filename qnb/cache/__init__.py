@@ -6,7 +6,11 @@ Public API (contract, DESIGN.md "Kernel cache"): :func:`events`, :class:`CacheEv
 :func:`fresh_directory` (an empty cache directory that goes when the process ends).
 
 The kernel layer builds a :class:`CacheKey` from the seven named components and
-calls :func:`get_or_compile`; its launch fast path calls :func:`record_memory_hit`.
+calls :func:`get_or_compile` (or :func:`get_or_compile_reading`, for a kernel whose
+lowering reads compile-time values past its captured names); its launch memo is held by
+:func:`hold` and emptied when ``generation[0]`` (the count of :func:`clear` calls) moves;
+its launch fast path calls :func:`always_compile` and :func:`record_memory_hit`. It uses
+no other module of this package.
 Environment: ``QNB_CACHE_DIR``, ``QNB_CACHE=0`` (no disk level),
 ``QNB_ALWAYS_COMPILE=1`` (always compile), ``QNB_CACHE_MAX_BYTES`` (default 1 GiB);
 all read at call time.
@@ -21,13 +25,16 @@ from qnb.cache.lookup import (
     add_listener,
     clear,
     events,
+    generation,
     get_or_compile,
+    get_or_compile_reading,
+    hold,
     record_memory_hit,
     remove_listener,
     stats,
 )
 from qnb.cache.report import explain
-from qnb.cache.store import CacheWarning, ClearResult, directory
+from qnb.cache.store import CacheWarning, ClearResult, always_compile, directory
 
 __all__ = [
     "COMPONENTS",
@@ -37,6 +44,7 @@ __all__ = [
     "ClearResult",
     "Difference",
     "add_listener",
+    "always_compile",
     "canonical_json",
     "clear",
     "diff",
@@ -44,7 +52,10 @@ __all__ = [
     "events",
     "explain",
     "fresh_directory",
+    "generation",
     "get_or_compile",
+    "get_or_compile_reading",
+    "hold",
     "record_memory_hit",
     "remove_listener",
     "stats",

@@ -24,6 +24,7 @@ import numpy as np
 from qnb.dtypes import DType, as_dtype, is_dtype_like
 from qnb.errors import QnbCaptureError
 from qnb.frontend.parse import KERNEL_BUILTINS, ParsedFunction
+from qnb.function import QnbFunction
 
 
 class _Undefined:
@@ -62,7 +63,7 @@ def foreign_intrinsic(value) -> str | None:
 
 def is_qnb_callable(value) -> bool:
     """A @qnb.func or kernel: it enters the key by its own source and captures."""
-    return getattr(value, "_qnb_parsed", None) is not None
+    return isinstance(value, QnbFunction)
 
 
 def _walk_chain(root, chain: tuple[str, ...]):
@@ -143,14 +144,13 @@ class Captures:
             if root is _qnb_module():
                 out.append((chain, root))
                 continue
-            parsed = getattr(value, "_qnb_parsed", None)
-            if parsed is not None:
+            if isinstance(value, QnbFunction):
                 seen = _seen or set()
                 if id(value) in seen:
                     out.append((chain, "recursive"))
                     continue
                 seen = seen | {id(value)}
-                out.append((chain, value, value._qnb_captures.keyed_snapshot(keyed, seen)))
+                out.append((chain, value, value.captures.keyed_snapshot(keyed, seen)))
                 continue
             kind = type(value)
             if kind is float:
@@ -172,14 +172,13 @@ class Captures:
                 out.append((chain, root))
                 continue
             value = _walk_chain(root, chain)
-            parsed = getattr(value, "_qnb_parsed", None)
-            if parsed is not None:
+            if isinstance(value, QnbFunction):
                 seen = _seen or set()
                 if id(value) in seen:
                     out.append((chain, "recursive"))
                     continue
                 seen = seen | {id(value)}
-                out.append((chain, value, value._qnb_captures.snapshot(seen)))
+                out.append((chain, value, value.captures.snapshot(seen)))
                 continue
             kind = type(value)
             if kind is float:  # the common case of _exact, inline: this is the launch path

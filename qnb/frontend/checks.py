@@ -190,3 +190,19 @@ def tile_index_message(shape: tuple[int, ...]) -> str:
     if len(shape) == 1 or shape[0] == shape[1]:
         return f"tile index out of range 0..{shape[0] - 1}"
     return f"tile index out of range 0..{shape[0] - 1}, 0..{shape[1] - 1}"
+
+
+def table_to_json(table: list[Check]) -> list[list]:
+    """The check table as an artifact stores it (JSON), so a launcher loaded from the
+    cache raises each check's error without lowering the kernel again."""
+    return [
+        [None if c.loc is None else [c.loc.unit, c.loc.line, c.loc.col], c.message, c.unit]
+        for c in table
+    ]
+
+
+def table_from_json(data: list[list]) -> list[Check]:
+    """:func:`table_to_json`'s table back."""
+    return [
+        Check(None if loc is None else ir.Loc(*loc), message, unit) for loc, message, unit in data
+    ]

@@ -1600,7 +1600,7 @@ class _Lowerer:
         return read
 
     def inline(self, target, node):
-        parsed: ParsedFunction = target._qnb_parsed
+        parsed: ParsedFunction = target.parsed
         unit_name, _ = self.unit_of(parsed)
         if unit_name in self.inline_stack:
             raise self.error(

@@ -15,6 +15,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from qnb.errors import QnbSyntaxError, QnbTypeError, caller_position
+from qnb.function import QnbFunction
 
 # Python builtins a kernel may call.
 KERNEL_BUILTINS = ("range", "min", "max", "abs", "float", "int", "bool", "len")
@@ -136,10 +137,10 @@ def _unwrapped(fn):
     that function's, so its globals, closure and code are the ones the kernel's names mean.
     A qnb kernel or func is not looked into (decorating one again is an error)."""
     seen = set()
-    while id(fn) not in seen and getattr(fn, "_qnb_parsed", None) is None:
+    while id(fn) not in seen and not isinstance(fn, QnbFunction):
         seen.add(id(fn))
         inner = getattr(fn, "__wrapped__", None)
-        if inner is None or getattr(inner, "_qnb_parsed", None) is not None:
+        if inner is None or isinstance(inner, QnbFunction):
             break
         if not (inspect.isfunction(inner) or hasattr(inner, "__wrapped__")):
             break
@@ -152,9 +153,8 @@ def parse_function(fn) -> ParsedFunction:
     fn = _unwrapped(fn)
     name = getattr(fn, "__name__", "?")
     if not inspect.isfunction(fn):
-        inner = getattr(fn, "_qnb_parsed", None)
-        if inner is not None:  # @qnb.func on a @qnb.kernel, or a kernel decorated twice
-            kind = "@qnb.kernel" if type(fn).__name__ == "Kernel" else "@qnb.func"
+        if isinstance(fn, QnbFunction):  # @qnb.func on a @qnb.kernel, or decorated twice
+            inner, kind = fn.parsed, fn.decorator
             raise inner.error(
                 QnbTypeError,
                 f"{name!r} is already a {kind}; decorate a plain function with one of "

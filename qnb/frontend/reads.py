@@ -137,7 +137,7 @@ def encode(value, fingerprint=None, where=lambda: "the value"):
     if isinstance(value, types.ModuleType):
         return ["module", value.__name__]
     if is_qnb_callable(value):
-        parsed = value._qnb_parsed  # its source (for the key's `source`) and what it reaches
+        parsed = value.parsed  # its source (for the key's `source`) and what it reaches
         digest = fingerprint(value) if fingerprint is not None else None
         return ["func", parsed.qualname, parsed.source, digest]
     if getattr(value, "_qnb_intrinsic", None) is not None or foreign_intrinsic(value):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 
+from qnb.languages import LANGUAGES
+
 
 def show_error(err: Exception) -> Exception:
     """Make IPython show ``err`` as its message with the cell's line and a caret, and no
@@ -12,10 +14,6 @@ def show_error(err: Exception) -> Exception:
     text = f"{type(err).__name__}: {err}"
     err._render_traceback_ = lambda: text.splitlines()
     return err
-
-
-_LEXERS = {"cuda": "cuda", "wgsl": "wgsl", "ir": "text"}
-_TITLES = {"cuda": "CUDA C++", "wgsl": "WGSL", "ir": "qnb IR"}
 
 
 def kernel_part(language: str, text: str, kernel_name: str = "kernel") -> str:
@@ -54,7 +52,8 @@ class GeneratedSource:
 
     @property
     def title(self) -> str:
-        return f"{self.kernel_name}: {_TITLES.get(self.language, self.language)}"
+        language = LANGUAGES.get(self.language)
+        return f"{self.kernel_name}: {language.title if language else self.language}"
 
     @property
     def shown(self) -> str:
@@ -75,5 +74,5 @@ class GeneratedSource:
         except ImportError:
             return f"{title}<pre>{html.escape(self.shown)}</pre>"
         formatter = HtmlFormatter(noclasses=True, nobackground=True)
-        lexer = get_lexer_by_name(_LEXERS.get(self.language, "text"))
+        lexer = get_lexer_by_name(getattr(LANGUAGES.get(self.language), "lexer", "text"))
         return title + highlight(self.shown, lexer, formatter)

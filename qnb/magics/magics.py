@@ -25,11 +25,12 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 import qnb
+from qnb.function import QnbFunction
+from qnb.languages import LANGUAGES, spoken
 from qnb.magics.bench import BENCH_FILENAME, bench
 from qnb.magics.display import GeneratedSource, show_error
 from qnb.viz.events import event_detail, status_line
 
-LANGUAGES = ("ir", "cuda", "wgsl")
 REASON_CHARS = 80  # a status line's reason, at most (%qcache explain NAME has it all)
 
 # Every %%qkernel cell file name given out in this process. Kernels, errors and traces
@@ -57,10 +58,10 @@ class QnbMagics(Magics):
     )
     @argument(
         "--show",
-        choices=LANGUAGES,
+        choices=list(LANGUAGES),
         action="append",
         default=[],
-        help="show the generated code (ir, cuda or wgsl); may be repeated",
+        help=f"show the generated code ({spoken(quote=False)}); may be repeated",
     )
     @argument(
         "--no-cache",
@@ -407,7 +408,7 @@ class _CellRun:
     error: Exception | None
 
 
-class FailedDefinition:
+class FailedDefinition(QnbFunction):
     """What a ``%%qkernel`` cell binds a function's name to when its definition failed
     (``error``): calling it, launching it (``k[grid](...)``), ``source``, ``compile``
     and ``trace`` raise that error again, so an older kernel of the same name cannot be
@@ -435,10 +436,11 @@ class FailedDefinition:
         self._raise()
 
     @property
-    def _qnb_parsed(self):
+    def parsed(self):
         """What a kernel (or func) that reads this name asks for, to compile it or to
-        see whether it changed: the error says this function's definition failed, at
-        its own line, rather than that a kernel cannot capture a FailedDefinition."""
+        see whether it changed (``parsed`` or ``captures``): the error says this
+        function's definition failed, at its own line, rather than that a kernel cannot
+        capture a FailedDefinition."""
         err = self.error
         raise qnb.QnbCaptureError(
             f"a kernel reads {self.name!r}, whose last %%qkernel definition failed "
@@ -448,6 +450,8 @@ class FailedDefinition:
             err.col,
             err.source_line,
         ) from err
+
+    captures = parsed
 
     def __repr__(self) -> str:
         err = self.error

@@ -113,3 +113,38 @@ def test_checked_kernels_compile_for_cuda(case):
     checked, _ = add_bounds_checks(kernel_ir)
     artifact = CudaBackend().compile_for_arch(checked, Options(debug=True), arch="sm_90")
     assert artifact.binary and "qnb_errors" in artifact.text["source"]
+
+
+def test_the_check_table_round_trips_through_json():
+    import json
+
+    from qnb.frontend.checks import table_from_json, table_to_json
+
+    scope, _ = define(BAD["tile index"][0])
+    x = np.ones((16, 16), np.float32)
+    _, table = add_bounds_checks(scope["k"]._lower_for((x, x))[0])
+    assert table and table_from_json(json.loads(json.dumps(table_to_json(table)))) == table
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_disk_hit_raises_from_the_stored_check_table_without_lowering(
+    gpu_backend_name, case, monkeypatch
+):
+    source, line, message = BAD[case]
+    scope, filename = define(source)
+    kernel = scope["k"]
+    x = np.ones((16, 16), np.float32)
+    out = np.zeros((16, 16), np.float32)
+    with qnb.backend(gpu_backend_name):
+        kernel.compile(x, out)  # stored on disk with its checks
+        qnb.cache.clear(disk=False)
+        lowered = []
+        real_lower = kernel._lower
+        monkeypatch.setattr(
+            kernel, "_lower", lambda *a, **k: lowered.append(1) or real_lower(*a, **k)
+        )
+        with pytest.raises(qnb.QnbIndexError, match=message) as info:
+            kernel[2](x, out)
+    assert qnb.cache.events()[-1].outcome == "disk-hit"
+    assert lowered == []  # the table came from the artifact
+    assert info.value.filename == filename and info.value.lineno == line

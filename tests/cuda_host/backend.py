@@ -40,12 +40,10 @@ from qnb.backends.base import (
     Options,
     argument_error,
     check_dims,
-    memory_key,
-    refuse_partial_overlap,
-    require_writable,
 )
 from qnb.backends.cuda import _argument_plan, check_array_kind, dispatch
 from qnb.backends.cuda_render import SCALAR_ABI, CudaRenderer, render_cuda
+from qnb.backends.host_arrays import HostArrays
 from qnb.dtypes import as_dtype
 from qnb.errors import BackendError, QnbTypeError
 from qnb.ir import KernelIR
@@ -221,6 +219,10 @@ class _Guarded:
             raise AssertionError(f"the kernel wrote outside array parameter {self.name!r}")
 
 
+def _copy_back(host: np.ndarray, buffer: _Guarded) -> None:
+    host[...] = buffer.view
+
+
 class CudaHostBackend(Backend):
     """The cuda backend's code on the host (see the module docstring)."""
 
@@ -272,7 +274,13 @@ class CudaHostBackend(Backend):
 
         def launch(grid: tuple[int, int, int], args: list) -> None:
             grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-            keep, guarded, write_back, copied, hosts, written = [], [], [], {}, [], set()
+            keep, guarded = [], []
+
+            def guard(name: str, host: np.ndarray) -> _Guarded:
+                guarded.append(_Guarded(name, host))
+                return guarded[-1]
+
+            hosts = HostArrays("cuda-host", guard, _copy_back)
             for step, value in zip(plan, args):
                 if step[0] == "scalar":
                     keep.append(np.array([value], step[2]))
@@ -287,29 +295,17 @@ class CudaHostBackend(Backend):
                     )
                 check_array_kind(name, host, dtype, ndim)
                 check_dims(name, host.shape)
-                if stored:
-                    require_writable(name, host)
-                hosts.append((name, host, stored))
-                key = memory_key(host)  # one memory for two parameters: one copy
-                buffer = copied.get(key)
-                if buffer is None:
-                    buffer = copied[key] = _Guarded(name, host)
-                    guarded.append(buffer)
+                buffer = hosts.add(name, host, stored)
                 keep.append(np.array([buffer.pointer()], np.uintp))
                 keep += [np.array([n], np.int32) for n in host.shape]
-                if stored and key not in written:  # (copied back once)
-                    written.add(key)
-                    write_back.append((host, buffer))
-            if len(hosts) > 1:
-                refuse_partial_overlap("cuda-host", hosts)
+            hosts.check()
             pointers = (ctypes.c_void_p * max(len(keep), 1))(*(k.ctypes.data for k in keep))
             blocks = dispatch(grid, per_block)  # the cuda backend's, limits and folding
             if min(grid) > 0:
                 entry((ctypes.c_uint * 3)(*blocks), (ctypes.c_uint * 3)(*grid), pointers)
             for buffer in guarded:
                 buffer.check()
-            for host, buffer in write_back:
-                host[...] = buffer.view
+            hosts.write_back()
 
         launch.library = library
         return launch

@@ -387,3 +387,24 @@ def test_ipython_shows_the_users_frames_and_the_kernel_line_not_qnbs():
     assert "qnb.QnbTypeError: array 'x' must be f32" in text
     assert "def k(x: qnb.Array[qnb.f32, 2]):" in text and "^" in text
     assert "qnb/kernel.py" not in text and "interactiveshell" not in text
+
+
+ERROR_TYPES = [
+    qnb.QnbError,
+    qnb.QnbSyntaxError,
+    qnb.QnbTypeError,
+    qnb.QnbCaptureError,
+    qnb.QnbIndexError,
+    qnb.BackendError,
+    qnb.CompileError,
+]
+
+
+@pytest.mark.parametrize("kind", ERROR_TYPES, ids=lambda kind: kind.__name__)
+def test_location_fields_are_declared_on_every_error(kind):
+    # The fields a backend fills in before the kernel places an error in the user's file:
+    # declared on QnbError, None until set (read as attributes, never with getattr).
+    err = kind("message")
+    assert (err.ir_loc, err.ir_unit, err.param) == (None, None, None)
+    assert {"ir_loc", "ir_unit", "param"} <= set(qnb.QnbError.__annotations__)
+
