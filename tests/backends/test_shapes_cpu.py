@@ -70,7 +70,6 @@ def test_large_tiles_run_fewer_programs_at_once(monkeypatch):
     # chunks of 3 programs: the results do not depend on where a chunk ends
     monkeypatch.setattr(cpu, "CHUNK_ELEMENTS", 3 * 8 * 32)
     rng = np.random.default_rng(4)
-    grid, args = case.make(rng, np.float32, (8, 32))
     x = rng.uniform(-1, 1, (80, 31)).astype(np.float32)
     out = np.full(x.shape, np.nan, np.float32)
     small_ir, _ = case.kernel._lower_for([x, out, 8, 32])
