@@ -450,3 +450,22 @@ def test_shaped_tiles_in_lists_funcs_and_runtime_branches(flag):
     t = t + 0.5
     np.testing.assert_allclose(out, t, rtol=1e-12)
     np.testing.assert_allclose(sums, t.sum(axis=0), rtol=1e-12)
+
+
+def test_a_captured_tile_type_enters_the_key():
+    scope, _ = define(
+        """
+        T = qnb.Tile[8, 32]
+        @qnb.kernel
+        def k(x, out):
+            T.load(x, 0, 0).store(out, 0, 0)
+        """
+    )
+    x = np.random.default_rng(8).uniform(1, 2, (16, 32)).astype(np.float32)
+    with qnb.backend("cpu"):
+        for rows in (8, 16, 8):
+            scope["T"] = Tile[rows, 32]
+            out = np.zeros((16, 32), np.float32)
+            scope["k"](x, out)
+            np.testing.assert_array_equal(out[:rows], x[:rows])
+            np.testing.assert_array_equal(out[rows:], 0)
