@@ -289,12 +289,13 @@ class _Resolved:
         self.items[id(parsed)] = items
         forms = self.forms[id(parsed)] = {}
         prefix = "" if is_kernel else f"{unit}."
-        for chain, _, value, steps in items:
-            for base, attr, found in steps:
+        for item in items:
+            chain, value = item.chain, item.value
+            for base, attr, found in item.steps:
                 self.covered[(id(base), attr)] = found
                 self._keep.append(base)
             try:
-                kind = classify(parsed, chain, value)
+                kind, *classified = classify(parsed, chain, value)
             except QnbCaptureError as err:
                 where = parsed.position(_first_use(parsed, chain))
                 static_only = chain in parsed.static_chains
@@ -302,24 +303,24 @@ class _Resolved:
                     message = unsupported_call_message(".".join(chain))
                     raise QnbSyntaxError(message, *where) from None  # not a capture
                 raise err.with_location(*where) from None
-            if kind[0] == "const" and _is_qnb_module(roots.get(chain[0])):
+            if kind == "const" and _is_qnb_module(roots.get(chain[0])):
                 continue  # qnb.f32 and friends: the language itself (the `qnb` component)
             form = None
-            if kind[0] == "const":
-                form = kind[1]
+            if kind == "const":
+                (form,) = classified  # its canonical form
             elif (
-                kind[0] == "intrinsic"
+                kind == "intrinsic"
                 and len(chain) == 1
                 and getattr(value, "__name__", None) != chain[0]
             ):  # a plain name bound to an intrinsic (OP = max): the key says which one
                 form = ["intrinsic", intrinsic_name(value)]
-            elif kind[0] == "callable":
+            elif kind == "callable":
                 self.visit(value.parsed, value.captures, False)
-            elif kind[0] == "namespace" and not _is_qnb_module(value):
+            elif kind == "namespace" and not _is_qnb_module(value):
                 # Which module: lowering reads its attributes by name (reads.Recorder), so
                 # a name bound to another module must not meet the first one's entries.
                 form = ["module", value.__name__]
-            elif kind[0] == "undefined":
+            elif kind == "undefined":
                 form = ["undefined"]
             if form is not None:
                 self.captured[prefix + ".".join(chain)] = form
@@ -341,11 +342,12 @@ class _Resolved:
             return ["recursive", parsed.qualname]
         seen.add(id(parsed))
         forms, parts = self.forms[id(parsed)], []
-        for chain, _, value, _ in self.items[id(parsed)]:
+        for item in self.items[id(parsed)]:
+            name, value = ".".join(item.chain), item.value
             if isinstance(value, QnbFunction) and id(value.parsed) in self.items:
-                parts.append([".".join(chain), self._tree_form(value.parsed, seen)])
+                parts.append([name, self._tree_form(value.parsed, seen)])
             else:
-                parts.append([".".join(chain), forms.get(chain)])
+                parts.append([name, forms.get(item.chain)])
         return [parsed.source, parts]
 
     def recorder(self) -> Recorder:
