@@ -125,7 +125,7 @@ def _plain_array_spec(value, dtype, ndim) -> ArgSpec | None:
         return None
     if (dtype is not None and got is not dtype) or ndim not in (None, rank):
         return None
-    return ArgSpec("array", got, rank)
+    return _ARRAY_SPECS[got, rank]
 
 
 def _param_node(parsed: ParsedFunction, name: str):
@@ -154,6 +154,8 @@ def _template_spec(value, form) -> ArgSpec:
 
 
 _QNB_DTYPES = {d.numpy: d for d in (bool_, i32, f32, f64, as_dtype("f16"))}
+# The fast path's array specs, made once: a NamedTuple costs a Python call to build.
+_ARRAY_SPECS = {(d, n): ArgSpec("array", d, n) for d in _QNB_DTYPES.values() for n in (1, 2, 3)}
 
 
 class _Example:
