@@ -15,14 +15,12 @@ import pathlib
 import sys
 import time
 import types
-from typing import NamedTuple
 
 import numpy as np
 
 from qnb import ir
 from qnb.backends import registry as _backends
-from qnb.backends.base import FAST_ARRAY_TYPES, DeviceArray, Options
-from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
+from qnb.backends.base import FAST_ARRAY_TYPES, Options
 from qnb.errors import (
     QnbCaptureError,
     QnbError,
@@ -35,11 +33,7 @@ from qnb.frontend import reads as _reads
 from qnb.frontend.capture import (
     UNDEFINED,
     Captures,
-    canonical,
     classify,
-    decode,
-    describe,
-    display,
     intrinsic_name,
 )
 from qnb.frontend.checks import add_bounds_checks
@@ -50,8 +44,8 @@ from qnb.frontend.parse import ParsedFunction, parse_function
 from qnb.frontend.reads import Recorder
 from qnb.frontend.semantics import unsupported_call_message
 from qnb.function import QnbFunction
-from qnb.language import _ArrayAnnotation, _TemplateAnnotation
 from qnb.languages import LANGUAGES, spoken
+from qnb.signature import Parameters, _param_node
 
 CACHE_SCHEMA = 3  # 3: GPU artifacts say how many programs a workgroup/block runs
 
@@ -71,9 +65,11 @@ _COMPILER_PARTS = (
     "backends",
     "dtypes.py",
     "errors.py",
+    "function.py",
     "ir.py",
     "kernel.py",
     "language.py",
+    "signature.py",
 )
 
 
@@ -119,136 +115,6 @@ def func(fn) -> Func:
     return Func(fn)
 
 
-class _Annotation:
-    """A parameter's declared kind: array (dtype/ndim or None), scalar, template, or none."""
-
-    __slots__ = ("kind", "dtype", "ndim")
-
-    def __init__(self, kind, dtype=None, ndim=None):
-        self.kind, self.dtype, self.ndim = kind, dtype, ndim
-
-
-def _read_annotation(parsed: ParsedFunction, name: str, value) -> _Annotation:
-    if value is None:
-        return _Annotation(None)
-    if isinstance(value, str):
-        try:
-            value = eval(value, parsed.fn.__globals__)  # noqa: S307 - the user's own annotation
-        except Exception as exc:  # noqa: BLE001
-            message = f"cannot read the annotation of {name!r}: {exc}"
-            raise parsed.error(QnbTypeError, message, _param_node(parsed, name)) from None
-    if isinstance(value, _ArrayAnnotation):
-        return _Annotation("array", value.dtype, value.ndim)
-    if isinstance(value, _TemplateAnnotation):
-        return _Annotation("template")
-    try:
-        dtype = as_dtype(value)
-    except TypeError:
-        message = (
-            f"parameter {name!r} has an annotation qnb does not understand: {value!r} (use "
-            "qnb.Array, qnb.Array[dtype, ndim], qnb.i32, qnb.f32, qnb.f64 or qnb.Template)"
-        )
-        raise parsed.error(QnbTypeError, message, _param_node(parsed, name)) from None
-    if dtype not in (i32, f32, f64):
-        message = f"scalar parameter {name!r} must be qnb.i32, qnb.f32 or qnb.f64"
-        raise parsed.error(QnbTypeError, message, _param_node(parsed, name))
-    return _Annotation("scalar", dtype)
-
-
-class ArgSpec(NamedTuple):
-    """One parameter's entry in a launch signature: what the launch memo is keyed by, and
-    what the ``signature`` key component and the lowering's parameter types come from.
-
-    ``kind`` is "array" (``dtype``, ``ndim``), "scalar" (``dtype``) or "template":
-    ``text`` is the value's canonical JSON (what the memo and the key compare, never
-    ``==`` or ``repr``), ``value`` the value lowering uses, ``shown`` how the key shows it.
-    """
-
-    kind: str
-    dtype: DType | None = None
-    ndim: int | None = None
-    text: str | None = None
-    value: object = None
-    shown: str | None = None
-
-    def described(self) -> str:
-        """How the ``signature`` key component shows this parameter."""
-        if self.kind == "template":
-            return self.shown
-        if self.kind == "array":
-            return f"Array[{self.dtype.name}, {self.ndim}]"
-        return self.dtype.name
-
-
-_FAST_ARRAY, _FAST_ANY_ARRAY, _FAST_FLOAT, _FAST_INT = "array", "any-array", "float", "int"
-
-
-class _FastStep(NamedTuple):
-    """What ``Kernel._fast_signature`` accepts for one parameter: ``check`` (one of the
-    ``_FAST_*`` codes), the annotation's ``dtype`` and ``ndim`` (None for any), and the
-    ``spec`` every accepted value has (None where it depends on the array)."""
-
-    check: str
-    dtype: DType | None
-    ndim: int | None
-    spec: ArgSpec | None
-
-
-def _fast_plan(annotations) -> list[_FastStep] | None:
-    """Per parameter, what ``Kernel._fast_signature`` accepts. None for a kernel with a
-    Template parameter (its spec depends on the value)."""
-    plan = []
-    for a in annotations:
-        if a.kind == "template":
-            return None
-        if a.kind == "array" and a.dtype is not None and a.ndim is not None:
-            plan.append(_FastStep(_FAST_ARRAY, a.dtype, a.ndim, ArgSpec("array", a.dtype, a.ndim)))
-        elif a.kind in ("array", None):  # an unannotated parameter: arrays only, here
-            plan.append(_FastStep(_FAST_ANY_ARRAY, a.dtype, a.ndim, None))
-        elif a.dtype is i32:
-            plan.append(_FastStep(_FAST_INT, i32, None, ArgSpec("scalar", i32)))
-        else:
-            plan.append(_FastStep(_FAST_FLOAT, a.dtype, None, ArgSpec("scalar", a.dtype)))
-    return plan
-
-
-def _plain_array_spec(value, dtype, ndim) -> ArgSpec | None:
-    """The array spec for a C-contiguous array of a fast-path type whose dtype and
-    rank qnb supports and the annotation (``dtype``/``ndim``, None for any) allows; else
-    None, and the full check decides (and explains)."""
-    if type(value) not in FAST_ARRAY_TYPES or not value.flags.c_contiguous:
-        return None
-    got, rank = _QNB_DTYPES.get(value.dtype), value.ndim
-    if got is None or not 1 <= rank <= 3:
-        return None
-    if (dtype is not None and got is not dtype) or ndim not in (None, rank):
-        return None
-    return ArgSpec("array", got, rank)
-
-
-def _param_node(parsed: ParsedFunction, name: str):
-    """The ``def`` line's AST node of parameter ``name`` (errors point at it)."""
-    return next((a for a in parsed.tree.args.args if a.arg == name), parsed.tree)
-
-
-def _holds_named_tuple(form) -> bool:
-    if form[0] == "namedtuple":
-        return True
-    return form[0] == "tuple" and any(_holds_named_tuple(item) for item in form[1])
-
-
-def _template_spec(value, form) -> ArgSpec:
-    """A Template parameter's signature entry (its canonical JSON text, the value
-    lowering uses, how the key shows it). The memo and the key both compare the
-    canonical form (never ``==`` or ``repr``: ``0.0 == -0.0``, and a float subclass may
-    print rounded); lowering uses the value the form decodes to, so what is compiled is
-    what is keyed (a named tuple, read by field, stays as passed: its form holds its
-    fields)."""
-    text = _cache().canonical_json(form)
-    used = value if _holds_named_tuple(form) else decode(form)
-    return ArgSpec("template", text=text, value=used, shown=f"Template = {display(form)}")
-
-
 class _Resolved:
     """A launch's view of the functions a kernel reaches: each one's unit name, source and
     captured roots, and the captured constants (the ``captured`` key component).
@@ -289,12 +155,13 @@ class _Resolved:
         self.items[id(parsed)] = items
         forms = self.forms[id(parsed)] = {}
         prefix = "" if is_kernel else f"{unit}."
-        for chain, _, value, steps in items:
-            for base, attr, found in steps:
+        for item in items:
+            chain, value = item.chain, item.value
+            for base, attr, found in item.steps:
                 self.covered[(id(base), attr)] = found
                 self._keep.append(base)
             try:
-                kind = classify(parsed, chain, value)
+                kind, *classified = classify(parsed, chain, value)
             except QnbCaptureError as err:
                 where = parsed.position(_first_use(parsed, chain))
                 static_only = chain in parsed.static_chains
@@ -302,28 +169,28 @@ class _Resolved:
                     message = unsupported_call_message(".".join(chain))
                     raise QnbSyntaxError(message, *where) from None  # not a capture
                 raise err.with_location(*where) from None
-            if kind[0] == "const" and _is_qnb_module(roots.get(chain[0])):
+            if kind == "const" and _is_qnb_module(roots.get(chain[0])):
                 continue  # qnb.f32 and friends: the language itself (the `qnb` component)
             form = None
-            if kind[0] == "const":
-                form = kind[1]
+            if kind == "const":
+                (form,) = classified  # its canonical form
             elif (
-                kind[0] == "intrinsic"
+                kind == "intrinsic"
                 and len(chain) == 1
                 and getattr(value, "__name__", None) != chain[0]
             ):  # a plain name bound to an intrinsic (OP = max): the key says which one
                 form = ["intrinsic", intrinsic_name(value)]
-            elif kind[0] == "intrinsic" and _names_another_shape(chain, value, roots):
+            elif kind == "intrinsic" and _names_another_shape(chain, value, roots):
                 # T.load with T = qnb.Tile[8, 32]: rebinding T to another shape must
                 # change the key (the tag names the shape: "Tile[8, 32].load")
                 form = ["intrinsic", intrinsic_name(value)]
-            elif kind[0] == "callable":
+            elif kind == "callable":
                 self.visit(value.parsed, value.captures, False)
-            elif kind[0] == "namespace" and not _is_qnb_module(value):
+            elif kind == "namespace" and not _is_qnb_module(value):
                 # Which module: lowering reads its attributes by name (reads.Recorder), so
                 # a name bound to another module must not meet the first one's entries.
                 form = ["module", value.__name__]
-            elif kind[0] == "undefined":
+            elif kind == "undefined":
                 form = ["undefined"]
             if form is not None:
                 self.captured[prefix + ".".join(chain)] = form
@@ -345,11 +212,12 @@ class _Resolved:
             return ["recursive", parsed.qualname]
         seen.add(id(parsed))
         forms, parts = self.forms[id(parsed)], []
-        for chain, _, value, _ in self.items[id(parsed)]:
+        for item in self.items[id(parsed)]:
+            name, value = ".".join(item.chain), item.value
             if isinstance(value, QnbFunction) and id(value.parsed) in self.items:
-                parts.append([".".join(chain), self._tree_form(value.parsed, seen)])
+                parts.append([name, self._tree_form(value.parsed, seen)])
             else:
-                parts.append([".".join(chain), forms.get(chain)])
+                parts.append([name, forms.get(item.chain)])
         return [parsed.source, parts]
 
     def recorder(self) -> Recorder:
@@ -429,9 +297,13 @@ class Kernel(QnbFunction):
         self._fn = fn
         self._backend = backend
         self._options = options or Options()
-        hints = getattr(fn, "__annotations__", {}) or {}
-        self._annotations = [_read_annotation(parsed, n, hints.get(n)) for n in parsed.param_names]
-        self._fast_plan = _fast_plan(self._annotations)
+        self._parameters = parameters = Parameters(parsed, getattr(fn, "__annotations__", {}) or {})
+        # The launch path's argument checks, called as the kernel's own (compare and the
+        # trace launcher use them too).
+        self._positional = parameters._positional
+        self._fast_signature = parameters._fast_signature
+        self._signature = parameters._signature
+        self._example_args = parameters._example_args
         self._memo = _LaunchMemo()
         self._memo_generation = 0
         self._grids: dict = {}
@@ -470,10 +342,7 @@ class Kernel(QnbFunction):
     @property
     def is_fully_annotated(self) -> bool:
         """True when every parameter's type is known without example arguments."""
-        return all(
-            a.kind == "scalar" or (a.kind == "array" and a.dtype is not None and a.ndim is not None)
-            for a in self._annotations
-        )
+        return self._parameters.is_fully_annotated
 
     def __repr__(self) -> str:
         return f"<qnb.kernel {self.parsed.qualname}>"
@@ -561,180 +430,12 @@ class Kernel(QnbFunction):
         except QnbError as err:
             raise err.with_traceback(None) from None
 
-    def _positional(self, args: tuple, kwargs: dict) -> tuple:
-        """``args`` followed by the keyword arguments, in parameter order."""
-        names = self.parsed.param_names
-        for name in kwargs:
-            if name not in names:
-                raise self._def_error(f"kernel {self.name!r} has no parameter {name!r}")
-            if names.index(name) < len(args):
-                raise self._def_error(
-                    f"kernel {self.name!r} got parameter {name!r} both by position and by name"
-                )
-        missing = [n for n in names[len(args) :] if n not in kwargs]
-        if missing:
-            raise self._def_error(
-                f"kernel {self.name!r} is missing {', '.join(map(repr, missing))} "
-                f"(its parameters are {', '.join(names)})"
-            )
-        return (*args, *(kwargs[n] for n in names[len(args) :]))
-
-    def _fast_signature(self, args) -> tuple | None:
-        """The signature of the common call (C-contiguous NumPy arrays, or a loaded
-        backend's own arrays, see ``FAST_ARRAY_TYPES``; Python floats for float parameters;
-        Python ints in range for i32 ones), or None: then ``_signature`` decides, and
-        explains what is wrong."""
-        plan = self._fast_plan
-        if plan is None or len(args) != len(plan):
-            return None
-        signature = []
-        for value, (code, dtype, ndim, spec) in zip(args, plan):
-            if code is _FAST_FLOAT:
-                if type(value) is not float:
-                    return None
-            elif code is _FAST_INT:
-                if type(value) is not int or not -(2**31) <= value < 2**31:
-                    return None
-            elif code is _FAST_ARRAY:  # a fixed dtype and rank: the spec is the plan's own
-                if type(value) not in FAST_ARRAY_TYPES or not value.flags.c_contiguous:
-                    return None
-                if _QNB_DTYPES.get(value.dtype) is not dtype or value.ndim != ndim:
-                    return None
-            else:
-                spec = _plain_array_spec(value, dtype, ndim)
-                if spec is None:
-                    return None
-            signature.append(spec)
-        return tuple(signature)
-
-    def _signature(self, args) -> tuple[tuple, list]:
-        parsed = self.parsed
-        if len(args) != len(self._annotations):
-            raise self._def_error(
-                f"kernel {self.name!r} takes {len(self._annotations)} "
-                f"argument{'' if len(self._annotations) == 1 else 's'} "
-                f"({', '.join(parsed.param_names)}) but {len(args)} "
-                f"{'was' if len(args) == 1 else 'were'} given"
-            )
-        signature = []
-        runtime = []
-        for name, annotation, value in zip(parsed.param_names, self._annotations, args):
-            try:
-                spec, runtime_value = self._arg_spec(name, annotation, value)
-            except (QnbTypeError, QnbCaptureError) as err:
-                node = _param_node(parsed, name)
-                raise err.with_location(*parsed.position(node)) from None
-            signature.append(spec)
-            if spec.kind != "template":
-                runtime.append(runtime_value)
-        return tuple(signature), runtime
-
     def _grid(self, grid) -> tuple[int, int, int]:
         """The launch grid as 3 ints; a bad one is reported at the kernel's ``def`` line."""
         try:
             return _grid(grid)
         except QnbTypeError as err:
             raise err.with_location(*self.parsed.position(self.parsed.tree)) from None
-
-    def _arg_error(self, message):
-        """An argument error; _signature points it at the parameter on the ``def`` line."""
-        return QnbTypeError(message)
-
-    def _def_error(self, message):
-        """An error about the call as a whole, shown at the kernel's ``def`` line."""
-        return self.parsed.error(QnbTypeError, message, self.parsed.tree)
-
-    def _arg_spec(self, name, annotation, value):
-        kind = annotation.kind
-        if kind is None or kind == "array":  # the common case, kept cheap
-            spec = _plain_array_spec(value, annotation.dtype, annotation.ndim)
-            if spec is not None:
-                return spec, value
-        if kind == "template" or (kind is None and _is_template_value(value)):
-            try:
-                form = canonical(value)
-            except QnbCaptureError as err:
-                raise QnbCaptureError(f"Template parameter {name!r}: {err.message}") from None
-            if form is None:
-                raise self._arg_error(
-                    f"Template parameter {name!r} must be a bool, int, float, str, "
-                    f"None, dtype or tuple of these, not {_not_constant(value)}"
-                )
-            return _template_spec(value, form), None
-        if _is_array(value):
-            if kind == "scalar":
-                raise self._arg_error(
-                    f"parameter {name!r} is a {annotation.dtype} scalar; got an array "
-                    "(pass a number, or read an element inside the kernel)"
-                )
-            return self._array_spec(name, annotation, value), value
-        if kind == "array":
-            raise self._arg_error(
-                f"parameter {name!r} expects an array, got {type(value).__name__}"
-            )
-        if isinstance(value, bool | np.bool_):
-            raise self._arg_error(
-                f"parameter {name!r} is a {annotation.dtype or 'number'}; "
-                "got a bool (annotate it qnb.Template to branch on it)"
-            )
-        if isinstance(value, int | np.integer):
-            dtype = annotation.dtype or i32
-            if dtype is i32 and not -(2**31) <= int(value) < 2**31:
-                raise self._arg_error(f"parameter {name!r}: {value} does not fit in i32")
-            return ArgSpec("scalar", dtype), (int(value) if dtype is i32 else float(value))
-        if isinstance(value, float | np.floating):
-            dtype = annotation.dtype or f32
-            if dtype is i32:
-                raise self._arg_error(f"parameter {name!r} is qnb.i32; got the float {value!r}")
-            return ArgSpec("scalar", dtype), float(value)
-        raise self._arg_error(
-            f"parameter {name!r}: qnb cannot pass a {type(value).__name__} to a "
-            "kernel (arrays, numbers, or Template values)"
-        )
-
-    def _array_spec(self, name, annotation, value):
-        try:
-            dtype = as_dtype(value.dtype)
-        except TypeError:
-            raise self._arg_error(
-                f"array {name!r} has dtype {value.dtype}, which qnb does not "
-                "support; convert it with .astype(np.float32) (or f16, f64, "
-                "int32, bool)"
-            ) from None
-        ndim = len(value.shape)
-        if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
-            raise self._arg_error(
-                f"array {name!r} is not C-contiguous; pass "
-                "np.ascontiguousarray(x) (and copy results back)"
-            )
-        if ndim not in (1, 2, 3):
-            raise self._arg_error(
-                f"array {name!r} has {ndim} dimensions; qnb kernels take 1-D, 2-D or 3-D arrays"
-            )
-        if annotation.dtype is not None and annotation.dtype is not dtype:
-            raise self._arg_error(
-                f"array {name!r} must be {annotation.dtype}, got {dtype} "
-                f"(convert with .astype({annotation.dtype.numpy.name!r}))"
-            )
-        if annotation.ndim is not None and annotation.ndim != ndim:
-            raise self._arg_error(f"array {name!r} must be {annotation.ndim}-D, got {ndim}-D")
-        return ArgSpec("array", dtype, ndim)
-
-    def _example_args(self, args):
-        if args:
-            return args
-        if not self.is_fully_annotated:
-            raise self._def_error(
-                f"kernel {self.name!r} has parameters without full annotations; "
-                "pass example arguments"
-            )
-        examples = []
-        for annotation in self._annotations:
-            if annotation.kind == "scalar":
-                examples.append(0 if annotation.dtype is i32 else 0.0)
-            else:
-                examples.append(_Example(annotation.dtype, annotation.ndim))
-        return examples
 
     # ------------------------------------------------------------------ specialisation
 
@@ -922,7 +623,6 @@ def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_mat
 # ---------------------------------------------------------------------- helpers
 
 
-_QNB_DTYPES = {d.numpy: d for d in (bool_, i32, f32, f64, as_dtype("f16"))}
 FAST_ARRAY_TYPES.add(np.ndarray)
 
 
@@ -931,30 +631,6 @@ class _LaunchMemo(dict):
     level holds it by a weak reference and drops the entries of launchers it evicts."""
 
     __slots__ = ("__weakref__",)
-
-
-class _Example:
-    """An example array for a fully annotated parameter (dtype and rank only)."""
-
-    def __init__(self, dtype, ndim):
-        self.dtype = dtype.numpy
-        self.shape = (16,) * ndim
-
-
-def _is_array(value) -> bool:
-    return isinstance(value, np.ndarray | DeviceArray | _Example) or hasattr(
-        value, "__cuda_array_interface__"
-    )
-
-
-def _is_template_value(value) -> bool:
-    if isinstance(value, bool | np.bool_ | str) or value is None:
-        return True
-    if isinstance(value, DType | np.dtype) or (
-        isinstance(value, type) and issubclass(value, np.generic)
-    ):
-        return True
-    return isinstance(value, tuple)
 
 
 def _grid(grid) -> tuple[int, int, int]:
@@ -1030,17 +706,6 @@ def _is_library_callable(value) -> bool:
     if isinstance(value, np.ufunc) or module == "numpy":
         return True
     return module in sys.stdlib_module_names or module == "builtins"
-
-
-def _not_constant(value, where: str = "") -> str:
-    """What in a Template value is not a compile-time constant (for its error message)."""
-    if isinstance(value, tuple):
-        for index, item in enumerate(value):
-            if canonical(item) is None:
-                return _not_constant(item, f"{where}[{index}]")
-    if where:
-        return f"a tuple whose element {where} is of type {describe(value)}"
-    return describe(value)
 
 
 def _first_use(parsed: ParsedFunction, chain):

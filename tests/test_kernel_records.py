@@ -9,7 +9,7 @@ import pytest
 
 import qnb
 from qnb.function import QnbFunction
-from qnb.kernel import ArgSpec
+from qnb.signature import ArgSpec
 from tests.helpers import define
 
 KERNEL_PY = pathlib.Path(qnb.__file__).parent / "kernel.py"

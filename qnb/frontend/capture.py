@@ -18,6 +18,7 @@ import importlib
 import math
 import sys
 import types
+from typing import NamedTuple
 
 import numpy as np
 
@@ -52,6 +53,15 @@ _FOREIGN_INTRINSICS = {
     **{getattr(math, name): name for name in ("log2", "sin", "cos", "tanh")},
     **{getattr(np, name): name for name in ("exp2", "log2", "sin", "cos", "tanh", "floor", "ceil")},
 }
+
+
+class CapturedRead(NamedTuple):
+    """One captured chain as ``Captures.read`` found it."""
+
+    chain: tuple[str, ...]  # the name and the attributes the kernel reads of it: ("cfg", "N")
+    root: object  # the value bound to the name
+    value: object  # the value at the chain's end (as far as modules and enums lead)
+    steps: list  # the (object, attribute, value) reads the walk made
 
 
 def foreign_intrinsic(value) -> str | None:
@@ -113,10 +123,9 @@ class Captures:
         """Root name -> current value, for the names this function reads."""
         return {chain[0]: self._root(chain[0], cell) for chain, cell in self._readers}
 
-    def read(self) -> tuple[dict, list]:
-        """One read of every captured name: (root name -> value, [(chain, root, value at
-        the chain's end, steps)]), ``steps`` being the (object, attribute, value) reads the
-        chain's walk made. A compile keys and lowers from this one read (``Kernel._resolve``)."""
+    def read(self) -> tuple[dict, list[CapturedRead]]:
+        """One read of every captured name: (root name -> value, a :class:`CapturedRead`
+        per chain). A compile keys and lowers from this one read (``Kernel._resolve``)."""
         roots: dict[str, object] = {}
         items = []
         for chain, cell in self._readers:
@@ -132,7 +141,7 @@ class Captures:
                     value = found
                 else:
                     break
-            items.append((chain, root, value, steps))
+            items.append(CapturedRead(chain, root, value, steps))
         return roots, items
 
     def keyed_snapshot(self, keyed, _seen=None) -> tuple:
