@@ -670,7 +670,8 @@ def _names_another_shape(chain, value, roots) -> bool:
     its own (``T.load`` for ``Tile[8, 32].load``; not ``Tile16.load`` or ``qnb.Tile32``)."""
     if getattr(value, "_qnb_kind", None) is None or _is_qnb_module(roots.get(chain[0])):
         return False
-    return intrinsic_name(value) != ".".join(chain)
+    name, spelled = intrinsic_name(value), ".".join(chain)
+    return spelled != name and not spelled.startswith(name + ".")  # Tile16 / Tile16.ones
 
 
 def _is_qnb_module(value) -> bool:
