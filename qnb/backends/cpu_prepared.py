@@ -410,11 +410,14 @@ class _Compiler:
         name = s.var
         zero_step = self.error("range() step must not be zero", s)
         has_exits = any(isinstance(n, ir.Break | ir.Continue) for n in ir.walk_body(s.body))
+        gemm = self.gemm_loop(s)
 
         def run_for(st):
             first, last, by = int(start(st)[0]), int(stop(st)[0]), int(step(st)[0])
             if by == 0:
                 raise zero_step
+            if gemm is not None and gemm(st, first, last, by):
+                return
             env = st.env
             for i in range(first, last, by):
                 env[name] = np.array([i], np.int32)
@@ -430,6 +433,116 @@ class _Compiler:
                     body(st)
 
         return run_for
+
+    def gemm_loop(self, s):
+        """``gemm(st, first, last, step) -> done`` for the K loop of a tiled matmul,
+        ``for k in range(…, 16): acc = mma(load(a, i, k), load(b, k, j), acc)`` with ``i``,
+        ``j`` the block offsets of two grid axes: over all programs together the loop is
+        one GEMM of the block row strips of ``a`` by the block column strips of ``b``
+        (zero where the tiles' windows leave the arrays, as the loads read), added to
+        ``acc``. None where the loop is not of that form; ``done`` False where a launch
+        is not (a partial chunk, a mask, another dtype): the loop then runs step by step."""
+        if self.masked or len(s.body) != 1 or not isinstance(s.body[0], ir.Assign):
+            return None
+        if not (isinstance(s.step, ir.Const) and s.step.value == 16):
+            return None
+        stmt, k = s.body[0], s.var
+        acc = stmt.name
+        product = stmt.value
+        if isinstance(product, ir.Binary) and product.op == "add":
+            for mine, other in ((product.left, product.right), (product.right, product.left)):
+                if (
+                    isinstance(mine, ir.Var)
+                    and mine.name == acc
+                    and isinstance(other, ir.Matmul)
+                    and other.acc is None
+                    and other.type == product.type
+                ):
+                    product = other
+                    break
+            else:
+                return None
+        elif not (
+            isinstance(product, ir.Matmul)
+            and isinstance(product.acc, ir.Var)
+            and product.acc.name == acc
+        ):
+            return None
+        a, b = product.a, product.b
+        if acc == k or not all(self.zero_load(x) for x in (a, b)):
+            return None
+        if not (self.is_k_window(a.c0, a.c1, k) and self.is_k_window(b.r0, b.r1, k)):
+            return None
+        ra, ca = self.pid_block(a.r0), self.pid_block(b.c0)
+        if ra is None or ca is None or ra == ca:
+            return None
+        if not (self.block_end(a.r1, ra) and self.block_end(b.c1, ca)):
+            return None
+        views = []
+        for load in (a, b):
+            if load.view.batch is not None and self.is_varying(load.view.batch):
+                return None
+            views.append(self.view(load.view, load))
+        view_a, view_b = views
+        a_dtype, b_dtype = a.type.dtype.numpy, b.type.dtype.numpy
+        out = product.type.dtype.numpy
+        unpadded = not (a.padded and b.padded)
+
+        def gemm(st, first, last, by):
+            grid = st.grid
+            if st.mask is not None or not st.whole or grid[2] != 1:
+                return False
+            steps = range(first, last, by)
+            if not steps:
+                return True
+            if unpadded and first < 0:  # the loads' error, from the loop
+                return False
+            x, xb = view_a(st)
+            y, yb = view_b(st)
+            if x.dtype != a_dtype or y.dtype != b_dtype or x.size == 0 or y.size == 0:
+                return False
+            rows, cols = grid[ra] * 16, grid[ca] * 16
+            end = steps[-1] + 16
+            if max(rows, cols, abs(first), abs(end)) >= 2**31:
+                return False
+            x = _zero_padded(x[xb], 0, rows, first, end)
+            y = _zero_padded(y[yb], first, end, 0, cols)
+            if cpu.is_narrow_float(x.dtype):
+                x, y = x.astype(np.float32), y.astype(np.float32)
+            result = np.matmul(x, y).astype(out, copy=False)
+            _add_tiles(result, st.env[acc], ra, grid)
+            st.env[acc] = _Blocks(result.reshape(rows // 16, 16, cols // 16, 16), ra)
+            st.env[k] = np.array([steps[-1]], np.int32)
+            st.aliased.discard(acc)
+            st.aliased.discard(k)
+            return True
+
+        return gemm
+
+    def zero_load(self, e):
+        """Whether ``e`` is a tile load whose elements outside the array read 0."""
+        return (
+            isinstance(e, ir.LoadWindow)
+            and isinstance(e.base, ir.TileFill)
+            and e.base.kind == "full"
+            and isinstance(e.base.value, ir.Const)
+            and e.base.value.value == 0
+            and e.type.shape == (16, 16)
+        )
+
+    @staticmethod
+    def is_k_window(lo, hi, k):
+        """Whether ``(lo, hi)`` is ``(k, k + 16)`` for the loop variable ``k``."""
+        return (
+            isinstance(lo, ir.Var)
+            and lo.name == k
+            and isinstance(hi, ir.Binary)
+            and hi.op == "add"
+            and isinstance(hi.left, ir.Var)
+            and hi.left.name == k
+            and isinstance(hi.right, ir.Const)
+            and hi.right.value == 16
+        )
 
     def s_While(self, s):
         if self.masked or self.is_varying(s.cond):
@@ -1256,6 +1369,37 @@ def _strip_product(x, y):
     out = np.empty((m, n), np.result_type(x, y))
     for start in range(0, m, band):
         np.matmul(x[start : start + band], y, out=out[start : start + band])
+    return out
+
+
+def _add_tiles(result, value, ra, grid):
+    """``result += value`` for ``result`` a block grid as a 2-D array and ``value`` a tile
+    (the same in every program, or each program's): a tile the same everywhere is added
+    as a scalar or as one band of block rows, not as a 4-D broadcast (16-element loops)."""
+    if isinstance(value, np.ndarray) and value.shape[0] == 1:
+        tile = value[0]
+        first = tile[0, 0]
+        if (tile == first).all():
+            result += first
+        else:
+            bands = result.reshape(-1, 16, result.shape[1])
+            bands += np.tile(tile, (1, result.shape[1] // 16))
+        return
+    blocks = result.reshape(result.shape[0] // 16, 16, result.shape[1] // 16, 16)
+    blocks += _as_blocks(value, "tile", ra, grid)
+
+
+def _zero_padded(array, r0, r1, c0, c1):
+    """``array[r0:r1, c0:c1]`` with 0 where the window leaves the array (bounds may be
+    negative or past the end): a view where it does not."""
+    rows, cols = array.shape
+    if r0 >= 0 and c0 >= 0 and r1 <= rows and c1 <= cols:
+        return array[r0:r1, c0:c1]
+    out = np.zeros((r1 - r0, c1 - c0), array.dtype)
+    rs, re = max(r0, 0), min(r1, rows)
+    cs, ce = max(c0, 0), min(c1, cols)
+    if rs < re and cs < ce:
+        out[rs - r0 : re - r0, cs - c0 : ce - c0] = array[rs:re, cs:ce]
     return out
 
 
