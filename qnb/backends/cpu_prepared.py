@@ -52,23 +52,93 @@ class _State:
 
     __slots__ = ("arrays", "shapes", "env", "n", "pid", "grid", "mask", "aliased", "whole", "run0")
 
-    def __init__(self, arrays, scalars, grid, start, count, kernel_locals, pid):
-        self.arrays = {name: a for name, (a, _) in arrays.items()}
-        self.shapes = {name: s for name, (_, s) in arrays.items()}
+    def __init__(self, bound, grid, start, count, fresh, pid):
+        self.arrays, self.shapes, scalars = bound
         self.n = count
         self.mask = None
         self.grid = grid
         self.whole = start == 0 and count == grid[0] * grid[1] * grid[2]
         self.run0 = count == 1 or grid[1] * grid[2] == 1  # program_id(0) counts up by one
         self.pid = pid
-        env = dict(scalars)
-        for name, (dtype, shape) in kernel_locals.items():
-            if name in scalars:  # a scalar parameter the body reassigns starts as passed
-                env[name] = scalars[name].astype(dtype).reshape(1, *shape)
-            else:
-                env[name] = np.zeros((1, *shape), dtype)
-        self.env = env
+        self.env = fresh(scalars)
         self.aliased = set()
+
+
+def _fresh_env(kernel: ir.KernelIR):
+    """``fresh(scalars) -> env``: the variables at a launch's start. A local starts at 0
+    (one read-only array per local, made once: assignment replaces a value, never writes
+    into it), and a scalar parameter the body reassigns starts as passed."""
+    zeros, reassigned = {}, []
+    params = {p.name for p in kernel.scalars}
+    for name, t in kernel.locals.items():
+        if name in params:
+            reassigned.append((name, t.dtype.numpy, (1, *t.shape)))
+        else:
+            zero = np.zeros((1, *t.shape), t.dtype.numpy)
+            zero.flags.writeable = False
+            zeros[name] = zero
+    if not reassigned:
+
+        def fresh(scalars):
+            env = zeros.copy()
+            env.update(scalars)
+            return env
+
+        return fresh
+
+    def fresh_reassigned(scalars):
+        env = zeros.copy()
+        env.update(scalars)
+        for name, dtype, shape in reassigned:
+            env[name] = scalars[name].astype(dtype).reshape(shape)
+        return env
+
+    return fresh_reassigned
+
+
+def _binder(kernel: ir.KernelIR):
+    """``bind(args, stored) -> (arrays, shapes, scalars)`` as :func:`cpu._bind` binds a
+    launch (3-D views of the arrays, their own shapes, scalars as one-element arrays), in
+    a few steps for the common call (NumPy arrays); any other goes to ``cpu._bind``,
+    which converts it or explains what is wrong."""
+    plan = [(p.name, p.type.kind == "array", p.type.dtype.numpy) for p in kernel.params]
+    limit = 2**31
+
+    def bind(args, stored):
+        arrays, shapes, scalars = {}, {}, {}
+        for (name, is_array, dtype), value in zip(plan, args):
+            if is_array:
+                if type(value) is not np.ndarray:
+                    return slow(args, stored)
+                shape = value.shape
+                ndim = len(shape)
+                if ndim == 2:
+                    if shape[0] >= limit or shape[1] >= limit:
+                        return slow(args, stored)
+                    arrays[name] = value[None]
+                elif ndim == 1 and shape[0] < limit:
+                    arrays[name] = value[None, None]
+                elif ndim == 3 and max(shape) < limit:
+                    arrays[name] = value
+                else:
+                    return slow(args, stored)
+                shapes[name] = shape
+            else:
+                scalars[name] = np.array([value], dtype)
+        for name in stored:
+            if not arrays[name].flags.writeable:
+                return slow(args, stored)
+        return arrays, shapes, scalars
+
+    def slow(args, stored):
+        arrays, scalars = cpu._bind(kernel, args, stored)
+        return (
+            {name: a for name, (a, _) in arrays.items()},
+            {name: s for name, (_, s) in arrays.items()},
+            scalars,
+        )
+
+    return bind
 
 
 def _program_ids(grid, start, count):
@@ -178,19 +248,20 @@ class _Compiler:
         with np.errstate(all="ignore"):  # constants fold as a launch computes them
             body = self.block(self.kernel.body, top=True)
         kernel = self.kernel
-        locals_ = {name: (t.dtype.numpy, t.shape) for name, t in kernel.locals.items()}
+        fresh = _fresh_env(kernel)
+        bind = _binder(kernel)
         holds_tiles = ir.holds_tiles(kernel)
         quiet = not self.computes
         pids = {}  # (grid, start, count) -> program ids: a launch's ids are made once
 
         def launch(grid, args, stored):
-            arrays, scalars = cpu._bind(kernel, args, stored)
+            bound = bind(args, stored)
             total = grid[0] * grid[1] * grid[2]
             chunk = cpu.CHUNK if holds_tiles else total
             if total == 1 and quiet:  # a single program with nothing that could warn
                 key = (grid, 0, 1)
                 pid = pids.get(key) or pids.setdefault(key, _program_ids(grid, 0, 1))
-                body(_State(arrays, scalars, grid, 0, 1, locals_, pid))
+                body(_State(bound, grid, 0, 1, fresh, pid))
                 return
             with np.errstate(all="ignore"):
                 for start in range(0, total, chunk or 1):
@@ -201,7 +272,7 @@ class _Compiler:
                         if len(pids) > 16:
                             pids.clear()
                         pid = pids[key] = _program_ids(grid, start, count)
-                    body(_State(arrays, scalars, grid, start, count, locals_, pid))
+                    body(_State(bound, grid, start, count, fresh, pid))
 
         return launch
 
@@ -806,7 +877,8 @@ class _Compiler:
             def store_uniform(st):
                 v = value(st)
                 array, b, r0, r1, c0, c1 = window(st)
-                compiler.detach(st, array)
+                if st.aliased:
+                    compiler.detach(st, array)
                 if (
                     st.mask is not None
                     or isinstance(v, _Blocks)
@@ -816,8 +888,12 @@ class _Compiler:
                 ):
                     generic(st, v, array, b, r0, r1, c0, c1)
                     return
-                rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
-                cols = max(0, min(c1, array.shape[2], c0 + 16) - c0)
+                _, height, width = array.shape
+                if r0 + 16 <= min(r1, height) and c0 + 16 <= min(c1, width):  # a whole tile
+                    array[b, r0 : r0 + 16, c0 : c0 + 16] = v[0]
+                    return
+                rows = max(0, min(r1, height, r0 + 16) - r0)
+                cols = max(0, min(c1, width, c0 + 16) - c0)
                 array[b, r0 : r0 + rows, c0 : c0 + cols] = v[0, :rows, :cols]
 
             return store_uniform
