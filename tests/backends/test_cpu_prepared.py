@@ -486,3 +486,40 @@ def test_k_loop_runs_as_one_gemm(monkeypatch):
     monkeypatch.setattr(cpu_prepared, "_strip_product", lambda *a: calls.append(1) or real(*a))
     got = both_ways(tiled_matmul, (4, 3), _matmul_args(64, 80, 48), exact=False, tol=1e-5)
     assert got is None and calls == []
+
+
+@qnb.kernel
+def cholesky_solve(a: qnb.Array[qnb.f64, 3], b: qnb.Array[qnb.f64, 3], x: qnb.Array[qnb.f64, 3]):
+    s = qnb.program_id(0)
+    lower = Tile16.load(a[s], 0, 0)
+    lower.cholesky_(0.0)
+    y = Tile16.load(b[s], 0, 0)
+    lower.solve_triangular_(y)
+    (y + lower).store(x[s], 0, 0)  # the factor is still a tile after the solve
+
+
+@qnb.kernel
+def cholesky_shared(a: qnb.Array[qnb.f64, 3], b: qnb.Array[qnb.f64, 3], x: qnb.Array[qnb.f64, 3]):
+    s = qnb.program_id(0)
+    lower = Tile16.load(a[0], 0, 0)  # one factor for every program
+    lower.cholesky_(1e-3)
+    y = Tile16.load(b[s], 0, 0)
+    lower.solve_triangular_(y)
+    y.store(x[s], 0, 0)
+
+
+def _spd(count, seed=0):
+    rng = np.random.default_rng(seed)
+    m = rng.uniform(-1, 1, (count, 16, 16))
+    return m @ m.transpose(0, 2, 1) + 16 * np.eye(16)
+
+
+@pytest.mark.parametrize("count", [1, 5, 1100])  # 1100: more than one chunk of lanes
+def test_cholesky_then_solve_matches_interpreter_bit_for_bit(count):
+    def args():
+        rhs = np.random.default_rng(1).uniform(-1, 1, (count, 16, 16))
+        return [_spd(count), rhs, np.full((count, 16, 16), np.nan)]
+
+    both_ways(cholesky_solve, count, args)
+    both_ways(cholesky_shared, count, args)
+    both_ways(cholesky_solve, count, lambda: [x := _spd(count), x, x])  # in place
