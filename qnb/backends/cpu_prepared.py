@@ -240,6 +240,8 @@ class _Compiler:
                 self.assign_count[node.var] = self.assign_count.get(node.var, 0) + 2
         # top-level variables that hold program_id(a) or program_id(a) * 16
         self.pid_vars: dict[str, tuple[int, int]] = {}
+        # top-level variables assigned once, a constant: name -> its value
+        self.const_vars: dict[str, np.ndarray] = {}
         self.computes = False  # whether a launch does arithmetic (which may warn)
         self.masked = 0  # depth of per-program branches around the statement being built
         self.loops = 0
@@ -373,6 +375,17 @@ class _Compiler:
 
     def note_pid_var(self, stmt):
         if self.assign_count.get(stmt.name) != 1:
+            return
+        if self.constant(stmt.value) and not (
+            isinstance(stmt.value, ir.TileFill) and stmt.value.kind == "eye"
+        ):
+            with np.errstate(all="ignore"):
+                try:
+                    value = self.expr(stmt.value)(None)
+                except Exception:  # noqa: BLE001 - it raises at launch, as it should
+                    return
+            if isinstance(value, np.ndarray) and value.dtype == stmt.value.type.dtype.numpy:
+                self.const_vars[stmt.name] = value
             return
         axis = self.pid_axis(stmt.value)
         if axis is not None:
@@ -1402,7 +1415,42 @@ class _Compiler:
 
     def e_Outer(self, e):
         u, v = self.expr(e.u), self.expr(e.v)
+        shape = e.type.shape
+        if self.is_ones(e.v):  # outer(u, ones): u down the columns, as a view (u * 1 == u)
+
+            def columns(st):
+                x = u(st)
+                return np.broadcast_to(x[:, :, None], (x.shape[0], *shape))
+
+            return columns
+        if self.is_ones(e.u):
+
+            def rows(st):
+                y = v(st)
+                return np.broadcast_to(y[:, None, :], (y.shape[0], *shape))
+
+            return rows
         return lambda st: u(st)[:, :, None] * v(st)[:, None, :]
+
+    def is_ones(self, e):
+        """Whether ``e`` is a vec of ones of the result's dtype known now (a constant, or
+        a top-level variable assigned one once)."""
+        if isinstance(e, ir.Var):
+            value = self.const_vars.get(e.name)
+        elif self.constant(e):
+            with np.errstate(all="ignore"):
+                try:
+                    value = self.expr(e)(None)
+                except Exception:  # noqa: BLE001
+                    return False
+        else:
+            return False
+        return (
+            isinstance(value, np.ndarray)
+            and value.dtype.kind in "fiu"
+            and value.shape[0] == 1
+            and bool((value == 1).all())
+        )
 
     def e_RowCol(self, e):
         operand = self.expr(e.operand)

@@ -523,3 +523,28 @@ def test_cholesky_then_solve_matches_interpreter_bit_for_bit(count):
     both_ways(cholesky_solve, count, args)
     both_ways(cholesky_shared, count, args)
     both_ways(cholesky_solve, count, lambda: [x := _spd(count), x, x])  # in place
+
+
+@qnb.kernel
+def outer_ones(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2], z: qnb.Array[f32, 2]):
+    r = qnb.program_id(0) * 16
+    t = Tile16.load(x, r, 0)
+    ones = Vec16.full(1.0)
+    twos = Vec16.full(1.0)
+    twos = twos * 2.0  # assigned twice: not a known constant
+    (qnb.outer(t.max(axis=1), ones) + qnb.outer(ones, t.min(axis=0))).store(y, r, 0)
+    qnb.outer(t.sum(axis=1), twos).store(z, r, 0)
+
+
+def test_outer_with_ones_matches_interpreter_on_specials():
+    """``outer(v, ones)`` is ``v`` repeated (a view): the same bits as ``v * 1``,
+    including -0, ±inf and NaN."""
+
+    def args():
+        x = _rand((40, 16))
+        x[3, :] = -0.0
+        x[5, 2], x[20, 7], x[33, 0] = np.inf, -np.inf, np.nan
+        return [x, _poison((40, 16)), _poison((40, 16))]
+
+    both_ways(outer_ones, 3, args)
+    both_ways(outer_ones, 2, lambda: [x := _rand((32, 16)), x, _poison((32, 16))])
