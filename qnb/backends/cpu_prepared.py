@@ -31,6 +31,7 @@ import numpy as np
 from qnb import ir
 from qnb.backends import cpu
 from qnb.errors import QnbIndexError
+from qnb.frontend.checks import tile_index_message
 
 _FOLDABLE = (ir.Const, ir.Unary, ir.Binary, ir.Cast, ir.TileFill, ir.Select, ir.Transpose)
 
@@ -141,18 +142,6 @@ def _binder(kernel: ir.KernelIR):
     return bind
 
 
-def _chunk_programs(kernel):
-    """How many programs run together (the interpreter's number)."""
-    chunk_programs = getattr(cpu, "chunk_programs", None)
-    return cpu.CHUNK if chunk_programs is None else chunk_programs(kernel)
-
-
-def _index_message(shape):
-    """The interpreter's message for a tile index outside ``shape``."""
-    message = getattr(cpu, "tile_index_message", None)
-    return "tile index out of range 0..15" if message is None else message(shape)
-
-
 def _program_ids(grid, start, count):
     """``program_id(0..2)`` of programs ``start .. start + count - 1`` (read-only)."""
     gx, gy, _ = grid
@@ -229,34 +218,9 @@ def prepare(kernel: ir.KernelIR):
     """A launcher ``launch(grid, args, stored)`` for ``kernel``, or None where the kernel
     needs the interpreter."""
     try:
-        _refuse_shapes(kernel)
         return _Compiler(kernel).launcher()
     except _Unsupported:
         return None
-
-
-def _refuse_shapes(kernel: ir.KernelIR) -> None:
-    """Raise :class:`_Unsupported` for what this path does not run yet (the interpreter
-    does): a tile or vec whose shape is not 16×16 / 16, and the nodes that came with
-    shapes (Broadcast, Reshape, arange, row/column vec loads and stores)."""
-    types = list(kernel.locals.values())
-    for node in ir.walk_body(kernel.body):
-        if isinstance(node, ir.Broadcast | ir.Reshape):
-            raise _Unsupported(type(node).__name__)
-        if isinstance(node, ir.TileFill) and node.kind == "arange":
-            raise _Unsupported("arange")
-        if isinstance(node, ir.VecLoad) and (
-            node.axis != 0 or (node.padded and node.col is not None)
-        ):
-            raise _Unsupported("a row or column vec load")
-        if isinstance(node, ir.VecStore) and (node.axis != 0 or node.col is not None):
-            raise _Unsupported("a row or column vec store")
-        typ = getattr(node, "type", None)
-        if isinstance(typ, ir.Type):
-            types.append(typ)
-    for typ in types:
-        if typ.shape not in ((), (16, 16), (16,)) and typ.kind in ("tile", "vec"):
-            raise _Unsupported(f"a {typ.shape_name}")
 
 
 # ---------------------------------------------------------------------- the walk
@@ -290,7 +254,7 @@ class _Compiler:
         fresh = _fresh_env(kernel)
         bind = _binder(kernel)
         holds_tiles = ir.holds_tiles(kernel)
-        chunk_size = _chunk_programs(kernel)
+        chunk_size = cpu.chunk_programs(kernel)
         quiet = not self.computes
         pids = {}  # (grid, start, count) -> program ids: a launch's ids are made once
 
@@ -1380,7 +1344,7 @@ class _Compiler:
         """An index into a side of ``limit`` elements of a ``shape`` tile or vec, checked
         as the interpreter checks it (and clamped, for the lanes that do not count)."""
         fn = self.expr(value)
-        check = self.checker(_index_message(shape), node)
+        check = self.checker(tile_index_message(shape), node)
 
         def index(st):
             i = fn(st).astype(np.int64)
@@ -1563,14 +1527,16 @@ class _Compiler:
 
     def e_Cholesky(self, e):
         operand, eps = self.expr(e.operand), self.expr(e.eps)
-        shape = _lanes_shape(e.type.shape)
-        return lambda st: cpu._lanes_last(cpu._cholesky, _tiles(st, operand(st)), eps(st), **shape)
+        shape = e.type.shape
+        return lambda st: cpu._lanes_last(
+            cpu._cholesky, _tiles(st, operand(st)), eps(st), shape=shape
+        )
 
     def e_SolveTriangular(self, e):
         lower, rhs = self.expr(e.lower), self.expr(e.rhs)
-        shape = _lanes_shape(e.type.shape)
+        shape = e.type.shape
         return lambda st: cpu._lanes_last(
-            cpu._solve_lower, _tiles(st, lower(st)), _tiles(st, rhs(st)), **shape
+            cpu._solve_lower, _tiles(st, lower(st)), _tiles(st, rhs(st)), shape=shape
         )
 
     def e_Reshape(self, e):
@@ -1646,15 +1612,6 @@ def _zero_padded(array, r0, r1, c0, c1):
     if rs < re and cs < ce:
         out[rs - r0 : re - r0, cs - c0 : ce - c0] = array[rs:re, cs:ce]
     return out
-
-
-def _lanes_shape(shape):
-    """The ``shape`` keyword of ``cpu._lanes_last`` for a result of ``shape``."""
-    if shape == (16, 16):
-        return {}
-    if "shape" not in cpu._lanes_last.__code__.co_varnames:
-        raise _Unsupported(f"a {shape} Cholesky factor or solve")
-    return {"shape": shape}
 
 
 def _reduce_blocks(st, value, op, axis):
