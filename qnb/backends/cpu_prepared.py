@@ -300,17 +300,19 @@ class _Compiler:
         return found[0] if found is not None and found[1] == side else None
 
     def pid_factor(self, e):
-        """``(a, factor)`` when ``e`` is ``program_id(a) * factor`` (a constant above 1);
-        else None."""
+        """``(a, factor)`` when ``e`` is ``program_id(a) * factor`` (a positive constant;
+        ``program_id(a)`` itself has factor 1); else None."""
         if isinstance(e, ir.Var):
-            found = self.pid_vars.get(e.name)
-            return found if found and found[1] > 1 else None
+            return self.pid_vars.get(e.name)
+        if isinstance(e, ir.ProgramId):
+            axis = self.pid_axis(e)
+            return None if axis is None else (axis, 1)
         if isinstance(e, ir.Binary) and e.op == "mul":
             for p, k in ((e.left, e.right), (e.right, e.left)):
                 if (
                     isinstance(k, ir.Const)
                     and type(k.value) is int
-                    and 1 < k.value <= ir.MAX_TILE_ELEMENTS
+                    and 1 <= k.value <= ir.MAX_TILE_ELEMENTS
                 ):
                     axis = self.pid_axis(p)
                     if axis is not None:
