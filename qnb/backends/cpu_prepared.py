@@ -602,11 +602,14 @@ class _Compiler:
             if x.dtype != a_dtype or y.dtype != b_dtype or x.size == 0 or y.size == 0:
                 return False
             rows, cols = grid[ra] * m, grid[ca] * n
-            end = steps[-1] + depth
-            if max(rows, cols, abs(first), abs(end)) >= 2**31:
+            if max(rows, cols) >= 2**31:
                 return False
-            x = _zero_padded(x[xb], 0, rows, first, end)
-            y = _zero_padded(y[yb], first, end, 0, cols)
+            # the K columns where a or b has elements: elsewhere both tiles read 0, and
+            # 0 * 0 adds nothing (a range far past the arrays allocates nothing)
+            lo = max(first, 0)
+            hi = max(lo, min(steps[-1] + depth, max(x.shape[2], y.shape[1])))
+            x = _zero_padded(x[xb], 0, rows, lo, hi)
+            y = _zero_padded(y[yb], lo, hi, 0, cols)
             if cpu.is_narrow_float(x.dtype):
                 x, y = x.astype(np.float32), y.astype(np.float32)
             result = np.matmul(x, y).astype(out, copy=False)

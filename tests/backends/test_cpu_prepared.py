@@ -548,3 +548,35 @@ def test_outer_with_ones_matches_interpreter_on_specials():
 
     both_ways(outer_ones, 3, args)
     both_ways(outer_ones, 2, lambda: [x := _rand((32, 16)), x, _poison((32, 16))])
+
+
+@pytest.mark.parametrize("start", [-4000, 0, 40])
+def test_k_loop_gemm_far_past_the_arrays_and_specials(start):
+    """A K loop far before or past the arrays reads zeros there (no allocation of the
+    empty range); where only one operand has K elements (a longer than b), its ±inf
+    times the other's padding 0 is NaN, as in the step-by-step loop."""
+
+    def args():
+        a = _rand((40, 48), 1)
+        a[3, 40], a[20, 45] = np.inf, -np.inf  # columns b has no rows for
+        return [a, _rand((33, 40), 2), _rand((40, 40), 3), start]
+
+    both_ways(matmul_onto, (3, 3), args, exact=False, tol=1e-5)
+
+
+@qnb.kernel
+def matmul_long_loop(a: qnb.Array[f32, 2], b: qnb.Array[f32, 2], c: qnb.Array[f32, 2], stop: i32):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    acc = Tile16.zeros(f32)
+    for k in range(-(2**20), stop, 16):
+        acc = qnb.mma(Tile16.load(a, i, k), Tile16.load(b, k, j), acc)
+    acc.store(c, i, j)
+
+
+def test_k_loop_gemm_over_a_huge_range_allocates_only_the_arrays():
+    a, b = _rand((32, 40), 1), _rand((40, 32), 2)
+    c = _poison((32, 32))
+    with qnb.backend("cpu"):
+        matmul_long_loop[(2, 2)](a, b, c, 2**24)  # 2**20 + 2**24 / 16 steps: one GEMM
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
