@@ -1054,7 +1054,7 @@ def _lanes_last(fn, *operands, shape=(16, 16)):
 def _einsum(spec, a, b):
     """``np.einsum``; bf16 (which einsum does not take) accumulates in f32 and rounds once,
     as f16 does."""
-    if a.dtype.name == "bfloat16":
+    if a.dtype.kind != "f" and a.dtype.name == "bfloat16":  # (.name is slow: f32/f64 first)
         return np.einsum(spec, a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
     return np.einsum(spec, a, b)
 

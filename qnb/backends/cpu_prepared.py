@@ -10,8 +10,8 @@ what the walk learns once is not relearnt per launch:
 - *uniformity*: which values are the same in every program (no ``program_id`` reaches
   them). Their control flow is plain Python, and their windows and indices are Python ints,
   so a launch of a trivial kernel is a few NumPy calls. Constant subexpressions are folded.
-- *block grids*: a tile loaded at ``(program_id(a) * 16, program_id(b) * 16)`` is, over all
-  programs together, the array itself seen as a grid of 16×16 blocks (:class:`_Blocks`).
+- *block grids*: an M×N tile loaded at ``(program_id(a) * M, program_id(b) * N)`` is, over
+  all programs together, the array itself seen as a grid of M×N blocks (:class:`_Blocks`).
   Elementwise ops on such tiles are one array expression on the array, a store to the
   same grid is one assignment, and ``a @ b`` of a block row strip by a block column strip
   (the K loop of a tiled matmul) is one GEMM. Any other use gathers the programs' tiles.
@@ -31,6 +31,7 @@ import numpy as np
 from qnb import ir
 from qnb.backends import cpu
 from qnb.errors import QnbIndexError
+from qnb.frontend.checks import tile_index_message
 
 _FOLDABLE = (ir.Const, ir.Unary, ir.Binary, ir.Cast, ir.TileFill, ir.Select, ir.Transpose)
 
@@ -52,23 +53,93 @@ class _State:
 
     __slots__ = ("arrays", "shapes", "env", "n", "pid", "grid", "mask", "aliased", "whole", "run0")
 
-    def __init__(self, arrays, scalars, grid, start, count, kernel_locals, pid):
-        self.arrays = {name: a for name, (a, _) in arrays.items()}
-        self.shapes = {name: s for name, (_, s) in arrays.items()}
+    def __init__(self, bound, grid, start, count, fresh, pid):
+        self.arrays, self.shapes, scalars = bound
         self.n = count
         self.mask = None
         self.grid = grid
         self.whole = start == 0 and count == grid[0] * grid[1] * grid[2]
         self.run0 = count == 1 or grid[1] * grid[2] == 1  # program_id(0) counts up by one
         self.pid = pid
-        env = dict(scalars)
-        for name, (dtype, shape) in kernel_locals.items():
-            if name in scalars:  # a scalar parameter the body reassigns starts as passed
-                env[name] = scalars[name].astype(dtype).reshape(1, *shape)
-            else:
-                env[name] = np.zeros((1, *shape), dtype)
-        self.env = env
+        self.env = fresh(scalars)
         self.aliased = set()
+
+
+def _fresh_env(kernel: ir.KernelIR):
+    """``fresh(scalars) -> env``: the variables at a launch's start. A local starts at 0
+    (one read-only array per local, made once: assignment replaces a value, never writes
+    into it), and a scalar parameter the body reassigns starts as passed."""
+    zeros, reassigned = {}, []
+    params = {p.name for p in kernel.scalars}
+    for name, t in kernel.locals.items():
+        if name in params:
+            reassigned.append((name, t.dtype.numpy, (1, *t.shape)))
+        else:
+            zero = np.zeros((1, *t.shape), t.dtype.numpy)
+            zero.flags.writeable = False
+            zeros[name] = zero
+    if not reassigned:
+
+        def fresh(scalars):
+            env = zeros.copy()
+            env.update(scalars)
+            return env
+
+        return fresh
+
+    def fresh_reassigned(scalars):
+        env = zeros.copy()
+        env.update(scalars)
+        for name, dtype, shape in reassigned:
+            env[name] = scalars[name].astype(dtype).reshape(shape)
+        return env
+
+    return fresh_reassigned
+
+
+def _binder(kernel: ir.KernelIR):
+    """``bind(args, stored) -> (arrays, shapes, scalars)`` as :func:`cpu._bind` binds a
+    launch (3-D views of the arrays, their own shapes, scalars as one-element arrays), in
+    a few steps for the common call (NumPy arrays); any other goes to ``cpu._bind``,
+    which converts it or explains what is wrong."""
+    plan = [(p.name, p.type.kind == "array", p.type.dtype.numpy) for p in kernel.params]
+    limit = 2**31
+
+    def bind(args, stored):
+        arrays, shapes, scalars = {}, {}, {}
+        for (name, is_array, dtype), value in zip(plan, args):
+            if is_array:
+                if type(value) is not np.ndarray:
+                    return slow(args, stored)
+                shape = value.shape
+                ndim = len(shape)
+                if ndim == 2:
+                    if shape[0] >= limit or shape[1] >= limit:
+                        return slow(args, stored)
+                    arrays[name] = value[None]
+                elif ndim == 1 and shape[0] < limit:
+                    arrays[name] = value[None, None]
+                elif ndim == 3 and max(shape) < limit:
+                    arrays[name] = value
+                else:
+                    return slow(args, stored)
+                shapes[name] = shape
+            else:
+                scalars[name] = np.array([value], dtype)
+        for name in stored:
+            if not arrays[name].flags.writeable:
+                return slow(args, stored)
+        return arrays, shapes, scalars
+
+    def slow(args, stored):
+        arrays, scalars = cpu._bind(kernel, args, stored)
+        return (
+            {name: a for name, (a, _) in arrays.items()},
+            {name: s for name, (_, s) in arrays.items()},
+            scalars,
+        )
+
+    return bind
 
 
 def _program_ids(grid, start, count):
@@ -90,7 +161,7 @@ def _program_ids(grid, start, count):
 
 
 class _Blocks:
-    """Every program's tile at once, as a 4-D array ``(RB, 16, CB, 16)`` whose block
+    """Every program's M×N tile at once, as a 4-D array ``(RB, M, CB, N)`` whose block
     ``[r, :, c, :]`` is the tile of the program with ``program_id(ra) == r`` and
     ``program_id(ca) == c`` (``ra``, ``ca`` are the grid axes 0 and 1, either way round).
     ``RB`` or ``CB`` may be 1: the tile is then the same along that grid axis."""
@@ -106,17 +177,17 @@ class _Blocks:
         return self.a4.dtype
 
     def full(self, grid):
-        ca = 1 - self.ra
-        return np.broadcast_to(self.a4, (grid[self.ra], 16, grid[ca], 16))
+        _, m, _, n = self.a4.shape
+        return np.broadcast_to(self.a4, (grid[self.ra], m, grid[1 - self.ra], n))
 
     def tiles(self, grid):
-        """The ``(programs, 16, 16)`` value the interpreter holds."""
+        """The ``(programs, M, N)`` value the interpreter holds."""
         a4 = self.full(grid)
-        # programs run x fastest: (gy, gx, 16, 16) in C order is launch order
+        # programs run x fastest: (gy, gx, M, N) in C order is launch order
         t = a4.transpose(2, 0, 1, 3) if self.ra == 0 else a4.transpose(0, 2, 1, 3)
         out = np.empty(t.shape, t.dtype)
         cpu._move_blocks(out, t)
-        return out.reshape(-1, 16, 16)
+        return out.reshape(-1, a4.shape[1], a4.shape[3])
 
 
 def _as_blocks(value, kind, ra, grid):
@@ -135,7 +206,7 @@ def _as_blocks(value, kind, ra, grid):
 
 
 def _tiles_as_blocks(tiles, ra, grid):
-    t = tiles.reshape(grid[1], grid[0], 16, 16)
+    t = tiles.reshape(grid[1], grid[0], *tiles.shape[1:])
     return t.transpose(1, 2, 0, 3) if ra == 0 else t.transpose(0, 2, 1, 3)
 
 
@@ -147,34 +218,9 @@ def prepare(kernel: ir.KernelIR):
     """A launcher ``launch(grid, args, stored)`` for ``kernel``, or None where the kernel
     needs the interpreter."""
     try:
-        _refuse_shapes(kernel)
         return _Compiler(kernel).launcher()
     except _Unsupported:
         return None
-
-
-def _refuse_shapes(kernel: ir.KernelIR) -> None:
-    """Raise :class:`_Unsupported` for what this path does not run yet (the interpreter
-    does): a tile or vec whose shape is not 16×16 / 16, and the nodes that came with
-    shapes (Broadcast, Reshape, arange, row/column vec loads and stores)."""
-    types = list(kernel.locals.values())
-    for node in ir.walk_body(kernel.body):
-        if isinstance(node, ir.Broadcast | ir.Reshape):
-            raise _Unsupported(type(node).__name__)
-        if isinstance(node, ir.TileFill) and node.kind == "arange":
-            raise _Unsupported("arange")
-        if isinstance(node, ir.VecLoad) and (
-            node.axis != 0 or (node.padded and node.col is not None)
-        ):
-            raise _Unsupported("a row or column vec load")
-        if isinstance(node, ir.VecStore) and (node.axis != 0 or node.col is not None):
-            raise _Unsupported("a row or column vec store")
-        typ = getattr(node, "type", None)
-        if isinstance(typ, ir.Type):
-            types.append(typ)
-    for typ in types:
-        if typ.shape not in ((), (16, 16), (16,)) and typ.kind in ("tile", "vec"):
-            raise _Unsupported(f"a {typ.shape_name}")
 
 
 # ---------------------------------------------------------------------- the walk
@@ -193,8 +239,10 @@ class _Compiler:
                 self.assign_count[node.name] = self.assign_count.get(node.name, 0) + 1
             elif isinstance(node, ir.For):
                 self.assign_count[node.var] = self.assign_count.get(node.var, 0) + 2
-        # top-level variables that hold program_id(a) or program_id(a) * 16
+        # top-level variables that hold program_id(a) (factor 1) or program_id(a) * factor
         self.pid_vars: dict[str, tuple[int, int]] = {}
+        # top-level variables assigned once, a constant: name -> its value
+        self.const_vars: dict[str, np.ndarray] = {}
         self.computes = False  # whether a launch does arithmetic (which may warn)
         self.masked = 0  # depth of per-program branches around the statement being built
         self.loops = 0
@@ -203,19 +251,21 @@ class _Compiler:
         with np.errstate(all="ignore"):  # constants fold as a launch computes them
             body = self.block(self.kernel.body, top=True)
         kernel = self.kernel
-        locals_ = {name: (t.dtype.numpy, t.shape) for name, t in kernel.locals.items()}
+        fresh = _fresh_env(kernel)
+        bind = _binder(kernel)
         holds_tiles = ir.holds_tiles(kernel)
+        chunk_size = cpu.chunk_programs(kernel)
         quiet = not self.computes
         pids = {}  # (grid, start, count) -> program ids: a launch's ids are made once
 
         def launch(grid, args, stored):
-            arrays, scalars = cpu._bind(kernel, args, stored)
+            bound = bind(args, stored)
             total = grid[0] * grid[1] * grid[2]
-            chunk = cpu.CHUNK if holds_tiles else total
+            chunk = chunk_size if holds_tiles else total
             if total == 1 and quiet:  # a single program with nothing that could warn
                 key = (grid, 0, 1)
                 pid = pids.get(key) or pids.setdefault(key, _program_ids(grid, 0, 1))
-                body(_State(arrays, scalars, grid, 0, 1, locals_, pid))
+                body(_State(bound, grid, 0, 1, fresh, pid))
                 return
             with np.errstate(all="ignore"):
                 for start in range(0, total, chunk or 1):
@@ -226,7 +276,7 @@ class _Compiler:
                         if len(pids) > 16:
                             pids.clear()
                         pid = pids[key] = _program_ids(grid, start, count)
-                    body(_State(arrays, scalars, grid, start, count, locals_, pid))
+                    body(_State(bound, grid, start, count, fresh, pid))
 
         return launch
 
@@ -244,17 +294,29 @@ class _Compiler:
             self.varying_nodes[id(e)] = found
         return found
 
-    def pid_block(self, e):
-        """The grid axis ``a`` when ``e`` is ``program_id(a) * 16``; else None."""
+    def pid_block(self, e, side=16):
+        """The grid axis ``a`` when ``e`` is ``program_id(a) * side``; else None."""
+        found = self.pid_factor(e)
+        return found[0] if found is not None and found[1] == side else None
+
+    def pid_factor(self, e):
+        """``(a, factor)`` when ``e`` is ``program_id(a) * factor`` (a positive constant;
+        ``program_id(a)`` itself has factor 1); else None."""
         if isinstance(e, ir.Var):
-            found = self.pid_vars.get(e.name)
-            return found[0] if found and found[1] == 16 else None
+            return self.pid_vars.get(e.name)
+        if isinstance(e, ir.ProgramId):
+            axis = self.pid_axis(e)
+            return None if axis is None else (axis, 1)
         if isinstance(e, ir.Binary) and e.op == "mul":
             for p, k in ((e.left, e.right), (e.right, e.left)):
-                if isinstance(k, ir.Const) and k.value == 16:
+                if (
+                    isinstance(k, ir.Const)
+                    and type(k.value) is int
+                    and 1 <= k.value <= ir.MAX_TILE_ELEMENTS
+                ):
                     axis = self.pid_axis(p)
                     if axis is not None:
-                        return axis
+                        return axis, k.value
         return None
 
     def pid_axis(self, e):
@@ -266,14 +328,14 @@ class _Compiler:
             return found[0] if found and found[1] == 1 else None
         return None
 
-    def block_end(self, e, axis):
-        """Whether ``e`` is ``program_id(axis) * 16 + 16`` (a TileLoad's window end)."""
+    def block_end(self, e, axis, side=16):
+        """Whether ``e`` is ``program_id(axis) * side + side`` (a TileLoad's window end)."""
         return (
             isinstance(e, ir.Binary)
             and e.op == "add"
             and isinstance(e.right, ir.Const)
-            and e.right.value == 16
-            and self.pid_block(e.left) == axis
+            and e.right.value == side
+            and self.pid_block(e.left, side) == axis
         )
 
     def error(self, message, node):
@@ -328,13 +390,24 @@ class _Compiler:
     def note_pid_var(self, stmt):
         if self.assign_count.get(stmt.name) != 1:
             return
+        if self.constant(stmt.value) and not (
+            isinstance(stmt.value, ir.TileFill) and stmt.value.kind == "eye"
+        ):
+            with np.errstate(all="ignore"):
+                try:
+                    value = self.expr(stmt.value)(None)
+                except Exception:  # noqa: BLE001 - it raises at launch, as it should
+                    return
+            if isinstance(value, np.ndarray) and value.dtype == stmt.value.type.dtype.numpy:
+                self.const_vars[stmt.name] = value
+            return
         axis = self.pid_axis(stmt.value)
         if axis is not None:
             self.pid_vars[stmt.name] = (axis, 1)
             return
-        axis = self.pid_block(stmt.value)
-        if axis is not None:
-            self.pid_vars[stmt.name] = (axis, 16)
+        found = self.pid_factor(stmt.value)
+        if found is not None:
+            self.pid_vars[stmt.name] = found
 
     def stmt(self, s):
         method = getattr(self, "s_" + type(s).__name__, None)
@@ -435,11 +508,14 @@ class _Compiler:
         name = s.var
         zero_step = self.error("range() step must not be zero", s)
         has_exits = any(isinstance(n, ir.Break | ir.Continue) for n in ir.walk_body(s.body))
+        gemm = self.gemm_loop(s)
 
         def run_for(st):
             first, last, by = int(start(st)[0]), int(stop(st)[0]), int(step(st)[0])
             if by == 0:
                 raise zero_step
+            if gemm is not None and gemm(st, first, last, by):
+                return
             env = st.env
             for i in range(first, last, by):
                 env[name] = np.array([i], np.int32)
@@ -455,6 +531,120 @@ class _Compiler:
                     body(st)
 
         return run_for
+
+    def gemm_loop(self, s):
+        """``gemm(st, first, last, step) -> done`` for the K loop of a tiled matmul,
+        ``for k in range(…, K): acc = mma(Tile[M, K].load(a, i, k), Tile[K, N].load(b, k, j),
+        acc)`` with ``i``, ``j`` the block offsets (``program_id * M``, ``program_id * N``) of
+        two grid axes: over all programs together the loop is
+        one GEMM of the block row strips of ``a`` by the block column strips of ``b``
+        (zero where the tiles' windows leave the arrays, as the loads read), added to
+        ``acc``. None where the loop is not of that form; ``done`` False where a launch
+        is not (a partial chunk, a mask, another dtype): the loop then runs step by step."""
+        if self.masked or len(s.body) != 1 or not isinstance(s.body[0], ir.Assign):
+            return None
+        stmt, k = s.body[0], s.var
+        acc = stmt.name
+        product = stmt.value
+        if isinstance(product, ir.Binary) and product.op == "add":
+            for mine, other in ((product.left, product.right), (product.right, product.left)):
+                if (
+                    isinstance(mine, ir.Var)
+                    and mine.name == acc
+                    and isinstance(other, ir.Matmul)
+                    and other.acc is None
+                    and other.type == product.type
+                ):
+                    product = other
+                    break
+            else:
+                return None
+        elif not (
+            isinstance(product, ir.Matmul)
+            and isinstance(product.acc, ir.Var)
+            and product.acc.name == acc
+        ):
+            return None
+        a, b = product.a, product.b
+        if acc == k or not all(self.zero_load(x) for x in (a, b)):
+            return None
+        (m, depth), (depth_b, n) = a.type.shape, b.type.shape
+        if depth != depth_b or not (isinstance(s.step, ir.Const) and s.step.value == depth):
+            return None
+        if not (self.is_k_window(a.c0, a.c1, k, depth) and self.is_k_window(b.r0, b.r1, k, depth)):
+            return None
+        ra, ca = self.pid_block(a.r0, m), self.pid_block(b.c0, n)
+        if ra is None or ca is None or ra == ca:
+            return None
+        if not (self.block_end(a.r1, ra, m) and self.block_end(b.c1, ca, n)):
+            return None
+        views = []
+        for load in (a, b):
+            if load.view.batch is not None and self.is_varying(load.view.batch):
+                return None
+            views.append(self.view(load.view, load))
+        view_a, view_b = views
+        a_dtype, b_dtype = a.type.dtype.numpy, b.type.dtype.numpy
+        out = product.type.dtype.numpy
+        unpadded = not (a.padded and b.padded)
+
+        def gemm(st, first, last, by):
+            grid = st.grid
+            if st.mask is not None or not st.whole or grid[2] != 1:
+                return False
+            steps = range(first, last, by)
+            if not steps:
+                return True
+            if unpadded and first < 0:  # the loads' error, from the loop
+                return False
+            x, xb = view_a(st)
+            y, yb = view_b(st)
+            if x.dtype != a_dtype or y.dtype != b_dtype or x.size == 0 or y.size == 0:
+                return False
+            rows, cols = grid[ra] * m, grid[ca] * n
+            if max(rows, cols) >= 2**31:
+                return False
+            # the K columns where a or b has elements: elsewhere both tiles read 0, and
+            # 0 * 0 adds nothing (a range far past the arrays allocates nothing)
+            lo = max(first, 0)
+            hi = max(lo, min(steps[-1] + depth, max(x.shape[2], y.shape[1])))
+            x = _zero_padded(x[xb], 0, rows, lo, hi)
+            y = _zero_padded(y[yb], lo, hi, 0, cols)
+            if cpu.is_narrow_float(x.dtype):
+                x, y = x.astype(np.float32), y.astype(np.float32)
+            result = np.matmul(x, y).astype(out, copy=False)
+            _add_tiles(result, st.env[acc], ra, grid, (m, n))
+            st.env[acc] = _Blocks(result.reshape(rows // m, m, cols // n, n), ra)
+            st.env[k] = np.array([steps[-1]], np.int32)
+            st.aliased.discard(acc)
+            st.aliased.discard(k)
+            return True
+
+        return gemm
+
+    def zero_load(self, e):
+        """Whether ``e`` is a tile load whose elements outside the array read 0."""
+        return (
+            isinstance(e, ir.LoadWindow)
+            and isinstance(e.base, ir.TileFill)
+            and e.base.kind == "full"
+            and isinstance(e.base.value, ir.Const)
+            and e.base.value.value == 0
+        )
+
+    @staticmethod
+    def is_k_window(lo, hi, k, depth):
+        """Whether ``(lo, hi)`` is ``(k, k + depth)`` for the loop variable ``k``."""
+        return (
+            isinstance(lo, ir.Var)
+            and lo.name == k
+            and isinstance(hi, ir.Binary)
+            and hi.op == "add"
+            and isinstance(hi.left, ir.Var)
+            and hi.left.name == k
+            and isinstance(hi.right, ir.Const)
+            and hi.right.value == depth
+        )
 
     def s_While(self, s):
         if self.masked or self.is_varying(s.cond):
@@ -560,14 +750,16 @@ class _Compiler:
 
         return window, uniform and uniform_view, uniform
 
-    def grid_pattern(self, node):
-        """``(row_axis, col_axis)`` for a window ``(program_id(a) * 16, … + 16)`` on
-        either side (at least one; the other None, a uniform bound); else None."""
-        rows = self.pid_block(node.r0)
-        cols = self.pid_block(node.c0)
-        if rows is not None and not self.block_end(node.r1, rows):
+    def grid_pattern(self, node, shape):
+        """``(row_axis, col_axis)`` for an M×N window ``(program_id(a) * M, … + M)`` /
+        ``(program_id(b) * N, … + N)`` on either side (at least one; the other None, a
+        uniform bound); else None."""
+        m, n = shape
+        rows = self.pid_block(node.r0, m)
+        cols = self.pid_block(node.c0, n)
+        if rows is not None and not self.block_end(node.r1, rows, m):
             rows = None
-        if cols is not None and not self.block_end(node.c1, cols):
+        if cols is not None and not self.block_end(node.c1, cols, n):
             cols = None
         if (rows is None and cols is None) or rows == cols:
             return None
@@ -583,7 +775,8 @@ class _Compiler:
         bounds = (e.r0, e.r1, e.c0, e.c1)
         window, uniform, uniform_bounds = self.window_bounds(e, e.view, bounds, e.padded)
         base_uniform = not self.is_varying(e.base)
-        pattern = self.grid_pattern(e) if base_uniform else None
+        shape = m, n = e.type.shape
+        pattern = self.grid_pattern(e, shape) if base_uniform else None
         dtype = e.type.dtype.numpy
         generic = self.generic_load(e, base, window)
         if uniform and base_uniform:
@@ -593,10 +786,10 @@ class _Compiler:
                 if r0 < 0 or c0 < 0 or array.dtype != dtype:  # padded, or converting
                     return generic(st)
                 fill = base(st)
-                rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
-                cols = max(0, min(c1, array.shape[2], c0 + 16) - c0)
-                if rows == 16 and cols == 16:
-                    return array[b, r0 : r0 + 16, c0 : c0 + 16][None]
+                rows = max(0, min(r1, array.shape[1], r0 + m) - r0)
+                cols = max(0, min(c1, array.shape[2], c0 + n) - c0)
+                if rows == m and cols == n:
+                    return array[b, r0 : r0 + m, c0 : c0 + n][None]
                 out = np.array(fill)
                 out[0, :rows, :cols] = array[b, r0 : r0 + rows, c0 : c0 + cols]
                 return out
@@ -608,14 +801,14 @@ class _Compiler:
                 array, b, r0, r1, c0, c1 = window(st)
                 if array.size == 0 or r0 < 0 or c0 < 0 or array.dtype != dtype:
                     return generic(st)
-                rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
-                cols = max(0, min(c1, array.shape[2], c0 + 16) - c0)
+                rows = max(0, min(r1, array.shape[1], r0 + m) - r0)
+                cols = max(0, min(c1, array.shape[2], c0 + n) - c0)
                 first = _consecutive(b)
-                if rows == 16 and cols == 16:
+                if rows == m and cols == n:
                     if first is not None:  # a view, as the interpreter's slab_blocks
-                        return array[first : first + len(b), r0 : r0 + 16, c0 : c0 + 16]
-                    return array[b, r0 : r0 + 16, c0 : c0 + 16]
-                out = np.empty((len(b), 16, 16), array.dtype)
+                        return array[first : first + len(b), r0 : r0 + m, c0 : c0 + n]
+                    return array[b, r0 : r0 + m, c0 : c0 + n]
+                out = np.empty((len(b), m, n), array.dtype)
                 out[...] = base(st)
                 out[:, :rows, :cols] = array[b, r0 : r0 + rows, c0 : c0 + cols]
                 return out
@@ -637,18 +830,18 @@ class _Compiler:
             array, b = view(st)
             if array.dtype != dtype:
                 return generic(st)
-            spans = _spans(st, array, row_axis, col_axis, r_fns, c_fns)
+            spans = _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
             if spans is None:
                 return generic(st)
             (rs, re, nrb), (cs, ce, ncb) = spans
             sub = array[b, rs:re, cs:ce]
-            if sub.shape == (nrb * 16, ncb * 16):
-                a4 = sub.reshape(nrb, 16, ncb, 16)
+            if sub.shape == (nrb * m, ncb * n):
+                a4 = sub.reshape(nrb, m, ncb, n)
             else:
-                padded = np.empty((nrb * 16, ncb * 16), array.dtype)
+                padded = np.empty((nrb * m, ncb * n), array.dtype)
                 padded[...] = base(st)[0, 0, 0]
                 padded[: sub.shape[0], : sub.shape[1]] = sub
-                a4 = padded.reshape(nrb, 16, ncb, 16)
+                a4 = padded.reshape(nrb, m, ncb, n)
             return _Blocks(a4, ra)
 
         return load_blocks
@@ -656,6 +849,7 @@ class _Compiler:
     def generic_load(self, e, base, window):
         """The interpreter's window load, for any lanes."""
         dtype = e.type.dtype.numpy
+        shape = e.type.shape
 
         def load(st):
             fill = _tiles(st, base(st))
@@ -665,7 +859,7 @@ class _Compiler:
                 return np.array(fill)
             row_end = np.minimum(r1, array.shape[1])
             col_end = np.minimum(c1, array.shape[2])
-            rows, cols, valid = cpu._masks(r0, c0, row_end, col_end)
+            rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
             r = np.clip(rows, 0, array.shape[1] - 1)
             c = np.clip(cols, 0, array.shape[2] - 1)
             flat = array.reshape(-1)
@@ -694,7 +888,8 @@ class _Compiler:
         window, uniform, uniform_bounds = self.window_bounds(
             s, s.view, (s.r0, s.r1, s.c0, s.c1), s.padded
         )
-        pattern = self.grid_pattern(s)
+        shape = m, n = s.value.type.shape
+        pattern = self.grid_pattern(s, shape)
         compiler = self
 
         def generic(st, v, array, batch, r0, r1, c0, c1):
@@ -702,15 +897,16 @@ class _Compiler:
             batch, r0, r1, c0, c1 = _lane_arrays(batch, r0, r1, c0, c1)
             row_end = np.minimum(r1, array.shape[1])
             col_end = np.minimum(c1, array.shape[2])
-            rows, cols, valid = cpu._masks(r0, c0, row_end, col_end)
-            n = max(v.shape[0], rows.shape[0], batch.shape[0], cpu._mask_lanes(st.mask))
-            valid = np.broadcast_to(valid, (n, 16, 16))
+            rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
+            lanes = max(v.shape[0], rows.shape[0], batch.shape[0], cpu._mask_lanes(st.mask))
+            full = (lanes, m, n)
+            valid = np.broadcast_to(valid, full)
             if st.mask is not None:
                 valid = valid & st.mask[:, None, None]
-            r = np.broadcast_to(rows[:, :, None], (n, 16, 16))
-            c = np.broadcast_to(cols[:, None, :], (n, 16, 16))
-            b = np.broadcast_to(batch[:, None, None], (n, 16, 16))
-            values = np.broadcast_to(v, (n, 16, 16))
+            r = np.broadcast_to(rows[:, :, None], full)
+            c = np.broadcast_to(cols[:, None, :], full)
+            b = np.broadcast_to(batch[:, None, None], full)
+            values = np.broadcast_to(v, full)
             array[b[valid], r[valid], c[valid]] = values[valid]
 
         if uniform:
@@ -718,7 +914,8 @@ class _Compiler:
             def store_uniform(st):
                 v = value(st)
                 array, b, r0, r1, c0, c1 = window(st)
-                compiler.detach(st, array)
+                if st.aliased:
+                    compiler.detach(st, array)
                 if (
                     st.mask is not None
                     or isinstance(v, _Blocks)
@@ -728,8 +925,12 @@ class _Compiler:
                 ):
                     generic(st, v, array, b, r0, r1, c0, c1)
                     return
-                rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
-                cols = max(0, min(c1, array.shape[2], c0 + 16) - c0)
+                _, height, width = array.shape
+                if r0 + m <= min(r1, height) and c0 + n <= min(c1, width):  # a whole tile
+                    array[b, r0 : r0 + m, c0 : c0 + n] = v[0]
+                    return
+                rows = max(0, min(r1, height, r0 + m) - r0)
+                cols = max(0, min(c1, width, c0 + n) - c0)
                 array[b, r0 : r0 + rows, c0 : c0 + cols] = v[0, :rows, :cols]
 
             return store_uniform
@@ -743,9 +944,9 @@ class _Compiler:
                 if st.mask is not None or isinstance(v, _Blocks) or r0 < 0 or c0 < 0:
                     generic(st, v, array, b, r0, r1, c0, c1)
                     return
-                rows = max(0, min(r1, array.shape[1], r0 + 16) - r0)
-                cols = max(0, min(c1, array.shape[2], c0 + 16) - c0)
-                v = np.broadcast_to(v, (len(b), 16, 16))[:, :rows, :cols]
+                rows = max(0, min(r1, array.shape[1], r0 + m) - r0)
+                cols = max(0, min(c1, array.shape[2], c0 + n) - c0)
+                v = np.broadcast_to(v, (len(b), m, n))[:, :rows, :cols]
                 first = _consecutive(b)
                 if first is not None:
                     array[first : first + len(b), r0 : r0 + rows, c0 : c0 + cols] = v
@@ -770,21 +971,21 @@ class _Compiler:
                     col_axis is not None or grid[1 - row_axis] == 1
                 ):
                     array, b = view(st)
-                    spans = _spans(st, array, row_axis, col_axis, r_fns, c_fns)
+                    spans = _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
                     if spans is not None:
                         compiler.detach(st, array)
                         (rs, re, nrb), (cs, ce, ncb) = spans
                         kind = s.value.type.kind
-                        a4 = np.broadcast_to(_as_blocks(v, kind, ra, grid), (nrb, 16, ncb, 16))
-                        flat = a4.reshape(nrb * 16, ncb * 16) if a4.flags.c_contiguous else None
+                        a4 = np.broadcast_to(_as_blocks(v, kind, ra, grid), (nrb, m, ncb, n))
+                        flat = a4.reshape(nrb * m, ncb * n) if a4.flags.c_contiguous else None
                         if flat is not None:
                             array[b, rs:re, cs:ce] = flat[: re - rs, : ce - cs]
                         else:
                             dst = array[b, rs:re, cs:ce]
-                            if dst.shape == (nrb * 16, ncb * 16):
-                                cpu._move_blocks(dst.reshape(nrb, 16, ncb, 16), a4)
+                            if dst.shape == (nrb * m, ncb * n):
+                                cpu._move_blocks(dst.reshape(nrb, m, ncb, n), a4)
                             else:
-                                dst[...] = np.asarray(a4).reshape(nrb * 16, ncb * 16)[
+                                dst[...] = np.asarray(a4).reshape(nrb * m, ncb * n)[
                                     : re - rs, : ce - cs
                                 ]
                         return
@@ -794,12 +995,19 @@ class _Compiler:
 
         return store
 
-    def vec_window(self, node, v, start, stop, col, padded=False):
+    def vec_window(self, node, v, start, stop, col, padded=False, size=16, axis=0):
+        """``window(st) -> (array, batch, index, ok, fixed)`` for an N-element line per
+        lane, as the interpreter's: ``index`` runs along the array's last axis (1-D, or a
+        row: ``axis`` 1) or its rows (a column), ``fixed`` is the column (for a row, the
+        row) that stays, ``ok`` which elements exist inside the window."""
         view = self.view(v, node)
         start_fn, stop_fn = self.expr(start), self.expr(stop)
         col_fn = self.expr(col) if col is not None else None
         negative = self.checker(f"negative bound on {v.param!r}", node)
-        column = self.checker(f"column index out of range for {v.param!r}", node)
+        what = "row" if axis == 1 else "column"
+        outside_check = self.checker(f"{what} index out of range for {v.param!r}", node)
+        steps = np.arange(size, dtype=np.int64)
+        along_last = col is None or axis == 1
 
         def window(st):
             array, batch = view(st)
@@ -808,56 +1016,79 @@ class _Compiler:
             hi = stop_fn(st).astype(np.int64)
             if not padded:
                 negative(st, (lo < 0) | (hi < 0))
-            index = lo[:, None] + cpu._ARANGE
-            if col_fn is None:
-                limit, colv = array.shape[2], None
-            else:
-                limit = array.shape[1]
-                colv = col_fn(st).astype(np.int64)
-                column(st, (colv < 0) | (colv >= array.shape[2]))
+            index = lo[:, None] + steps
+            limit = array.shape[2] if along_last else array.shape[1]
+            fixed = None
             ok = (index >= 0) & (index < np.minimum(hi, limit)[:, None])
-            return array, batch, index, ok, colv
+            if col_fn is not None:
+                fixed = col_fn(st).astype(np.int64)
+                extent = array.shape[1] if axis == 1 else array.shape[2]
+                outside = (fixed < 0) | (fixed >= extent)
+                if padded:  # a line outside the array has no elements
+                    ok = ok & ~outside[:, None]
+                else:
+                    outside_check(st, outside)
+            return array, batch, index, ok, fixed
 
-        return window
+        def elements(array, index, fixed):
+            """The (row, column) indices of a line's elements, clamped into the array."""
+            if fixed is None:
+                return np.zeros((1, 1), np.int64), np.clip(index, 0, array.shape[2] - 1)
+            if axis == 1:
+                rows = np.clip(fixed, 0, array.shape[1] - 1)[:, None]
+                return rows, np.clip(index, 0, array.shape[2] - 1)
+            cols = np.clip(fixed, 0, array.shape[2] - 1)[:, None]
+            return np.clip(index, 0, array.shape[1] - 1), cols
+
+        return window, elements
 
     def e_VecLoad(self, e):
-        window = self.vec_window(e, e.view, e.start, e.stop, e.col, e.padded)
-        one_d = e.col is None
+        window, elements = self.vec_window(
+            e, e.view, e.start, e.stop, e.col, e.padded, e.type.shape[0], e.axis
+        )
         other_fn = None if e.other is None else self.expr(e.other)
+        target = e.type.dtype
+        dtype = target.numpy
 
         def load(st):
-            array, batch, index, ok, col = window(st)
+            array, batch, index, ok, fixed = window(st)
             if other_fn is None:
-                other = np.zeros((), array.dtype)
+                other = np.zeros((), dtype)
             else:
                 other = np.asarray(other_fn(st)).reshape(-1)[:, None]
             if array.size == 0:
-                return np.broadcast_to(other, ok.shape).astype(array.dtype)
-            i = np.clip(index, 0, (array.shape[2] if one_d else array.shape[1]) - 1)
-            if one_d:
-                values = array[batch[:, None], 0, i]
-            else:
-                values = array[batch[:, None], i, np.clip(col, 0, array.shape[2] - 1)[:, None]]
-            return np.where(ok, values, other).astype(array.dtype, copy=False)
+                return np.broadcast_to(other, ok.shape).astype(dtype)
+            rows, cols = elements(array, index, fixed)
+            values = array[batch[:, None], rows, cols]
+            if values.dtype != dtype:
+                values = cpu.cast_values(values, target)
+            return np.where(ok, values, other).astype(dtype, copy=False)
 
         return load
 
     def s_VecStore(self, s):
         value = self.expr(s.value)
-        window = self.vec_window(s, s.view, s.start, s.stop, None, s.padded)
+        size = s.value.type.shape[0]
+        window, elements = self.vec_window(
+            s, s.view, s.start, s.stop, s.col, s.padded, size, s.axis
+        )
         compiler = self
 
         def store(st):
             v = value(st)
-            array, batch, index, ok, _ = window(st)
+            array, batch, index, ok, fixed = window(st)
             compiler.detach(st, array)
-            n = max(v.shape[0], index.shape[0], batch.shape[0], cpu._mask_lanes(st.mask))
-            ok = np.broadcast_to(ok, (n, 16))
+            lanes = max(
+                v.shape[0], index.shape[0], batch.shape[0], cpu._mask_lanes(st.mask), ok.shape[0]
+            )
+            ok = np.broadcast_to(ok, (lanes, size))
             if st.mask is not None:
                 ok = ok & st.mask[:, None]
-            i = np.broadcast_to(index, (n, 16))
-            b = np.broadcast_to(batch[:, None], (n, 16))
-            array[b[ok], 0, i[ok]] = np.broadcast_to(v, (n, 16))[ok]
+            rows, cols = elements(array, index, fixed)
+            r = np.broadcast_to(rows, (lanes, size))
+            c = np.broadcast_to(cols, (lanes, size))
+            b = np.broadcast_to(batch[:, None], (lanes, size))
+            array[b[ok], r[ok], c[ok]] = np.broadcast_to(v, (lanes, size))[ok]
 
         return store
 
@@ -1097,9 +1328,12 @@ class _Compiler:
 
     def e_TileFill(self, e):
         dtype = e.type.dtype.numpy
-        if e.kind == "eye":
-            eye = np.eye(16, dtype=dtype)[None]
-            return lambda st: eye
+        if e.kind in ("eye", "arange"):
+            size = e.type.shape[0]
+            made = np.eye(size, dtype=dtype) if e.kind == "eye" else np.arange(size)
+            made = made.astype(dtype)[None]
+            made.flags.writeable = False
+            return lambda st: made
         value = self.expr(e.value)
         shape_tail = e.type.shape
         to_kind = e.type.kind
@@ -1111,21 +1345,24 @@ class _Compiler:
 
         return fill
 
-    def tile_index(self, node, value):
+    def tile_index(self, node, value, limit, shape):
+        """An index into a side of ``limit`` elements of a ``shape`` tile or vec, checked
+        as the interpreter checks it (and clamped, for the lanes that do not count)."""
         fn = self.expr(value)
-        check = self.checker("tile index out of range 0..15", node)
+        check = self.checker(tile_index_message(shape), node)
 
         def index(st):
             i = fn(st).astype(np.int64)
-            check(st, (i < 0) | (i >= 16))
-            return np.clip(i, 0, 15)
+            check(st, (i < 0) | (i >= limit))
+            return np.clip(i, 0, limit - 1)
 
         return index
 
     def e_TileGet(self, e):
         base = self.expr(e.base)
-        i_fn = self.tile_index(e, e.i)
-        j_fn = self.tile_index(e, e.j) if e.j is not None else None
+        shape = e.base.type.shape
+        i_fn = self.tile_index(e, e.i, shape[0], shape)
+        j_fn = self.tile_index(e, e.j, shape[1], shape) if e.j is not None else None
 
         def get(st):
             b = _tiles(st, base(st))
@@ -1143,9 +1380,10 @@ class _Compiler:
 
     def e_TileSet(self, e):
         base = self.expr(e.base)
-        i_fn = self.tile_index(e, e.i)
+        shape = e.base.type.shape
+        i_fn = self.tile_index(e, e.i, shape[0], shape)
         value = self.expr(e.value)
-        j_fn = self.tile_index(e, e.j) if e.j is not None else None
+        j_fn = self.tile_index(e, e.j, shape[1], shape) if e.j is not None else None
 
         def put(st):
             b = _tiles(st, base(st))
@@ -1209,12 +1447,13 @@ class _Compiler:
                 # a block row strip times a block column strip: every program's product
                 # at once is one GEMM of the two strips
                 # contiguous strips: NumPy's matmul takes a slow loop for some strides
-                x = np.ascontiguousarray(a.a4.reshape(-1, 16))
-                y = np.ascontiguousarray(b.a4.reshape(16, -1))
+                depth = a.a4.shape[3]
+                x = np.ascontiguousarray(a.a4.reshape(-1, depth))
+                y = np.ascontiguousarray(b.a4.reshape(depth, -1))
                 if cpu.is_narrow_float(x.dtype):
                     x, y = x.astype(np.float32), y.astype(np.float32)
-                product = _strip_product(x, y).astype(out, copy=False)
-                result = product.reshape(a.a4.shape[0], 16, b.a4.shape[2], 16)
+                product = _strip_product(x, y, a.a4.shape[1]).astype(out, copy=False)
+                result = product.reshape(a.a4.shape[0], a.a4.shape[1], b.a4.shape[2], -1)
                 if acc_fn is not None:
                     acc = _as_blocks(acc_fn(st), "tile", a.ra, st.grid)
                     if acc.shape == result.shape and acc.dtype == result.dtype:
@@ -1238,12 +1477,48 @@ class _Compiler:
 
     def e_Outer(self, e):
         u, v = self.expr(e.u), self.expr(e.v)
+        shape = e.type.shape
+        if self.is_ones(e.v):  # outer(u, ones): u down the columns, as a view (u * 1 == u)
+
+            def columns(st):
+                x = u(st)
+                return np.broadcast_to(x[:, :, None], (x.shape[0], *shape))
+
+            return columns
+        if self.is_ones(e.u):
+
+            def rows(st):
+                y = v(st)
+                return np.broadcast_to(y[:, None, :], (y.shape[0], *shape))
+
+            return rows
         return lambda st: u(st)[:, :, None] * v(st)[:, None, :]
+
+    def is_ones(self, e):
+        """Whether ``e`` is a vec of ones of the result's dtype known now (a constant, or
+        a top-level variable assigned one once)."""
+        if isinstance(e, ir.Var):
+            value = self.const_vars.get(e.name)
+        elif self.constant(e):
+            with np.errstate(all="ignore"):
+                try:
+                    value = self.expr(e)(None)
+                except Exception:  # noqa: BLE001
+                    return False
+        else:
+            return False
+        return (
+            isinstance(value, np.ndarray)
+            and value.dtype.kind in "fiu"
+            and value.shape[0] == 1
+            and bool((value == 1).all())
+        )
 
     def e_RowCol(self, e):
         operand = self.expr(e.operand)
-        index_fn = self.tile_index(e, e.index)
         is_row = e.which == "row"
+        side = e.operand.type.shape[0 if is_row else 1]
+        index_fn = self.tile_index(e, e.index, side, (side,))
 
         def rowcol(st):
             base = _tiles(st, operand(st))
@@ -1257,13 +1532,39 @@ class _Compiler:
 
     def e_Cholesky(self, e):
         operand, eps = self.expr(e.operand), self.expr(e.eps)
-        return lambda st: cpu._lanes_last(cpu._cholesky, _tiles(st, operand(st)), eps(st))
+        shape = e.type.shape
+        return lambda st: cpu._lanes_last(
+            cpu._cholesky, _tiles(st, operand(st)), eps(st), shape=shape
+        )
 
     def e_SolveTriangular(self, e):
         lower, rhs = self.expr(e.lower), self.expr(e.rhs)
+        shape = e.type.shape
         return lambda st: cpu._lanes_last(
-            cpu._solve_lower, _tiles(st, lower(st)), _tiles(st, rhs(st))
+            cpu._solve_lower, _tiles(st, lower(st)), _tiles(st, rhs(st)), shape=shape
         )
+
+    def e_Reshape(self, e):
+        operand = self.expr(e.operand)
+        shape = e.type.shape
+
+        def reshape(st):
+            value = _tiles(st, operand(st))
+            return value.reshape(value.shape[0], *shape)
+
+        return reshape
+
+    def e_Broadcast(self, e):
+        operand = self.expr(e.operand)
+        shape = e.type.shape
+
+        def broadcast(st):  # NumPy's rule: missing leading sides are 1 (a read-only view)
+            value = _tiles(st, operand(st))
+            extra = len(shape) - (value.ndim - 1)
+            value = value.reshape(value.shape[0], *(1,) * extra, *value.shape[1:])
+            return np.broadcast_to(value, (value.shape[0], *shape))
+
+        return broadcast
 
 
 # OpenBLAS runs a GEMM of at most 65536 * 4 multiply-adds on one thread: the strips' product
@@ -1272,15 +1573,49 @@ class _Compiler:
 _BAND_MULTIPLY_ADDS = 65536 * 4
 
 
-def _strip_product(x, y):
-    """``x @ y`` for a block row strip ``x`` (M×16) and column strip ``y`` (16×N)."""
-    m, n = x.shape[0], y.shape[1]
-    band = max(16, _BAND_MULTIPLY_ADDS // (16 * max(n, 1)) // 16 * 16)
+def _strip_product(x, y, rows=16):
+    """``x @ y`` for a block row strip ``x`` (R×K) and column strip ``y`` (K×C), in bands
+    of whole blocks of ``rows`` rows."""
+    m, n, depth = x.shape[0], y.shape[1], x.shape[1]
+    band = max(rows, _BAND_MULTIPLY_ADDS // (depth * max(n, 1)) // rows * rows)
     if band >= m:
         return np.matmul(x, y)
     out = np.empty((m, n), np.result_type(x, y))
     for start in range(0, m, band):
         np.matmul(x[start : start + band], y, out=out[start : start + band])
+    return out
+
+
+def _add_tiles(result, value, ra, grid, shape):
+    """``result += value`` for ``result`` a grid of ``shape`` blocks as a 2-D array and
+    ``value`` a tile (the same in every program, or each program's): a tile the same
+    everywhere is added as a scalar or as one band of block rows, not as a 4-D broadcast
+    (loops of N elements)."""
+    m, n = shape
+    if isinstance(value, np.ndarray) and value.shape[0] == 1:
+        tile = value[0]
+        first = tile[0, 0]
+        if (tile == first).all():
+            result += first
+        else:
+            bands = result.reshape(-1, m, result.shape[1])
+            bands += np.tile(tile, (1, result.shape[1] // n))
+        return
+    blocks = result.reshape(result.shape[0] // m, m, result.shape[1] // n, n)
+    blocks += _as_blocks(value, "tile", ra, grid)
+
+
+def _zero_padded(array, r0, r1, c0, c1):
+    """``array[r0:r1, c0:c1]`` with 0 where the window leaves the array (bounds may be
+    negative or past the end): a view where it does not."""
+    rows, cols = array.shape
+    if r0 >= 0 and c0 >= 0 and r1 <= rows and c1 <= cols:
+        return array[r0:r1, c0:c1]
+    out = np.zeros((r1 - r0, c1 - c0), array.dtype)
+    rs, re = max(r0, 0), min(r1, rows)
+    cs, ce = max(c0, 0), min(c1, cols)
+    if rs < re and cs < ce:
+        out[rs - r0 : re - r0, cs - c0 : ce - c0] = array[rs:re, cs:ce]
     return out
 
 
@@ -1290,33 +1625,43 @@ def _reduce_blocks(st, value, op, axis):
     a4 = value.full(st.grid)
     axes = (1, 3) if axis is None else (1 if axis == 0 else 3)
     out = cpu.reduce_values(op, a4, axes)
-    if axis == 1:  # (block row, 16, block col): the vec axis last
+    if axis == 1:  # (block row, M, block col): the vec axis last
         out = out.transpose(0, 2, 1)
-    # now (block row, block col[, 16]); programs run program_id(0) fastest
+    # now (block row, block col[, M or N]); programs run program_id(0) fastest
     if value.ra == 0:
         out = out.T if axis is None else out.transpose(1, 0, 2)
     return np.ascontiguousarray(out).reshape(st.n, *out.shape[2:])
 
 
-def _spans(st, array, row_axis, col_axis, r_fns, c_fns):
-    """The rows and columns of ``array`` a block-grid window covers, per side:
-    ``(start, end, blocks)``; None when a uniform side's bounds are negative (the
-    generic path raises the interpreter's error)."""
+def _masks(r0, c0, row_end, col_end, shape):
+    """Per-lane row and column indices of an M×N window, and which of its elements exist
+    (the interpreter's ``_masks``)."""
+    rows = r0[:, None] + np.arange(shape[0], dtype=np.int64)
+    cols = c0[:, None] + np.arange(shape[1], dtype=np.int64)
+    row_ok = (rows >= 0) & (rows < row_end[:, None])  # a padded window may start before 0
+    col_ok = (cols >= 0) & (cols < col_end[:, None])
+    return rows, cols, row_ok[:, :, None] & col_ok[:, None, :]
+
+
+def _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape):
+    """The rows and columns of ``array`` a block-grid window of ``shape`` blocks covers,
+    per side: ``(start, end, blocks)``; None when a uniform side's bounds are negative
+    (the generic path raises the interpreter's error)."""
     out = []
-    for axis, (lo, hi), limit in (
-        (row_axis, r_fns, array.shape[1]),
-        (col_axis, c_fns, array.shape[2]),
+    for axis, (lo, hi), limit, side in (
+        (row_axis, r_fns, array.shape[1], shape[0]),
+        (col_axis, c_fns, array.shape[2], shape[1]),
     ):
         if axis is not None:
             count = st.grid[axis]
-            if count * 16 >= 2**31:
+            if count * side >= 2**31:
                 return None
-            out.append((0, min(limit, count * 16), count))
+            out.append((0, min(limit, count * side), count))
         else:
             start, stop = int(lo(st)[0]), int(hi(st)[0])
             if start < 0 or stop < 0:
                 return None
-            end = max(start, min(stop, limit, start + 16))
+            end = max(start, min(stop, limit, start + side))
             out.append((start, end, 1))
     return out
 

@@ -34,7 +34,7 @@ def _outcome(fn):
     return None
 
 
-def both_ways(kernel, grid, make_args, *, exact=True, expect_prepared=True):
+def both_ways(kernel, grid, make_args, *, exact=True, expect_prepared=True, tol=1e-6):
     """Run ``kernel`` over ``grid`` on ``make_args()`` through the interpreter and the
     prepared path; assert the same arrays (or the same error). ``make_args`` builds
     fresh arguments each time, so aliasing between them is rebuilt too."""
@@ -61,7 +61,7 @@ def both_ways(kernel, grid, make_args, *, exact=True, expect_prepared=True):
             if exact:
                 np.testing.assert_array_equal(g, w, err_msg=f"argument {index}")
             else:
-                np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=f"argument {index}")
+                np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"argument {index}")
     return got
 
 
@@ -421,3 +421,162 @@ def test_padded_windows_of_slabs_match_the_interpreter():
         ]
 
     both_ways(_padded_slabs, 3, args)
+
+
+# ---------------------------------------------------------------------- the K loop as one GEMM
+
+
+@qnb.kernel
+def matmul_onto(a: qnb.Array[f32, 2], b: qnb.Array[f32, 2], c: qnb.Array[f32, 2], start: i32):
+    i = qnb.program_id(1) * 16  # rows from grid axis 1
+    j = qnb.program_id(0) * 16
+    acc = Tile16.load(c, i, j)  # a different tile in every program
+    k = -99
+    for k in range(start, a.shape[1], 16):
+        acc = acc + Tile16.load(a, i, k) @ Tile16.load(b, k, j)
+    acc.store(c, i, j)
+    if qnb.program_id(0) == 0 and qnb.program_id(1) == 0:
+        c[0, 0] = k * 1.0  # the loop variable after the loop
+
+
+@qnb.kernel
+def matmul_two_loops(a: qnb.Array[f32, 2], b: qnb.Array[f32, 2], c: qnb.Array[f32, 2]):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    acc = Tile16.full(0.5)
+    for k in range(0, a.shape[1], 16):
+        acc = qnb.mma(Tile16.load(a, i, k), Tile16.load(b, k, j), acc)
+    for k in range(16, a.shape[1], 16):  # again, from the second block of K
+        acc = qnb.mma(Tile16.load(a, i, k), Tile16.load(b, k, j), acc)
+    (acc * 2.0).store(c, i, j)
+
+
+def _matmul_args(m, k, n, *rest):
+    return lambda: [_rand((m, k), 1), _rand((k, n), 2), _rand((m, n), 3), *rest]
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 32), (37, 40, 50), (16, 16, 16), (20, 7, 33)])
+@pytest.mark.parametrize("start", [0, -20, 5, 16, 200])
+def test_k_loop_as_one_gemm_matches_interpreter(shape, start):
+    """Partial tiles, a K loop that starts before the arrays or past them (zero steps:
+    ``k`` keeps its value), an accumulator that differs between programs, grid axes the
+    other way round, and grids larger and smaller than the arrays."""
+    m, k, n = shape
+    for grid in (
+        ((n + 15) // 16, (m + 15) // 16),
+        ((n + 15) // 16 + 1, (m + 15) // 16 + 2),
+        (1, 1),
+    ):
+        both_ways(matmul_onto, grid, _matmul_args(m, k, n, start), exact=False, tol=1e-5)
+
+
+def test_k_loop_gemm_aliasing_and_two_loops():
+    both_ways(tiled_matmul, (3, 3), lambda: [x := _rand((40, 40)), x, x], exact=False, tol=1e-5)
+    both_ways(matmul_onto, (3, 3), lambda: [x := _rand((40, 40)), x, x, 0], exact=False, tol=1e-5)
+    both_ways(matmul_two_loops, (3, 2), _matmul_args(37, 50, 30), exact=False, tol=1e-5)
+
+
+def test_k_loop_runs_as_one_gemm(monkeypatch):
+    """The K loop of a tiled matmul over a grid of blocks runs no per-step product: the
+    loads and the tile matmul of its body are never called."""
+    from qnb.backends import cpu_prepared
+
+    calls = []
+    real = cpu_prepared._strip_product
+    monkeypatch.setattr(cpu_prepared, "_strip_product", lambda *a: calls.append(1) or real(*a))
+    got = both_ways(tiled_matmul, (4, 3), _matmul_args(64, 80, 48), exact=False, tol=1e-5)
+    assert got is None and calls == []
+
+
+@qnb.kernel
+def cholesky_solve(a: qnb.Array[qnb.f64, 3], b: qnb.Array[qnb.f64, 3], x: qnb.Array[qnb.f64, 3]):
+    s = qnb.program_id(0)
+    lower = Tile16.load(a[s], 0, 0)
+    lower.cholesky_(0.0)
+    y = Tile16.load(b[s], 0, 0)
+    lower.solve_triangular_(y)
+    (y + lower).store(x[s], 0, 0)  # the factor is still a tile after the solve
+
+
+@qnb.kernel
+def cholesky_shared(a: qnb.Array[qnb.f64, 3], b: qnb.Array[qnb.f64, 3], x: qnb.Array[qnb.f64, 3]):
+    s = qnb.program_id(0)
+    lower = Tile16.load(a[0], 0, 0)  # one factor for every program
+    lower.cholesky_(1e-3)
+    y = Tile16.load(b[s], 0, 0)
+    lower.solve_triangular_(y)
+    y.store(x[s], 0, 0)
+
+
+def _spd(count, seed=0):
+    rng = np.random.default_rng(seed)
+    m = rng.uniform(-1, 1, (count, 16, 16))
+    return m @ m.transpose(0, 2, 1) + 16 * np.eye(16)
+
+
+@pytest.mark.parametrize("count", [1, 5, 1100])  # 1100: more than one chunk of lanes
+def test_cholesky_then_solve_matches_interpreter_bit_for_bit(count):
+    def args():
+        rhs = np.random.default_rng(1).uniform(-1, 1, (count, 16, 16))
+        return [_spd(count), rhs, np.full((count, 16, 16), np.nan)]
+
+    both_ways(cholesky_solve, count, args)
+    both_ways(cholesky_shared, count, args)
+    both_ways(cholesky_solve, count, lambda: [x := _spd(count), x, x])  # in place
+
+
+@qnb.kernel
+def outer_ones(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2], z: qnb.Array[f32, 2]):
+    r = qnb.program_id(0) * 16
+    t = Tile16.load(x, r, 0)
+    ones = Vec16.full(1.0)
+    twos = Vec16.full(1.0)
+    twos = twos * 2.0  # assigned twice: not a known constant
+    (qnb.outer(t.max(axis=1), ones) + qnb.outer(ones, t.min(axis=0))).store(y, r, 0)
+    qnb.outer(t.sum(axis=1), twos).store(z, r, 0)
+
+
+def test_outer_with_ones_matches_interpreter_on_specials():
+    """``outer(v, ones)`` is ``v`` repeated (a view): the same bits as ``v * 1``,
+    including -0, ±inf and NaN."""
+
+    def args():
+        x = _rand((40, 16))
+        x[3, :] = -0.0
+        x[5, 2], x[20, 7], x[33, 0] = np.inf, -np.inf, np.nan
+        return [x, _poison((40, 16)), _poison((40, 16))]
+
+    both_ways(outer_ones, 3, args)
+    both_ways(outer_ones, 2, lambda: [x := _rand((32, 16)), x, _poison((32, 16))])
+
+
+@pytest.mark.parametrize("start", [-4000, 0, 40])
+def test_k_loop_gemm_far_past_the_arrays_and_specials(start):
+    """A K loop far before or past the arrays reads zeros there (no allocation of the
+    empty range); where only one operand has K elements (a longer than b), its ±inf
+    times the other's padding 0 is NaN, as in the step-by-step loop."""
+
+    def args():
+        a = _rand((40, 48), 1)
+        a[3, 40], a[20, 45] = np.inf, -np.inf  # columns b has no rows for
+        return [a, _rand((33, 40), 2), _rand((40, 40), 3), start]
+
+    both_ways(matmul_onto, (3, 3), args, exact=False, tol=1e-5)
+
+
+@qnb.kernel
+def matmul_long_loop(a: qnb.Array[f32, 2], b: qnb.Array[f32, 2], c: qnb.Array[f32, 2], stop: i32):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    acc = Tile16.zeros(f32)
+    for k in range(-(2**20), stop, 16):
+        acc = qnb.mma(Tile16.load(a, i, k), Tile16.load(b, k, j), acc)
+    acc.store(c, i, j)
+
+
+def test_k_loop_gemm_over_a_huge_range_allocates_only_the_arrays():
+    a, b = _rand((32, 40), 1), _rand((40, 32), 2)
+    c = _poison((32, 32))
+    with qnb.backend("cpu"):
+        matmul_long_loop[(2, 2)](a, b, c, 2**24)  # 2**20 + 2**24 / 16 steps: one GEMM
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
