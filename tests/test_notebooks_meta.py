@@ -29,6 +29,7 @@ EXPECTED = [
     "03_batched_cholesky.ipynb",
     "04_cache_keys.ipynb",
     "05_one_kernel_three_backends.ipynb",
+    "06_softmax_and_attention.ipynb",
 ]
 IGNORE_TAG = "nbval-ignore-output"
 RAISES_TAG = "raises-exception"

@@ -229,6 +229,12 @@ def save_screenshots(page) -> None:
         views = page.locator(f".qnb-{name}")
         if views.count():
             views.first.screenshot(path=str(ARTIFACTS / f"lab-{name}.png"), timeout=10_000)
+    large = {"tileview": 2, "traceview": 1}  # the 128x64 array; the Tile[64, 32] trace
+    for name, index in large.items():
+        views = page.locator(f".qnb-{name}")
+        if views.count() > index:
+            path = ARTIFACTS / f"lab-{name}-large.png"
+            views.nth(index).screenshot(path=str(path), timeout=10_000)
 
 
 def check_widgets(page) -> None:
@@ -300,6 +306,7 @@ def check_widgets(page) -> None:
 
     check_cache_view(page)
     check_large_tile(page)
+    check_large_trace(page)
 
 
 def check_large_tile(page) -> None:
@@ -321,6 +328,34 @@ def check_large_tile(page) -> None:
     line, cell, column, inside = grid
     assert min(line[:3]) > 200 and min(column[:3]) > 200, grid  # white lines
     assert min(cell[:3]) < 200 and min(inside[:3]) < 200, grid  # viridis cells
+
+
+def check_large_trace(page) -> None:
+    """A real Tile[64, 32] kernel over a 100x72 array: the step's tile labelled with its
+    type, in 4px cells, every value read on hover; the array in a panel that scrolls, with
+    the kernel's 64x32 tile grid drawn over it."""
+    view = page.locator(".qnb-traceview").nth(1)
+    view.locator(".qnb-tiles .qnb-block").first.wait_for(state="attached", timeout=WIDGET_MS)
+    block = view.locator(".qnb-tiles .qnb-block").first
+    assert block.locator(".qnb-block-info").inner_text() == "Tile[64, 32] float32"
+    canvas = block.locator("canvas.qnb-heatmap")
+    assert canvas.evaluate("(c) => [c.style.width, c.style.height]") == ["128px", "256px"]
+    canvas.hover(position={"x": 31 * 4 + 2, "y": 63 * 4 + 2})
+    assert block.locator(".qnb-readout").inner_text() == "t[63, 31] = 4567"  # x[63, 31]
+    x_block = view.locator(".qnb-arrays .qnb-block").first
+    scroll = x_block.locator(".qnb-scroll")
+    sizes = scroll.evaluate("(s) => [s.clientHeight, s.scrollHeight]")
+    assert sizes[0] < sizes[1], f"the 100x72 array's panel does not scroll: {sizes}"
+    grid = x_block.locator("canvas.qnb-heatmap").evaluate(
+        """(c) => {
+          const ctx = c.getContext("2d"), k = c.width / 288;  // 72 columns of 4px
+          const at = (x, y) => [...ctx.getImageData(Math.floor(x * k), Math.floor(y * k), 1, 1).data];
+          return [at(200, 256.5), at(200, 250), at(128.5, 300), at(140, 300)];
+        }"""
+    )
+    row_line, cell, column_line, inside = grid
+    assert min(row_line[:3]) > 200 and min(column_line[:3]) > 200, grid  # after row 64, col 32
+    assert min(cell[:3]) < 200 and min(inside[:3]) < 200, grid
 
 
 def check_trace_tiles(page, trace) -> None:

@@ -218,3 +218,52 @@ def test_compare_view_outlines_every_differing_element_of_a_64x64_tile():
         {"r0": m["r0"], "c0": m["c0"]} for m in marks
     ]
     assert [(m["r0"], m["c0"]) for m in _marks(np.arange(8) % 3 == 0)] == [(0, 0), (0, 3), (0, 6)]
+
+
+# Real kernels with Tile[M, N] (cpu backend) --------------------------------------------------
+
+
+def test_a_real_trace_of_tile_64x32_blocks_over_a_100x72_array():
+    import qnb
+
+    @qnb.kernel
+    def blocks(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
+        row = qnb.program_id(0) * 64
+        col = qnb.program_id(1) * 32
+        t = qnb.Tile[64, 32].load(x, row, col)
+        (t * 2.0).store(out, row, col)
+
+    x = np.random.default_rng(8).standard_normal((100, 72)).astype(np.float32)
+    out = np.zeros_like(x)
+    trace = blocks.trace[2, 3](x, out)
+    np.testing.assert_array_equal(out, 2 * x)
+    view = TraceView(trace, program=(1, 2), step=2)  # the load of the corner: 36x8 exist
+    assert [(t["role"], t["shape"]) for t in view.tiles] == [("out", [64, 32])]
+    tile = decode(view.tiles[0])
+    np.testing.assert_array_equal(tile[:36, :8], x[64:, 64:])
+    assert not tile[36:].any() and not tile[:, 8:].any()
+    assert {a["name"]: a["tile"] for a in view.arrays} == {"x": [64, 32], "out": [64, 32]}
+
+
+def test_a_real_trace_of_vec_rows_and_a_broadcast():
+    import qnb
+
+    @qnb.kernel
+    def centre_rows(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
+        row = qnb.program_id(0)
+        v = qnb.Vec[128].load_row(x, row, 0)
+        t = qnb.Tile[1, 128].zeros(qnb.f32) + v[None, :]
+        (t - t.max(axis=1, keepdims=True)).store(out, row, 0)
+
+    x = np.random.default_rng(9).standard_normal((5, 100)).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    view = TraceView(centre_rows.trace[5](x, out))
+    np.testing.assert_allclose(out, x - np.maximum(x.max(axis=1, keepdims=True), 0))
+    shapes = {}
+    for k in range(view.num_steps):
+        view.step = k
+        shapes[view.current_step.op] = [t["shape"] for t in view.tiles]
+    assert shapes["load"] == [[128]]  # the Vec[128], a heatmap
+    assert [128] in shapes["add"] and [1, 128] in shapes["add"]
+    # rows are touched one at a time: no grid lines between them
+    assert {a["name"]: a["tile"] for a in view.arrays} == {"x": [5, 100], "out": [5, 100]}
