@@ -5,21 +5,28 @@ spellings* (type names, operator templates, math functions, the barrier) and
 overrides a few hooks where the languages differ in shape rather than in words
 (declarations, bindings, the entry point, the uniform broadcast).
 
-Program model (see docs/ARCHITECTURE.md): one program is one workgroup/block of
-256 threads, except in a kernel that holds no tile or vec ("solo" below). Thread ``(ti, tj) = (local_index // 16, local_index % 16)`` holds
-element ``[ti, tj]`` of every tile and element ``[ti]`` of every vec (replicated
-over ``tj``) in a private variable; scalars are held, equal, by every thread.
-Elementwise ops need no exchange. Ops that need other threads' elements go
-through a 256-element scratch array in workgroup/shared memory between barriers;
+Program model (see docs/ARCHITECTURE.md): one program is one workgroup/block of P
+threads (``Layout.threads``: :func:`choose_threads` picks a power of two from the tile
+shapes, or the ``threads=`` option sets it), except in a kernel that holds no tile or vec
+("solo" below). A tile or vec of S elements is held in *fragments*: flat (row-major)
+element ``e`` by thread ``e % P`` in slot ``e // P`` of a private array of
+``max(1, S // P)`` slots; a value smaller than the program is replicated (thread ``t``
+holds element ``t % S``; only threads ``t < S`` write it to memory or scratch). Scalars
+are held, equal, by every thread. A statement's elementwise tree is rendered as one loop
+over the slots (``q_s`` the slot, ``q_e`` the flat index); its scalar operands, and its
+operands that exchange elements, are evaluated before the loop (:meth:`prepare`). Ops
+that need other threads' elements write the operand to a scratch array in
+workgroup/shared memory between barriers (``tile_*`` methods; ``@`` in chunks of K);
 scalars read from memory or from tiles are written by one thread to a
 broadcast slot and read back with :meth:`GpuRenderer.uniform_load`, so every
 scalar a branch or loop tests is provably uniform (WGSL's uniformity analysis
-then accepts the barriers inside).
+then accepts the barriers inside). A tile or vec past :data:`MAX_ELEMENTS`, or scratch
+past the target's ``shared_limit``, is a BackendError at compile time.
 
 A kernel whose every value is a scalar has nothing for 256 threads to share: it
 is rendered *solo*, one thread per program and ``solo_programs`` programs per
 workgroup/block (``Layout.programs_per_group``), with no barriers, no broadcast
-and no ``q_lid``/``q_ti``/``q_tj``; a thread past the grid's last program returns.
+and no ``q_lid``/``q_t``; a thread past the grid's last program returns.
 
 Memory ordering: scalar array reads and writes are done by thread 0 only (so a
 scalar read sees the program's own earlier scalar write). A program's accesses to
