@@ -165,14 +165,22 @@ def minimum(a, b):
 
 @intrinsic("mma")
 def mma(a, b, acc):
-    """``acc + a @ b`` for 16×16 tiles. f16 inputs accumulate in f32 (tensor cores on CUDA)."""
+    """``acc + a @ b`` for ``Tile[M, K]``, ``Tile[K, N]`` and an M×N ``acc``. f16 and bf16
+    inputs accumulate in f32 (tensor cores on CUDA)."""
     raise _kernel_only("mma")
 
 
 @intrinsic("outer")
 def outer(u, v):
-    """The tile ``[i, j] = u[i] * v[j]`` of two Vec16. ``t -= qnb.outer(u, v)`` updates in place."""
+    """The tile ``[i, j] = u[i] * v[j]``: ``Tile[len(u), len(v)]`` of two vecs of any lengths.
+    ``t -= qnb.outer(u, v)`` updates in place."""
     raise _kernel_only("outer")
+
+
+@intrinsic("arange")
+def arange(n, dtype=None):
+    """``Vec[n]`` with ``v[i] = i`` (``n`` a compile-time power of two; i32 unless ``dtype``)."""
+    raise _kernel_only("qnb.arange")
 
 
 # --------------------------------------------------------------------- tiles
@@ -313,6 +321,12 @@ class Vec16:
         raise _kernel_only("Vec16.zeros")
 
     @staticmethod
+    @intrinsic("Vec16.ones")
+    def ones(dtype=f32):
+        """A vector of ones."""
+        raise _kernel_only("Vec16.ones")
+
+    @staticmethod
     @intrinsic("Vec16.full")
     def full(value, dtype=f32):
         """A vector with every element ``value``."""
@@ -327,9 +341,31 @@ class Vec16:
         col)``) where ``r0 + i < min(r1, rows)``, else 0."""
         raise _kernel_only("Vec16.load")
 
+    @staticmethod
+    @intrinsic("Vec16.load_col")
+    def load_col(arr, row, col, *, other=0):
+        """``v[i] = arr[row + i, col]`` where that element exists, else ``other``
+        (``row`` and ``col`` may be negative)."""
+        raise _kernel_only("Vec16.load_col")
+
+    @staticmethod
+    @intrinsic("Vec16.load_row")
+    def load_row(arr, row, col, *, other=0):
+        """``v[j] = arr[row, col + j]`` where that element exists, else ``other``
+        (``row`` and ``col`` may be negative)."""
+        raise _kernel_only("Vec16.load_row")
+
     def store(self, arr, start):
         """``arr[start + i] = v[i]`` (1-D arrays) where that element exists."""
         raise _kernel_only("v.store")
+
+    def store_col(self, arr, row, col):
+        """``arr[row + i, col] = v[i]`` where that element exists."""
+        raise _kernel_only("v.store_col")
+
+    def store_row(self, arr, row, col):
+        """``arr[row, col + j] = v[j]`` where that element exists."""
+        raise _kernel_only("v.store_row")
 
     def astype(self, dtype):
         """The vector converted to ``dtype``."""
@@ -346,6 +382,176 @@ class Vec16:
     def min(self):
         """The smallest element; NaN propagates."""
         raise _kernel_only("v.min")
+
+
+# --------------------------------------------------------------------- shapes
+
+MAX_TILE_SIDE = 128  # (ir.MAX_TILE_SIDE: the language does not import the IR)
+MAX_TILE_ELEMENTS = 16384
+
+
+def _is_size(n) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n & (n - 1) == 0
+
+
+def tile_shape_problem(shape) -> str | None:
+    """Why ``Tile[shape]`` is not a tile type (None when it is one)."""
+    if not isinstance(shape, tuple) or len(shape) != 2:
+        return f"a tile type is Tile[M, N] with two sizes, got Tile[{_spelled(shape)}]"
+    for side in shape:
+        if not _is_size(side) or side > MAX_TILE_SIDE:
+            return (
+                f"Tile[{_spelled(shape)}]: the size {side!r} is not a power of two from 1 to "
+                f"{MAX_TILE_SIDE}"
+            )
+    if shape[0] * shape[1] > MAX_TILE_ELEMENTS:
+        return (
+            f"Tile[{_spelled(shape)}] holds {shape[0] * shape[1]} elements; a tile holds at "
+            f"most {MAX_TILE_ELEMENTS}"
+        )
+    return None
+
+
+def vec_shape_problem(n) -> str | None:
+    """Why ``Vec[n]`` is not a vec type (None when it is one)."""
+    if not _is_size(n) or n > MAX_TILE_ELEMENTS:
+        return f"Vec[{_spelled(n)}]: the size {n!r} is not a power of two from 1 to {MAX_TILE_ELEMENTS}"
+    return None
+
+
+def _plain_int(value):
+    """A NumPy integer (``np.int64(32)``) as the int it holds; anything else unchanged."""
+    if hasattr(value, "__index__") and not isinstance(value, bool | int) and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _spelled(key) -> str:
+    return ", ".join(repr(k) for k in key) if isinstance(key, tuple) else repr(key)
+
+
+def shape_name(kind: str, shape: tuple) -> str:
+    """``Tile16``, ``Tile32``, ``Vec16``, ``Vec32`` for those shapes, else ``Tile[M, N]`` /
+    ``Vec[N]`` (as ``ir.Type.shape_name`` spells them)."""
+    if kind == "tile":
+        m, n = shape
+        return f"Tile{m}" if m == n and m in (16, 32) else f"Tile[{m}, {n}]"
+    return f"Vec{shape[0]}" if shape[0] in (16, 32) else f"Vec[{shape[0]}]"
+
+
+def _tag(fn, kind, shape, method):
+    """What the front end reads off a shaped class's constructor: its kind, shape and
+    method (``_qnb_intrinsic`` also names the shape, so the cache key tells two apart)."""
+    fn._qnb_intrinsic = f"{shape_name(kind, shape)}.{method}"
+    fn._qnb_kind, fn._qnb_shape, fn._qnb_method = kind, shape, method
+    return fn
+
+
+def _stub(kind, shape, method, template):
+    """A fresh constructor function for one shape, with ``template``'s docstring."""
+    name = f"{shape_name(kind, shape)}.{method}"
+
+    def stub(*args, **kwargs):
+        raise _kernel_only(name)
+
+    stub.__name__ = stub.__qualname__ = method
+    stub.__doc__ = template.__doc__
+    return _tag(stub, kind, shape, method)
+
+
+_TILE_CONSTRUCTORS = ("zeros", "ones", "full", "eye", "load")
+_VEC_CONSTRUCTORS = ("zeros", "ones", "full", "load", "load_col", "load_row")
+_SHAPED: dict[tuple, type] = {}
+
+
+def _shape_attributes(cls, kind, shape):
+    cls.SHAPE = shape
+    cls._qnb_kind, cls._qnb_shape, cls._qnb_method = kind, shape, "class"
+    if kind == "vec" or shape[0] == shape[1]:
+        cls.SIZE = shape[0]
+    _SHAPED[(kind, shape)] = cls
+
+
+def _make_class(kind, shape) -> type:
+    model = Tile16 if kind == "tile" else Vec16
+    name = shape_name(kind, shape)
+    names = _TILE_CONSTRUCTORS if kind == "tile" else _VEC_CONSTRUCTORS
+    if kind == "tile" and shape[0] != shape[1]:
+        names = tuple(n for n in names if n != "eye")  # the identity is square only
+    skipped = {*_TILE_CONSTRUCTORS, *_VEC_CONSTRUCTORS, "SIZE", "SHAPE", "__dict__", "__weakref__"}
+    namespace = {
+        key: value
+        for key, value in vars(model).items()
+        if key not in skipped and not key.startswith("_qnb")
+    }
+    for method in names:
+        namespace[method] = staticmethod(_stub(kind, shape, method, getattr(model, method)))
+    spelled = (
+        f"A {shape[0]}×{shape[1]} matrix value" if kind == "tile" else f"A {shape[0]}-vector value"
+    )
+    namespace["__doc__"] = f"{spelled} ({name}); everything {model.__name__} has, at this shape."
+    namespace["_qnb_intrinsic"] = name
+    namespace["__qualname__"] = name
+    namespace["__module__"] = __name__
+    if kind == "tile":
+
+        def __init__(self, dtype=f32):
+            raise _kernel_only(f"{name}(...)")
+
+        namespace["__init__"] = __init__
+    cls = type(name, (), namespace)
+    _shape_attributes(cls, kind, shape)
+    return cls
+
+
+class ShapeFamily:
+    """``qnb.Tile`` / ``qnb.Vec``: ``Tile[M, N]`` and ``Vec[N]`` are the tile and vec types
+    of that shape, one class object per shape (``qnb.Tile[16, 16] is qnb.Tile16``)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._qnb_intrinsic = "Tile" if kind == "tile" else "Vec"
+
+    def lookup(self, key) -> type:
+        """The class of shape ``key``; ValueError (its message names the bad size) else."""
+        key = tuple(_plain_int(k) for k in key) if isinstance(key, tuple) else _plain_int(key)
+        if self.kind == "tile":
+            problem = tile_shape_problem(key)
+            shape = key
+        else:
+            if isinstance(key, tuple) and len(key) == 1:
+                key = key[0]
+            problem = vec_shape_problem(key)
+            shape = (key,)
+        if problem is not None:
+            raise ValueError(problem)
+        found = _SHAPED.get((self.kind, shape))
+        if found is None:
+            found = _make_class(self.kind, shape)
+        return found
+
+    def __getitem__(self, key) -> type:
+        try:
+            return self.lookup(key)
+        except ValueError as exc:
+            raise QnbTypeError(str(exc), *caller_position()) from None
+
+    def __repr__(self) -> str:
+        return "qnb.Tile" if self.kind == "tile" else "qnb.Vec"
+
+
+for _method in _TILE_CONSTRUCTORS:
+    _tag(getattr(Tile16, _method), "tile", (16, 16), _method)
+    getattr(Tile16, _method)._qnb_intrinsic = f"Tile16.{_method}"
+for _method in _VEC_CONSTRUCTORS:
+    _tag(getattr(Vec16, _method), "vec", (16,), _method)
+_shape_attributes(Tile16, "tile", (16, 16))
+_shape_attributes(Vec16, "vec", (16,))
+
+Tile = ShapeFamily("tile")
+Vec = ShapeFamily("vec")
+Tile32 = Tile[32, 32]
+Vec32 = Vec[32]
 
 
 # --------------------------------------------------------------------- parameter annotations

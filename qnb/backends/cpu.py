@@ -8,8 +8,8 @@ each on its own lanes; a loop runs until no lane is left in it; ``break`` and
 ``continue`` retire lanes. Where every lane agrees (a loop bound from ``arr.shape``,
 a static flag), the executor takes the plain path.
 
-Bounds are checked: a scalar index outside an array, a tile index outside 0..15 or
-a negative window bound raises ``QnbIndexError`` at the kernel's own line.
+Bounds are checked: a scalar index outside an array, a tile index outside the tile's
+shape or a negative window bound raises ``QnbIndexError`` at the kernel's own line.
 """
 
 from __future__ import annotations
@@ -29,11 +29,30 @@ from qnb.backends.base import (
 )
 from qnb.dtypes import i32
 from qnb.errors import QnbIndexError, QnbTypeError
+from qnb.frontend.checks import tile_index_message
 
 _ARANGE = np.arange(16, dtype=np.int64)
 _EYE = {}
-# Programs executed together at most (bounds the memory of one tile value: 64 MiB at f32).
+# Programs executed together at most (bounds the memory of one tile value: 64 MiB at f32);
+# a kernel with larger tiles runs fewer at once (CHUNK_ELEMENTS elements per value).
 CHUNK = 65536
+CHUNK_ELEMENTS = CHUNK * 256
+
+
+def _arange(n: int) -> np.ndarray:
+    return _ARANGE if n == 16 else np.arange(n, dtype=np.int64)
+
+
+def chunk_programs(kernel: ir.KernelIR) -> int:
+    """How many programs run together: CHUNK, fewer where a value is larger than 16×16."""
+    largest = 256
+    for t in kernel.locals.values():
+        largest = max(largest, t.size)
+    for node in ir.walk_body(kernel.body):
+        typ = getattr(node, "type", None)
+        if isinstance(typ, ir.Type) and typ.kind in ("tile", "vec"):
+            largest = max(largest, typ.size)
+    return max(1, min(CHUNK, CHUNK_ELEMENTS // largest))
 
 
 class CpuArray(DeviceArray):
@@ -90,8 +109,9 @@ def run(kernel: ir.KernelIR, grid, args, stored=None) -> None:
     """Execute ``kernel`` over ``grid`` with ``args`` (in ``kernel.params`` order)."""
     arrays, scalars = _bind(kernel, args, stored)
     total = grid[0] * grid[1] * grid[2]
-    for start in range(0, total, CHUNK):
-        count = min(CHUNK, total - start)
+    chunk = chunk_programs(kernel)
+    for start in range(0, total, chunk):
+        count = min(chunk, total - start)
         _Executor(kernel, grid, arrays, scalars, start, count).run()
 
 
@@ -180,21 +200,21 @@ def _lanes(mask, n):
     return np.ones(n, bool) if mask is None else mask
 
 
-def _masks(r0, c0, row_end, col_end):
-    """Per-lane row and column indices of a window, and which of its elements exist."""
-    rows = r0[:, None] + _ARANGE
-    cols = c0[:, None] + _ARANGE
+def _masks(r0, c0, row_end, col_end, shape=(16, 16)):
+    """Per-lane row and column indices of an M×N window, and which of its elements exist."""
+    rows = r0[:, None] + _arange(shape[0])
+    cols = c0[:, None] + _arange(shape[1])
     row_ok = (rows >= 0) & (rows < row_end[:, None])  # a padded window may start before 0
     col_ok = (cols >= 0) & (cols < col_end[:, None])
     return rows, cols, row_ok[:, :, None] & col_ok[:, None, :]
 
 
 def _move_blocks(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[...] = src`` for two 4-D block views whose 16-element rows are contiguous:
-    each row moves as one 16-element unit, which is what makes a block gather or
+    """``dst[...] = src`` for two 4-D block views whose N-element rows are contiguous:
+    each row moves as one N-element unit, which is what makes a block gather or
     scatter cost about a memcpy rather than a strided element loop."""
     if dst.dtype == src.dtype and dst.strides[-1] == src.strides[-1] == dst.itemsize:
-        row = np.dtype((np.void, 16 * dst.itemsize))
+        row = np.dtype((np.void, dst.shape[-1] * dst.itemsize))
         np.copyto(dst.view(row), src.view(row))
     else:
         dst[...] = src
@@ -204,7 +224,7 @@ class _GridTiles:
     """Tiles loaded by programs that tile an array in launch order, not yet gathered:
     ``view`` is a strided 4-D view of the array whose C-order blocks are the programs'
     tiles. A store with the same tiling moves them block for block; any other use
-    gathers them into the usual ``(programs, 16, 16)`` value."""
+    gathers them into the usual ``(programs, M, N)`` value."""
 
     __slots__ = ("view",)
 
@@ -214,7 +234,7 @@ class _GridTiles:
     def gather(self) -> np.ndarray:
         out = np.empty(self.view.shape, self.view.dtype)
         _move_blocks(out, self.view)
-        return out.reshape(-1, 16, 16)
+        return out.reshape(-1, *self.view.shape[-2:])
 
 
 def _gathered(value):
@@ -538,8 +558,8 @@ class _Executor:
         )
         return array, np.clip(batch, 0, array.shape[0] - 1)
 
-    def window(self, node, v, r0, r1, c0, c1, padded=False):
-        """A 16×16 window per lane: ``(array, batch, r0, c0, row_end, col_end)``, where
+    def window(self, node, v, r0, r1, c0, c1, padded=False, shape=(16, 16)):
+        """An M×N window per lane: ``(array, batch, r0, c0, row_end, col_end)``, where
         rows ``r0 .. row_end - 1`` and columns ``c0 .. col_end - 1`` exist (clamped to the
         array). Only O(lanes) work: the per-element masks are built by :func:`_masks`
         when a window is not a whole block."""
@@ -559,27 +579,28 @@ class _Executor:
                     v.param,
                     batch,
                     r0,
-                    np.minimum(row_end, r0 + 16),
+                    np.minimum(row_end, r0 + shape[0]),
                     c0,
-                    np.minimum(col_end, c0 + 16),
+                    np.minimum(col_end, c0 + shape[1]),
                 )
             )
         return array, batch, r0, c0, row_end, col_end
 
-    def aligned_blocks(self, array, batch, r0, c0, row_end, col_end):
+    def aligned_blocks(self, array, batch, r0, c0, row_end, col_end, shape=(16, 16)):
         """``(blocks, batch, row_block, col_block)`` when every lane's window is a whole
-        aligned 16×16 block of ``array``; None otherwise."""
-        if array.shape[1] % 16 or array.shape[2] % 16:
+        aligned M×N block of ``array``; None otherwise."""
+        m, n = shape
+        if array.shape[1] % m or array.shape[2] % n:
             return None
-        if (r0 % 16).any() or (c0 % 16).any() or (r0 < 0).any() or (c0 < 0).any():
+        if (r0 % m).any() or (c0 % n).any() or (r0 < 0).any() or (c0 < 0).any():
             return None
-        if (r0 + 16 > row_end).any() or (c0 + 16 > col_end).any():
+        if (r0 + m > row_end).any() or (c0 + n > col_end).any():
             return None
-        blocks = array.reshape(array.shape[0], array.shape[1] // 16, 16, array.shape[2] // 16, 16)
-        return blocks, batch, r0 // 16, c0 // 16
+        blocks = array.reshape(array.shape[0], array.shape[1] // m, m, array.shape[2] // n, n)
+        return blocks, batch, r0 // m, c0 // n
 
     def grid_blocks(self, blocks, batch, rb, cb):
-        """A strided view of ``blocks`` whose k-th 16×16 block is program k's, when the
+        """A strided view of ``blocks`` whose k-th M×N block is program k's, when the
         programs tile the array in launch order (the common ``load(x, i*16, j*16)``
         pattern); None otherwise. Reading or writing it moves whole blocks at once."""
         n = self.n
@@ -587,7 +608,7 @@ class _Executor:
             return None
         if batch.shape[0] != 1 or rb.shape[0] != n or cb.shape[0] != n or self.pid[0][0] != 0:
             return None
-        slab = blocks[int(batch[0])]  # (RB, 16, CB, 16)
+        slab = blocks[int(batch[0])]  # (RB, M, CB, N)
         rows_b, cols_b = slab.shape[0], slab.shape[2]
         if n != rows_b * cols_b:
             return None
@@ -616,15 +637,16 @@ class _Executor:
         with ``defer`` a launch-order tiling returns a ``_GridTiles`` instead of
         gathering it (only an assignment asks: the value may go straight to a store)."""
         base = self.ev(e.base)
+        shape = e.type.shape
         array, batch, r0, c0, row_end, col_end = self.window(
-            e, e.view, e.r0, e.r1, e.c0, e.c1, e.padded
+            e, e.view, e.r0, e.r1, e.c0, e.c1, e.padded, shape
         )
         if array.size == 0:  # nothing to read: every element keeps the base's value
             return np.array(base)
         dtype = e.type.dtype.numpy
         # a load converting to another dtype (``dtype=``) takes the elementwise path
         aligned = (
-            self.aligned_blocks(array, batch, r0, c0, row_end, col_end)
+            self.aligned_blocks(array, batch, r0, c0, row_end, col_end, shape)
             if array.dtype == dtype
             else None
         )
@@ -646,7 +668,7 @@ class _Executor:
                 strip = np.ascontiguousarray(blocks[b[0], rb[0]].transpose(1, 0, 2))
                 return strip[cb]
             return blocks[b, rb, :, cb, :]
-        rows, cols, valid = _masks(r0, c0, row_end, col_end)
+        rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
         r = np.clip(rows, 0, array.shape[1] - 1)
         c = np.clip(cols, 0, array.shape[2] - 1)
         flat = array.reshape(-1)
@@ -659,13 +681,14 @@ class _Executor:
         if self.recorder:
             self.reads = []
         value = self.value_of(s.value)
+        shape = s.value.type.shape
         array, batch, r0, c0, row_end, col_end = self.window(
-            s, s.view, s.r0, s.r1, s.c0, s.c1, s.padded
+            s, s.view, s.r0, s.r1, s.c0, s.c1, s.padded, shape
         )
         writes = self.reads.pop() if self.recorder else None
         self.detach(array)
         if self.mask is None:
-            aligned = self.aligned_blocks(array, batch, r0, c0, row_end, col_end)
+            aligned = self.aligned_blocks(array, batch, r0, c0, row_end, col_end, shape)
             if aligned is not None:
                 blocks, b, rb, cb = aligned
                 tiled = self.grid_blocks(blocks, b, rb, cb)
@@ -674,7 +697,7 @@ class _Executor:
                         _move_blocks(tiled, value.view)  # block for block, no gather
                     else:
                         value = _gathered(value)
-                        flat = np.broadcast_to(value, (self.n, 16, 16))
+                        flat = np.broadcast_to(value, (self.n, *shape))
                         _move_blocks(tiled, flat.reshape(tiled.shape))
                     self.record_store(s, value, writes)
                     return
@@ -685,76 +708,111 @@ class _Executor:
                 else:  # where programs share a block (a race), the last program's wins
                     n = max(value.shape[0], b.shape[0], rb.shape[0], cb.shape[0])
                     b, rb, cb = (np.broadcast_to(x, (n,)) for x in (b, rb, cb))
-                    blocks[b, rb, :, cb, :] = np.broadcast_to(value, (n, 16, 16))
+                    blocks[b, rb, :, cb, :] = np.broadcast_to(value, (n, *shape))
                 self.record_store(s, value, writes)
                 return
         value = _gathered(value)
-        rows, cols, valid = _masks(r0, c0, row_end, col_end)
+        rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
         n = max(value.shape[0], rows.shape[0], batch.shape[0], _mask_lanes(self.mask))
-        valid = np.broadcast_to(valid, (n, 16, 16))
+        full = (n, *shape)
+        valid = np.broadcast_to(valid, full)
         if self.mask is not None:
             valid = valid & self.mask[:, None, None]
-        r = np.broadcast_to(rows[:, :, None], (n, 16, 16))
-        c = np.broadcast_to(cols[:, None, :], (n, 16, 16))
-        b = np.broadcast_to(batch[:, None, None], (n, 16, 16))
-        values = np.broadcast_to(value, (n, 16, 16))
+        r = np.broadcast_to(rows[:, :, None], full)
+        c = np.broadcast_to(cols[:, None, :], full)
+        b = np.broadcast_to(batch[:, None, None], full)
+        values = np.broadcast_to(value, full)
         array[b[valid], r[valid], c[valid]] = values[valid]
         self.record_store(s, value, writes)
 
-    def vec_window(self, node, v, start, stop, col, padded=False):
+    def vec_window(self, node, v, start, stop, col, padded=False, n=16, axis=0):
+        """An N-element line per lane: ``(array, batch, index, ok, fixed)``: ``index`` runs
+        along the array's last axis (1-D, or a row: ``axis`` 1) or its rows (a column),
+        ``fixed`` is the column (or, for a row, the row) that stays, ``ok`` which elements
+        exist inside the window."""
         array, batch = self.view(v, node)
         start, stop = self.ev(start).astype(np.int64), self.ev(stop).astype(np.int64)
         if not padded:
             self.check((start < 0) | (stop < 0), f"negative bound on {v.param!r}", node)
-        index = start[:, None] + _ARANGE
-        if col is None:  # 1-D: index runs along the last axis
+        index = start[:, None] + _arange(n)
+        fixed = None
+        if col is None or axis == 1:  # 1-D or a row: index runs along the last axis
             limit = array.shape[2]
-            colv = None
         else:
             limit = array.shape[1]
-            colv = self.ev(col).astype(np.int64)
-            self.check(
-                (colv < 0) | (colv >= array.shape[2]),
-                f"column index out of range for {v.param!r}",
-                node,
-            )
-        ok = (index >= 0) & (index < np.minimum(stop, limit)[:, None])
+        fixed_ok = True
+        if col is not None:
+            fixed = self.ev(col).astype(np.int64)
+            size = array.shape[1] if axis == 1 else array.shape[2]
+            outside = (fixed < 0) | (fixed >= size)
+            if padded:  # a line outside the array has no elements: none is read or written
+                fixed_ok = ~outside[:, None]
+            else:
+                what = "row" if axis == 1 else "column"
+                self.check(outside, f"{what} index out of range for {v.param!r}", node)
+        ok = (index >= 0) & (index < np.minimum(stop, limit)[:, None]) & fixed_ok
         if self.reads is not None:
-            end = np.minimum(np.minimum(stop, limit), start + 16)
+            end = np.minimum(np.minimum(stop, limit), start + n)
             if col is None:
                 self.reads.append(
                     (v.param, batch, np.zeros_like(start), np.ones_like(start), start, end)
                 )
+            elif axis == 1:
+                self.reads.append((v.param, batch, fixed, fixed + 1, start, end))
             else:
-                self.reads.append((v.param, batch, start, end, colv, colv + 1))
-        return array, batch, index, ok, colv
+                self.reads.append((v.param, batch, start, end, fixed, fixed + 1))
+        return array, batch, index, ok, fixed
+
+    def line_elements(self, array, index, fixed, axis):
+        """The (row, column) indices of a line's elements, clamped into the array."""
+        if fixed is None:
+            return np.zeros((1, 1), np.int64), np.clip(index, 0, array.shape[2] - 1)
+        if axis == 1:
+            return np.clip(fixed, 0, array.shape[1] - 1)[:, None], np.clip(
+                index, 0, array.shape[2] - 1
+            )
+        return np.clip(index, 0, array.shape[1] - 1), np.clip(fixed, 0, array.shape[2] - 1)[:, None]
 
     def e_VecLoad(self, e):
-        array, batch, index, ok, col = self.vec_window(e, e.view, e.start, e.stop, e.col, e.padded)
-        other = np.zeros((), array.dtype) if e.other is None else self.ev(e.other)[:, None]
+        n = e.type.shape[0]
+        array, batch, index, ok, fixed = self.vec_window(
+            e, e.view, e.start, e.stop, e.col, e.padded, n, e.axis
+        )
+        dtype = e.type.dtype.numpy
+        other = np.zeros((), dtype) if e.other is None else self.ev(e.other)[:, None]
         if array.size == 0:  # nothing to read: every element is other
-            return np.broadcast_to(other, ok.shape).astype(array.dtype)
-        i = np.clip(index, 0, (array.shape[2] if col is None else array.shape[1]) - 1)
-        if col is None:
-            values = array[batch[:, None], 0, i]
-        else:
-            values = array[batch[:, None], i, np.clip(col, 0, array.shape[2] - 1)[:, None]]
-        return np.where(ok, values, other).astype(array.dtype, copy=False)
+            return np.broadcast_to(other, ok.shape).astype(dtype)
+        rows, cols = self.line_elements(array, index, fixed, e.axis)
+        values = array[batch[:, None], rows, cols]
+        if values.dtype != dtype:
+            values = cast_values(values, e.type.dtype)
+        return np.where(ok, values, other).astype(dtype, copy=False)
 
     def s_VecStore(self, s):
         if self.recorder:
             self.reads = []
         value = self.ev(s.value)
-        array, batch, index, ok, _ = self.vec_window(s, s.view, s.start, s.stop, None)
+        size = s.value.type.shape[0]
+        array, batch, index, ok, fixed = self.vec_window(
+            s, s.view, s.start, s.stop, s.col, s.padded, size, s.axis
+        )
         writes = self.reads.pop() if self.recorder else None
         self.detach(array)
-        n = max(value.shape[0], index.shape[0], batch.shape[0], _mask_lanes(self.mask))
-        ok = np.broadcast_to(ok, (n, 16))
+        n = max(
+            value.shape[0],
+            index.shape[0],
+            batch.shape[0],
+            _mask_lanes(self.mask),
+            ok.shape[0],
+        )
+        ok = np.broadcast_to(ok, (n, size))
         if self.mask is not None:
             ok = ok & self.mask[:, None]
-        i = np.broadcast_to(index, (n, 16))
-        b = np.broadcast_to(batch[:, None], (n, 16))
-        array[b[ok], 0, i[ok]] = np.broadcast_to(value, (n, 16))[ok]
+        rows, cols = self.line_elements(array, index, fixed, s.axis)
+        r = np.broadcast_to(rows, (n, size))
+        c = np.broadcast_to(cols, (n, size))
+        b = np.broadcast_to(batch[:, None], (n, size))
+        array[b[ok], r[ok], c[ok]] = np.broadcast_to(value, (n, size))[ok]
         self.record_store(s, value, writes)
 
     def element(self, node, v, indices):
@@ -857,37 +915,44 @@ class _Executor:
 
     def e_TileFill(self, e):
         dtype = e.type.dtype.numpy
-        if e.kind == "eye":
-            found = _EYE.get(dtype)
+        if e.kind in ("eye", "arange"):
+            key = (e.kind, dtype, e.type.shape)
+            found = _EYE.get(key)
             if found is None:
-                found = _EYE[dtype] = np.eye(16, dtype=dtype)[None]
+                size = e.type.shape[0]
+                made = np.eye(size, dtype=dtype) if e.kind == "eye" else np.arange(size)
+                found = _EYE[key] = made.astype(dtype)[None]
+                found.flags.writeable = False
             return found
         value = self.ev(e.value)
         shape = (value.shape[0], *e.type.shape)
         return np.broadcast_to(_expand(value, "scalar", e.type.kind), shape).astype(dtype)
 
-    def tile_index(self, node, value, limit=16):
+    def tile_index(self, node, value, limit=16, shape=None):
         index = self.ev(value).astype(np.int64)
-        self.check((index < 0) | (index >= limit), "tile index out of range 0..15", node)
+        message = tile_index_message(shape or (limit,))
+        self.check((index < 0) | (index >= limit), message, node)
         return np.clip(index, 0, limit - 1)
 
     def e_TileGet(self, e):
         base = self.ev(e.base)
-        i = self.tile_index(e, e.i)
+        shape = e.base.type.shape
+        i = self.tile_index(e, e.i, shape[0], shape)
         n = max(base.shape[0], i.shape[0])
         lanes = np.arange(n) if base.shape[0] > 1 else np.zeros(n, np.int64)
         if e.j is None:
             return base[lanes, np.broadcast_to(i, (n,))]
-        j = self.tile_index(e, e.j)
+        j = self.tile_index(e, e.j, shape[1], shape)
         n = max(n, j.shape[0])
         lanes = np.arange(n) if base.shape[0] > 1 else np.zeros(n, np.int64)
         return base[lanes, np.broadcast_to(i, (n,)), np.broadcast_to(j, (n,))]
 
     def e_TileSet(self, e):
         base = self.ev(e.base)
-        i = self.tile_index(e, e.i)
+        shape = e.base.type.shape
+        i = self.tile_index(e, e.i, shape[0], shape)
         value = self.ev(e.value)
-        j = self.tile_index(e, e.j) if e.j is not None else None
+        j = self.tile_index(e, e.j, shape[1], shape) if e.j is not None else None
         n = max(base.shape[0], i.shape[0], value.shape[0], 1 if j is None else j.shape[0])
         out = np.array(np.broadcast_to(base, (n, *base.shape[1:])))
         lanes = np.arange(n)
@@ -901,6 +966,17 @@ class _Executor:
 
     def e_Transpose(self, e):
         return np.swapaxes(self.ev(e.operand), -1, -2)
+
+    def e_Reshape(self, e):
+        value = self.ev(e.operand)
+        return value.reshape(value.shape[0], *e.type.shape)
+
+    def e_Broadcast(self, e):
+        value = self.ev(e.operand)
+        shape = e.type.shape
+        extra = len(shape) - (value.ndim - 1)  # NumPy's rule: missing leading sides are 1
+        value = value.reshape(value.shape[0], *(1,) * extra, *value.shape[1:])
+        return np.broadcast_to(value, (value.shape[0], *shape))
 
     def e_Reduce(self, e):
         value = self.ev(e.operand)
@@ -931,7 +1007,8 @@ class _Executor:
 
     def e_RowCol(self, e):
         base = self.ev(e.operand)
-        index = self.tile_index(e, e.index)
+        side = e.operand.type.shape[0 if e.which == "row" else 1]
+        index = self.tile_index(e, e.index, side)
         n = max(base.shape[0], index.shape[0])
         lanes = np.arange(n) if base.shape[0] > 1 else np.zeros(n, np.int64)
         index = np.broadcast_to(index, (n,))
@@ -941,10 +1018,10 @@ class _Executor:
     # of the column-by-column algorithm is a contiguous vector op over many programs.
 
     def e_Cholesky(self, e):
-        return _lanes_last(_cholesky, self.ev(e.operand), self.ev(e.eps))
+        return _lanes_last(_cholesky, self.ev(e.operand), self.ev(e.eps), shape=e.type.shape)
 
     def e_SolveTriangular(self, e):
-        return _lanes_last(_solve_lower, self.ev(e.lower), self.ev(e.rhs))
+        return _lanes_last(_solve_lower, self.ev(e.lower), self.ev(e.rhs), shape=e.type.shape)
 
 
 # Programs per lanes-last pass: a pass's arrays (16×16×512 f64 = 1 MiB) stay in cache
@@ -952,10 +1029,10 @@ class _Executor:
 LANE_CHUNK = 512
 
 
-def _lanes_last(fn, *operands):
+def _lanes_last(fn, *operands, shape=(16, 16)):
     """``fn`` over chunks of programs: each operand (``(n, ...)`` or ``(1, ...)``)
-    arrives as a contiguous ``(..., lanes)`` array; ``fn`` returns ``(16, 16, lanes)``.
-    The result is a contiguous ``(n, 16, 16)`` array."""
+    arrives as a contiguous ``(..., lanes)`` array; ``fn`` returns ``(*shape, lanes)``.
+    The result is a contiguous ``(n, *shape)`` array."""
     n = max(op.shape[0] for op in operands)
     out = None
     for start in range(0, n, LANE_CHUNK):
@@ -966,7 +1043,7 @@ def _lanes_last(fn, *operands):
         ]
         result = fn(*parts, stop - start)
         if out is None:
-            out = np.empty((n, 16, 16), result.dtype)
+            out = np.empty((n, *shape), result.dtype)
         out[start:stop] = np.moveaxis(result, -1, 0)
     return out
 
@@ -981,13 +1058,14 @@ def _einsum(spec, a, b):
 
 def _cholesky(a, eps, lanes):
     dtype = a.dtype
-    lower = np.zeros((16, 16, lanes), dtype)
-    for j in range(16):
+    size = a.shape[0]
+    lower = np.zeros((size, size, lanes), dtype)
+    for j in range(size):
         row = lower[j, :j]  # L[j, k] for k < j, per program
         s = _einsum("kn,kn->n", row, row) if j else 0
         d = np.sqrt(np.maximum(a[j, j] - s, eps)).astype(dtype, copy=False)
         lower[j, j] = d
-        if j < 15:
+        if j < size - 1:
             dots = _einsum("ikn,kn->in", lower[j + 1 :, :j], row) if j else 0
             lower[j + 1 :, j] = (a[j + 1 :, j] - dots) / d
     return lower
@@ -995,8 +1073,8 @@ def _cholesky(a, eps, lanes):
 
 def _solve_lower(factor, rhs, lanes):
     dtype = rhs.dtype
-    x = np.zeros((16, 16, lanes), dtype)
-    for k in range(16):
+    x = np.zeros((*rhs.shape[:2], lanes), dtype)
+    for k in range(rhs.shape[1]):
         # X[:, k] = (B[:, k] - sum_{m<k} X[:, m] L[k, m]) / L[k, k]
         dots = _einsum("imn,mn->in", x[:, :k], factor[k, :k]) if k else 0
         x[:, k] = (rhs[:, k] - dots) / factor[k, k]
@@ -1146,15 +1224,16 @@ class _Recorder:
     def keep_written(self, executor, writes):
         """Keep what a store left in its array, so that ``Trace.arrays_at`` can replay it
         (and show it in the parameters bound to the same memory: ``Trace`` replays those
-        in their shared bytes). Each active program's window is at most 16×16, so this
+        in their shared bytes). Each active program's window is at most its tile, so this
         costs no more than the steps' own values."""
         from qnb.trace import ArrayWrite
 
         array = executor.arrays[writes[0]][0]
         lanes = self.lanes(executor)
         b, r0, r1, c0, c1 = (np.broadcast_to(x, (executor.n,))[lanes] for x in writes[1:])
-        rows = r0[:, None] + _ARANGE
-        cols = c0[:, None] + _ARANGE
+        # (the recorded window ends are clamped to its shape: r1 - r0 <= M, c1 - c0 <= N)
+        rows = r0[:, None] + np.arange(max(1, int((r1 - r0).max(initial=1))))
+        cols = c0[:, None] + np.arange(max(1, int((c1 - c0).max(initial=1))))
         row_ok = (rows < np.minimum(r1, array.shape[1])[:, None]) & (rows >= 0)
         col_ok = (cols < np.minimum(c1, array.shape[2])[:, None]) & (cols >= 0)
         valid = row_ok[:, :, None] & col_ok[:, None, :]

@@ -147,9 +147,34 @@ def prepare(kernel: ir.KernelIR):
     """A launcher ``launch(grid, args, stored)`` for ``kernel``, or None where the kernel
     needs the interpreter."""
     try:
+        _refuse_shapes(kernel)
         return _Compiler(kernel).launcher()
     except _Unsupported:
         return None
+
+
+def _refuse_shapes(kernel: ir.KernelIR) -> None:
+    """Raise :class:`_Unsupported` for what this path does not run yet (the interpreter
+    does): a tile or vec whose shape is not 16×16 / 16, and the nodes that came with
+    shapes (Broadcast, Reshape, arange, row/column vec loads and stores)."""
+    types = list(kernel.locals.values())
+    for node in ir.walk_body(kernel.body):
+        if isinstance(node, ir.Broadcast | ir.Reshape):
+            raise _Unsupported(type(node).__name__)
+        if isinstance(node, ir.TileFill) and node.kind == "arange":
+            raise _Unsupported("arange")
+        if isinstance(node, ir.VecLoad) and (
+            node.axis != 0 or (node.padded and node.col is not None)
+        ):
+            raise _Unsupported("a row or column vec load")
+        if isinstance(node, ir.VecStore) and (node.axis != 0 or node.col is not None):
+            raise _Unsupported("a row or column vec store")
+        typ = getattr(node, "type", None)
+        if isinstance(typ, ir.Type):
+            types.append(typ)
+    for typ in types:
+        if typ.shape not in ((), (16, 16), (16,)) and typ.kind in ("tile", "vec"):
+            raise _Unsupported(f"a {typ.shape_name}")
 
 
 # ---------------------------------------------------------------------- the walk
@@ -819,7 +844,7 @@ class _Compiler:
 
     def s_VecStore(self, s):
         value = self.expr(s.value)
-        window = self.vec_window(s, s.view, s.start, s.stop, None)
+        window = self.vec_window(s, s.view, s.start, s.stop, None, s.padded)
         compiler = self
 
         def store(st):

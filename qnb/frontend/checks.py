@@ -3,8 +3,8 @@
 The cpu backend checks bounds as it runs. A GPU backend cannot raise from inside a
 kernel, so in debug mode (``@qnb.kernel(debug=True)``) this pass adds a hidden i32
 array parameter, ``qnb_errors``, and before each statement a check per risky index:
-a negative window bound, a scalar index or batch outside its array, a tile index
-outside 0..15. A failing check stores its number in ``qnb_errors[0]``; after the
+a negative window bound, a scalar index or batch outside its array, the fixed column
+(or row) of an unpadded vec line outside its array, a tile index outside the tile's shape. A failing check stores its number in ``qnb_errors[0]``; after the
 launch the kernel layer reads it back and raises ``QnbIndexError`` at that check's
 line. Checks inside the right operand of ``and``/``or`` are guarded by the left one,
 as Python would short-circuit.
@@ -101,6 +101,17 @@ def add_bounds_checks(kernel: ir.KernelIR) -> tuple[ir.KernelIR, list[Check]]:
                     compare("lt", node.stop, i32_const(0, loc)),
                 )
                 out.append((negative, loc, f"negative bound on {node.view.param!r}"))
+                if node.col is not None:  # the fixed column (or row) of a 2-D line
+                    first = shapes[node.view.param].ndim - 2
+                    side = first if node.axis == 1 else first + 1
+                    what = "row" if node.axis == 1 else "column"
+                    out.append(
+                        (
+                            outside(node.col, dim(node.view, side)),
+                            loc,
+                            f"{what} index out of range for {node.view.param!r}",
+                        )
+                    )
         elif isinstance(node, ir.ArrayLoad | ir.ArrayStore):
             view_checks(node.view, loc, out)
             first = shapes[node.view.param].ndim - len(node.indices)
@@ -109,13 +120,15 @@ def add_bounds_checks(kernel: ir.KernelIR) -> tuple[ir.KernelIR, list[Check]]:
                 bad = either(bad, outside(index, dim(node.view, axis)))
             out.append((bad, loc, f"index out of range for {node.view.param!r}"))
         elif isinstance(node, ir.TileGet | ir.TileSet):
-            bad = outside(node.i, i32_const(16, loc))
+            shape = node.base.type.shape
+            bad = outside(node.i, i32_const(shape[0], loc))
             if node.j is not None:
-                bad = either(bad, outside(node.j, i32_const(16, loc)))
-            out.append((bad, loc, "tile index out of range 0..15"))
+                bad = either(bad, outside(node.j, i32_const(shape[1], loc)))
+            out.append((bad, loc, tile_index_message(shape)))
         elif isinstance(node, ir.RowCol):
+            side = node.operand.type.shape[0 if node.which == "row" else 1]
             out.append(
-                (outside(node.index, i32_const(16, loc)), loc, "tile index out of range 0..15")
+                (outside(node.index, i32_const(side, loc)), loc, tile_index_message((side,)))
             )
 
     def guarded(stmt, parts):
@@ -170,3 +183,10 @@ def add_bounds_checks(kernel: ir.KernelIR) -> tuple[ir.KernelIR, list[Check]]:
         list(kernel.units),
     )
     return checked, table
+
+
+def tile_index_message(shape: tuple[int, ...]) -> str:
+    """The error of an element index outside a tile or vec of ``shape`` (cpu and debug)."""
+    if len(shape) == 1 or shape[0] == shape[1]:
+        return f"tile index out of range 0..{shape[0] - 1}"
+    return f"tile index out of range 0..{shape[0] - 1}, 0..{shape[1] - 1}"

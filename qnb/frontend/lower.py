@@ -26,6 +26,7 @@ from qnb.frontend.capture import UNDEFINED, foreign_intrinsic, is_qnb_callable
 from qnb.frontend.parse import KERNEL_BUILTINS, ParsedFunction, is_negative_literal
 from qnb.frontend.reads import Recorder
 from qnb.frontend.semantics import Py
+from qnb.language import ShapeFamily
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -774,7 +775,7 @@ class _Lowerer:
         if isinstance(value_node, ast.Subscript):
             view = self.lower_expr(value_node.value)
             if isinstance(view, ir.ArrayView):
-                window = self.window_indices(view, value_node, want="tile")
+                _kind, *window = self.window_indices(view, value_node, want="tile")
                 value = self.load_window(current, *window, value_node)
                 self.update_in_place(target.value, value, stmt)
                 return
@@ -934,7 +935,7 @@ class _Lowerer:
         if ir_name in self.joined and not isinstance(existing, _Var):
             ir_name = self.fresh(ir_name)
         declared = self.declared.get(ir_name, type_)
-        if declared.kind != type_.kind:
+        if declared.kind != type_.kind or declared.shape != type_.shape:
             declared = type_
         var = _Var(ir_name, declared)
         self.display[ir_name] = name
@@ -943,7 +944,7 @@ class _Lowerer:
         return var
 
     def record_type(self, ir_name, new: ir.Type, current: ir.Type, node):
-        if new.kind != current.kind:
+        if new.kind != current.kind or new.shape != current.shape:
             raise self.error(
                 QnbTypeError,
                 f"variable {self.display.get(ir_name, ir_name)!r} holds a {current}; "
@@ -1055,28 +1056,21 @@ class _Lowerer:
         if not isinstance(value, ir.Expr) or value.type.kind not in ("tile", "vec"):
             raise self.error(
                 QnbTypeError,
-                "a slice of an array can only be assigned a Tile16 "
-                "(2-D window) or a Vec16 (1-D range)",
+                "a slice of an array can only be assigned a tile "
+                "(2-D window) or a vec (a 1-D range, a row or a column)",
                 target,
             )
         if value.type.kind == "tile":
-            view, r0, r1, c0, c1 = self.window_indices(view, target, want="tile")
+            _kind, view, r0, r1, c0, c1 = self.window_indices(view, target, want="tile")
             self.emit(
                 ir.StoreWindow(
                     self.loc(stmt), self.cast_elements(value, view.type.dtype), view, r0, r1, c0, c1
                 )
             )
             return
-        view, start, stop, col = self.window_indices(view, target, want="vec")
-        if col is not None:
-            raise self.error(
-                QnbTypeError, "a Vec16 can be stored into a 1-D array range only", target
-            )
-        self.emit(
-            ir.VecStore(
-                self.loc(stmt), self.cast_elements(value, view.type.dtype), view, start, stop
-            )
-        )
+        _kind, view, start, stop, col, axis = self.window_indices(view, target, want="vec")
+        value = self.cast_elements(value, view.type.dtype)
+        self.emit(ir.VecStore(self.loc(stmt), value, view, start, stop, col, False, axis))
 
     # ------------------------------------------------------------------ expressions
 
@@ -1146,6 +1140,15 @@ class _Lowerer:
         attr = node.attr
         if isinstance(base, Py):
             value = base.value
+            if attr == "eye" and getattr(value, "_qnb_kind", None) == "tile":
+                m, n = value._qnb_shape
+                if m != n:
+                    raise self.error(
+                        QnbTypeError,
+                        f"eye is the identity of a square tile type; {value._qnb_intrinsic} is "
+                        f"{m}×{n}",
+                        node,
+                    )
             if isinstance(value, (types.ModuleType, type, enum.Enum)) or getattr(
                 value, "_qnb_intrinsic", None
             ):
@@ -1173,12 +1176,23 @@ class _Lowerer:
         if isinstance(base, ir.Expr) and base.type.kind in ("tile", "vec"):
             if attr == "T":
                 if base.type.kind != "tile":
-                    raise self.error(QnbTypeError, ".T is defined for Tile16 only", node)
-                return ir.Transpose(base.type, self.loc(node), base)
+                    raise self.error(QnbTypeError, ".T is defined for tiles only", node)
+                m, n = base.type.shape
+                return ir.Transpose(ir.tile(base.type.dtype, (n, m)), self.loc(node), base)
             if attr == "dtype":
                 return Py(base.type.dtype)
+            if attr == "SHAPE":
+                return Py(base.type.shape)
             if attr == "SIZE":
-                return Py(16)
+                shape = base.type.shape
+                if len(shape) == 2 and shape[0] != shape[1]:
+                    raise self.error(
+                        QnbTypeError,
+                        f"SIZE is the side of a square tile; a {base.type.shape_name} has "
+                        "SHAPE (M, N)",
+                        node,
+                    )
+                return Py(shape[0])
             if attr in sem.TILE_METHODS:
                 return _Method(attr, base, node)
             raise self.error(QnbTypeError, f"{base.type} has no attribute {attr!r}", node)
@@ -1363,6 +1377,7 @@ class _Lowerer:
         return ir.Var(chosen.type, loc, name)
 
     def expr_Subscript(self, node):
+        new_axis = _new_axis(self.subscript_parts(node))  # v[:, None] / v[None, :]
         base = self.lower_expr(node.value)
         if lists.is_list(base):
             return lists.read(self, base, self.lower_expr(node.slice), node)
@@ -1388,6 +1403,8 @@ class _Lowerer:
             if view.batch is not None:
                 axis += 1
             return ir.ArrayDim(ir.scalar(i32), self.loc(node), view.param, axis)
+        if isinstance(base, Py) and isinstance(base.value, ShapeFamily):
+            return self.shaped_type(base.value, node)
         if isinstance(base, Py):
             try:
                 key = self.lower_expr(node.slice)
@@ -1400,17 +1417,24 @@ class _Lowerer:
             raise self.error(QnbTypeError, "a constant can only be indexed by a constant", node)
         if isinstance(base, ir.ArrayView):
             if any(isinstance(p, ast.Slice) for p in parts):
-                view, *window = self.window_indices(base, node, want="any")
-                return self.slice_load(view, window, node)
+                kind, view, *window = self.window_indices(base, node, want="any")
+                return self.slice_load(kind, view, window, node)
             view, rest = self.apply_batch(base, parts, node)
             if not rest:
                 return view
             indices = self.array_indices(view, rest, node)
             return ir.ArrayLoad(ir.scalar(view.type.dtype), self.loc(node), view, indices)
         if isinstance(base, ir.Expr) and base.type.kind in ("tile", "vec"):
+            if base.type.kind == "vec" and new_axis is not None:
+                n = base.type.shape[0]
+                shape = (n, 1) if new_axis == 1 else (1, n)
+                return ir.Reshape(ir.tile(base.type.dtype, shape), self.loc(node), base)
             if any(isinstance(p, ast.Slice) for p in parts):
                 raise self.error(
-                    QnbTypeError, "tiles cannot be sliced; index elements with t[i, j]", node
+                    QnbTypeError,
+                    "tiles cannot be sliced; index elements with t[i, j] (a vec v becomes a "
+                    "column with v[:, None] and a row with v[None, :])",
+                    node,
                 )
             i, j = self.element_indices(base, parts, node)
             return ir.TileGet(ir.scalar(base.type.dtype), self.loc(node), base, i, j)
@@ -1438,12 +1462,14 @@ class _Lowerer:
             else:
                 what = ast.unparse(node.func)
                 raise self.error(QnbSyntaxError, sem.unsupported_call_message(what), node)
-        handler = sem.INTRINSICS.get(name)
+        handler = sem.INTRINSICS.get(name) or sem.shaped_intrinsic(target)
         if handler is None:
             message = (
-                "Vec16(...) is not a constructor; use Vec16.zeros(dtype) or Vec16.full(value, "
+                f"{name}(...) is not a constructor; use {name}.zeros(dtype) or {name}.full(value, "
                 "dtype)"
-                if name == "Vec16"
+                if getattr(target, "_qnb_kind", None) == "vec"
+                else f"{name}[...] is a type; call its constructors ({name}[M, N].zeros(dtype) …)"
+                if name in ("Tile", "Vec")
                 else f"{name} cannot be called"
             )
             raise self.error(QnbTypeError, message, node)
@@ -1453,6 +1479,37 @@ class _Lowerer:
         args = values[: len(node.args)]
         kwargs = {k.arg: v for k, v in zip(node.keywords, values[len(node.args) :])}
         return handler(self, node, target, args, kwargs)
+
+    def shaped_type(self, family, node):
+        """``Tile[M, N]`` / ``Vec[N]`` in a kernel: the sizes are compile-time values."""
+        key = self.lower_expr(node.slice)
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if isinstance(key, tuple):  # a size bound to a compile-time number (n = 32)
+            key = tuple(
+                Py(self.frame.known[p.id])
+                if isinstance(item, ir.Var) and isinstance(p, ast.Name) and p.id in self.frame.known
+                else item
+                for item, p in zip(key, parts)
+            )
+            if all(isinstance(item, Py) for item in key):
+                key = Py(tuple(item.value for item in key))
+        elif (
+            isinstance(key, ir.Var)
+            and isinstance(node.slice, ast.Name)
+            and node.slice.id in self.frame.known
+        ):
+            key = Py(self.frame.known[node.slice.id])
+        if not isinstance(key, Py):
+            raise self.error(
+                QnbTypeError,
+                f"{family!r}[...] takes compile-time sizes (literals, captured constants, "
+                "qnb.Template parameters or static loop values), not runtime values",
+                node,
+            )
+        try:
+            return Py(family.lookup(sem.plain_value(key.value)))
+        except ValueError as exc:
+            raise self.error(QnbTypeError, str(exc), node) from None
 
     def call_method(self, method: _Method, node):
         # The receiver (``(t * 2).row(...)``) is computed before the arguments.
@@ -1710,7 +1767,7 @@ class _Lowerer:
         if expr.type.kind == "scalar" and type_.kind in ("tile", "vec"):
             scalar_ = self.cast_elements(expr, type_.dtype)
             return ir.TileFill(type_, expr.loc, "full", scalar_)
-        if expr.type.kind != type_.kind:
+        if expr.type.kind != type_.kind or expr.type.shape != type_.shape:
             raise self.error(QnbTypeError, f"expected a {type_}, got a {expr.type}", node)
         return self.cast_elements(expr, type_.dtype)
 
@@ -1804,10 +1861,12 @@ class _Lowerer:
         return indices[0], (indices[1] if want == 2 else None)
 
     def window_indices(self, view: ir.ArrayView, node, want: str):
-        """Parse ``arr[(b,) r0:r1, c0:c1]`` / ``arr[(b,) r0:r1, col]`` / ``arr[s0:s1]``.
+        """Parse ``arr[(b,) r0:r1, c0:c1]`` / ``arr[(b,) r0:r1, col]`` /
+        ``arr[(b,) row, c0:c1]`` / ``arr[s0:s1]``.
 
-        Returns (view, r0, r1, c0, c1) for a tile window, or (view, start, stop, col)
-        for a vector window (col None on 1-D arrays)."""
+        Returns ("tile", view, r0, r1, c0, c1) for a tile window, or ("vec", view, start,
+        stop, col, axis) for a vector window (col None on 1-D arrays; axis 1 for a row,
+        with ``col`` the fixed row, as in :class:`ir.VecLoad`)."""
         parts = self.subscript_parts(node)
         if view.batch is None and view.type.ndim == 3:
             if len(parts) != 3 or isinstance(parts[0], ast.Slice):
@@ -1833,28 +1892,34 @@ class _Lowerer:
             start, stop = bounds(parts[0])
             if want == "tile":
                 raise self.error(QnbTypeError, "a 1-D slice is a Vec16, not a Tile16", node)
-            return view, start, stop, None
+            return "vec", view, start, stop, None, 0
         rows, cols = parts
         if not isinstance(rows, ast.Slice):
-            raise self.error(QnbTypeError, "the row part must be a slice r0:r1", rows)
+            # arr[row, c0:c1]: a row of the array
+            if want == "tile":
+                raise self.error(QnbTypeError, "arr[row, c0:c1] is a Vec16, not a Tile16", node)
+            row = self.to_index(self.lower_expr(rows), rows, "row index")
+            c0, c1 = bounds(cols)
+            return "vec", view, c0, c1, row, 1
         r0, r1 = bounds(rows)
         if isinstance(cols, ast.Slice):
             if want == "vec":
                 raise self.error(QnbTypeError, "a 2-D window is a Tile16, not a Vec16", node)
             c0, c1 = bounds(cols)
-            return view, r0, r1, c0, c1
+            return "tile", view, r0, r1, c0, c1
         if want == "tile":
             raise self.error(QnbTypeError, "arr[r0:r1, col] is a Vec16, not a Tile16", node)
         col = self.to_index(self.lower_expr(cols), cols, "column index")
-        return view, r0, r1, col
+        return "vec", view, r0, r1, col, 0
 
-    def slice_load(self, view, window, node):
-        if len(window) == 4:
+    def slice_load(self, kind, view, window, node):
+        if kind == "tile":
             r0, r1, c0, c1 = window
             zeros = sem.fill(self, "tile", "full", 0, view.type.dtype, node)
             return self.load_window(zeros, view, r0, r1, c0, c1, node)
-        start, stop, col = window
-        return ir.VecLoad(ir.vec(view.type.dtype), self.loc(node), view, start, stop, col)
+        start, stop, col, axis = window
+        vec = ir.vec(view.type.dtype)
+        return ir.VecLoad(vec, self.loc(node), view, start, stop, col, None, False, axis)
 
     def load_window(self, base, view, r0, r1, c0, c1, node):
         if view.view_ndim != 2:
@@ -1864,14 +1929,7 @@ class _Lowerer:
                 f"one), got a {view.view_ndim}-D array",
                 node,
             )
-        if base.type.dtype is not view.type.dtype:
-            raise self.error(
-                QnbTypeError,
-                f"the tile is {base.type.dtype} but the array is "
-                f"{view.type.dtype}; load into a {view.type.dtype} tile and use "
-                ".astype()",
-                node,
-            )
+        # a tile of another dtype takes the elements converted, as astype converts them
         return ir.LoadWindow(base.type, self.loc(node), base, view, r0, r1, c0, c1)
 
 
@@ -1889,6 +1947,24 @@ class _ReadAttributes(ast.NodeTransformer):
             ast.Name(_READ_ATTRIBUTE, ast.Load()), [node.value, ast.Constant(node.attr)], []
         )
         return ast.copy_location(call, node)
+
+
+def _new_axis(parts) -> int | None:
+    """``v[:, None]`` (1: a column) or ``v[None, :]`` (0: a row); None for anything else."""
+    if len(parts) != 2:
+        return None
+
+    def full(part):
+        return isinstance(part, ast.Slice) and part.lower is part.upper is part.step is None
+
+    def none(part):
+        return isinstance(part, ast.Constant) and part.value is None
+
+    if full(parts[0]) and none(parts[1]):
+        return 1
+    if none(parts[0]) and full(parts[1]):
+        return 0
+    return None
 
 
 def _is_static(callee) -> bool:

@@ -338,6 +338,8 @@ class _Checker:
 
     def check_subscript(self, node: ast.Subscript):
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if _is_new_axis(parts):  # v[:, None] / v[None, :]: a vec as a column or a row
+            return
         for part in parts:
             if isinstance(part, ast.Slice):
                 if part.lower is None or part.upper is None:
@@ -453,3 +455,18 @@ def _captured_chains(
     for stmt in tree.body:
         visit(stmt, False)
     return chains, set(chains) - outside_static
+
+
+def _is_new_axis(parts) -> bool:
+    """``[:, None]`` or ``[None, :]``: the one slice without bounds an expression may hold."""
+    if len(parts) != 2:
+        return False
+    kinds = [
+        "full"
+        if isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None
+        else "none"
+        if isinstance(p, ast.Constant) and p.value is None
+        else "other"
+        for p in parts
+    ]
+    return sorted(kinds) == ["full", "none"]

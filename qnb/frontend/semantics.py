@@ -17,7 +17,7 @@ import operator
 
 import numpy as np
 
-from qnb import ir
+from qnb import ir, language
 from qnb.dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32, is_dtype_like, promote
 from qnb.errors import QnbTypeError
 
@@ -143,20 +143,34 @@ def const(lower, value, node, dtype: DType | None = None) -> ir.Const:
     return ir.Const(ir.scalar(chosen), lower.loc(node), convert_value(value, chosen))
 
 
-def _kind_rank(kind):
-    return {"scalar": 0, "vec": 1, "tile": 2}[kind]
-
-
-def _result_kind(lower, a: ir.Expr, b: ir.Expr, node) -> str:
-    kinds = {a.type.kind, b.type.kind}
-    if kinds == {"tile", "vec"}:
-        raise lower.error(
-            QnbTypeError,
-            "cannot combine a Tile16 and a Vec16 elementwise; use "
-            "qnb.outer(u, v) or t.row(i)/t.col(j)",
-            node,
-        )
-    return max(kinds, key=_kind_rank)
+def broadcast_operands(lower, node, *operands) -> tuple[tuple[int, ...], list]:
+    """NumPy's broadcast of the operands' shapes (a vec is a 1-D array, a scalar has no
+    shape), and the operands with every tile/vec stretched to it by :class:`ir.Broadcast`
+    (so backends see only equal shapes or scalars). Shapes that do not broadcast raise
+    QnbTypeError naming both."""
+    shape: tuple[int, ...] = ()
+    first = None
+    for operand in operands:
+        if operand.type.kind == "scalar":
+            continue
+        joined = ir.broadcast_shape(shape, operand.type.shape)
+        if joined is None:
+            raise lower.error(
+                QnbTypeError,
+                f"a {first.type.shape_name} and a {operand.type.shape_name} do not broadcast "
+                f"together (shapes {first.type.shape} and {operand.type.shape}, by NumPy's "
+                "rules: v[:, None] is a column, v[None, :] a row, a side of 1 stretches)",
+                node,
+            )
+        shape = joined
+        first = operand if first is None else first
+    stretched = [
+        operand
+        if operand.type.kind == "scalar" or operand.type.shape == shape
+        else ir.Broadcast(ir.value_type(operand.type.dtype, shape), operand.loc, operand)
+        for operand in operands
+    ]
+    return shape, stretched
 
 
 def _weak_dtype(py_value, other: DType) -> DType:
@@ -211,25 +225,25 @@ def binary(lower, op, left, right, node):
     if op == "pow":
         return _power(lower, left, right, node)
     left, right, dtype = _typed_pair(lower, left, right, node)
-    kind = _result_kind(lower, left, right, node)
+    shape, (left, right) = broadcast_operands(lower, node, left, right)
     loc = lower.loc(node)
     if op in ("lt", "le", "gt", "ge", "eq", "ne"):
         if dtype is bool_ and op not in ("eq", "ne"):
             left, right = lower.cast_elements(left, i32), lower.cast_elements(right, i32)
-        return ir.Binary(_shaped(kind, bool_, left, right), loc, op, left, right)
+        return ir.Binary(ir.value_type(bool_, shape), loc, op, left, right)
     if op in ("and", "or", "xor", "shl", "shr"):
-        return _bitwise(lower, op, left, right, dtype, kind, node)
+        return _bitwise(lower, op, left, right, dtype, shape, node)
     if dtype is bool_:
         left, right, dtype = lower.cast_elements(left, i32), lower.cast_elements(right, i32), i32
     if op == "div" and not dtype.is_float:
         left, right, dtype = lower.cast_elements(left, f32), lower.cast_elements(right, f32), f32
-    return ir.Binary(_shaped(kind, dtype, left, right), loc, op, left, right)
+    return ir.Binary(ir.value_type(dtype, shape), loc, op, left, right)
 
 
 _BITWISE_SPELLING = {"and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}
 
 
-def _bitwise(lower, op, left, right, dtype, kind, node):
+def _bitwise(lower, op, left, right, dtype, shape, node):
     """``& | ^`` on bool or i32 operands, ``<< >>`` on i32 (bools count as i32, as in
     arithmetic); floats are refused, as NumPy refuses them."""
     spelled = _BITWISE_SPELLING[op]
@@ -243,7 +257,7 @@ def _bitwise(lower, op, left, right, dtype, kind, node):
         )
     if dtype is bool_ and op in ("shl", "shr"):
         left, right, dtype = lower.cast_elements(left, i32), lower.cast_elements(right, i32), i32
-    return ir.Binary(_shaped(kind, dtype, left, right), lower.loc(node), op, left, right)
+    return ir.Binary(ir.value_type(dtype, shape), lower.loc(node), op, left, right)
 
 
 def invert(lower, operand, node):
@@ -277,8 +291,8 @@ def _power(lower, base, exponent, node):
         left, right, dtype = lower.cast_elements(left, i32), lower.cast_elements(right, i32), i32
     if not dtype.is_float and isinstance(constant, int) and constant < 0:
         left, right, dtype = lower.cast_elements(left, f32), lower.cast_elements(right, f32), f32
-    kind = _result_kind(lower, left, right, node)
-    return ir.Binary(_shaped(kind, dtype, left, right), lower.loc(node), "pow", left, right)
+    shape, (left, right) = broadcast_operands(lower, node, left, right)
+    return ir.Binary(ir.value_type(dtype, shape), lower.loc(node), "pow", left, right)
 
 
 def where(lower, cond, a, b, node):
@@ -298,17 +312,27 @@ def where(lower, cond, a, b, node):
             )
         )
     a, b, dtype = _typed_pair(lower, a, b, node)
-    kind = max((a.type.kind, b.type.kind, cond.type.kind), key=_kind_rank)
-    if {a.type.kind, b.type.kind, cond.type.kind} >= {"tile", "vec"}:
-        raise lower.error(QnbTypeError, "qnb.where cannot mix Tile16 and Vec16", node)
-    return ir.Select(_shaped(kind, dtype, cond, a, b), lower.loc(node), cond, a, b)
+    shape, (cond, a, b) = broadcast_operands(lower, node, cond, a, b)
+    return ir.Select(ir.value_type(dtype, shape), lower.loc(node), cond, a, b)
 
 
 def matmul(lower, a, b, acc, node):
     a = lower.require_value(a, node)
     b = lower.require_value(b, node)
     if a.type.kind != "tile" or b.type.kind != "tile":
-        raise lower.error(QnbTypeError, f"@ multiplies two Tile16, got {a.type} @ {b.type}", node)
+        raise lower.error(
+            QnbTypeError,
+            f"@ multiplies two tiles (Tile[M, K] @ Tile[K, N]), got {a.type} @ {b.type}",
+            node,
+        )
+    (m, k), (k2, n) = a.type.shape, b.type.shape
+    if k != k2:
+        raise lower.error(
+            QnbTypeError,
+            f"@ needs Tile[M, K] @ Tile[K, N]: a {a.type.shape_name} @ a {b.type.shape_name} has "
+            f"{k} columns on the left and {k2} rows on the right",
+            node,
+        )
     dtype = promote(a.type.dtype, b.type.dtype)
     if dtype is bool_:
         raise lower.error(QnbTypeError, "@ is not defined for bool tiles", node)
@@ -316,9 +340,12 @@ def matmul(lower, a, b, acc, node):
     out = f32 if dtype in (f16, bf16) else dtype
     if acc is not None:
         acc = lower.require_value(acc, node)
-        if acc.type.kind != "tile":
+        if acc.type.kind != "tile" or acc.type.shape != (m, n):
             raise lower.error(
-                QnbTypeError, f"the accumulator of mma must be a Tile16, got {acc.type}", node
+                QnbTypeError,
+                f"the accumulator of mma({a.type.shape_name}, {b.type.shape_name}) must be a "
+                f"{ir.tile(out, (m, n)).shape_name}, got {acc.type}",
+                node,
             )
         if acc.type.dtype is not out:
             if promote(acc.type.dtype, out) is not out:
@@ -329,19 +356,17 @@ def matmul(lower, a, b, acc, node):
                     node,
                 )
             acc = lower.cast_elements(acc, out)
-    return ir.Matmul(ir.tile(out), lower.loc(node), a, b, acc)
+    return ir.Matmul(ir.tile(out, (m, n)), lower.loc(node), a, b, acc)
 
 
-def _shaped(kind, dtype, *operands) -> ir.Type:
-    """The ``kind`` type of ``dtype`` with the shape of the operands that are not scalars."""
-    shape = next((o.type.shape for o in operands if o.type.kind == kind), ())
-    return ir.Type(kind, dtype, 0, shape)
-
-
-def fill(lower, kind, how, value, dtype, node) -> ir.Expr:
-    type_ = ir.tile(dtype) if kind == "tile" else ir.vec(dtype)
-    if how == "eye":
-        return ir.TileFill(type_, lower.loc(node), "eye", None)
+def fill(lower, kind, how, value, dtype, node, shape=None) -> ir.Expr:
+    """A new tile or vec of ``shape`` (default: Tile16 / Vec16): "full" of ``value``,
+    "eye" or "arange"."""
+    if shape is None:
+        shape = (ir.TILE, ir.TILE) if kind == "tile" else (ir.TILE,)
+    type_ = ir.tile(dtype, shape) if kind == "tile" else ir.vec(dtype, shape[0])
+    if how in ("eye", "arange"):
+        return ir.TileFill(type_, lower.loc(node), how, None)
     return ir.TileFill(type_, lower.loc(node), "full", fill_value(lower, value, dtype, node))
 
 
@@ -526,18 +551,38 @@ def _outer(lower, node, target, args, kwargs):
     u, v = lower.require_value(u, node), lower.require_value(v, node)
     if u.type.kind != "vec" or v.type.kind != "vec":
         raise lower.error(
-            QnbTypeError, f"qnb.outer takes two Vec16, got {u.type} and {v.type}", node
+            QnbTypeError, f"qnb.outer takes two vecs, got {u.type} and {v.type}", node
+        )
+    shape = (u.type.shape[0], v.type.shape[0])
+    if shape[0] * shape[1] > ir.MAX_TILE_ELEMENTS:
+        raise lower.error(
+            QnbTypeError,
+            f"qnb.outer of a {u.type.shape_name} and a {v.type.shape_name} would be a "
+            f"Tile[{shape[0]}, {shape[1]}], more than a tile's {ir.MAX_TILE_ELEMENTS} elements",
+            node,
         )
     dtype = promote(u.type.dtype, v.type.dtype)
     if dtype is bool_:
         dtype = i32
     u, v = lower.cast_elements(u, dtype), lower.cast_elements(v, dtype)
-    return ir.Outer(ir.tile(dtype), lower.loc(node), u, v)
+    return ir.Outer(ir.tile(dtype, shape), lower.loc(node), u, v)
+
+
+def _shape_of(target, kind) -> tuple[int, ...]:
+    """The shape of the tile/vec class a constructor belongs to (``Tile[8, 32].zeros``)."""
+    return getattr(target, "_qnb_shape", None) or (
+        (ir.TILE, ir.TILE) if kind == "tile" else (ir.TILE,)
+    )
+
+
+def _type_name(kind, shape) -> str:
+    return (ir.tile(f32, shape) if kind == "tile" else ir.vec(f32, shape[0])).shape_name
 
 
 def _constructor(kind, how):
     def handler(lower, node, target, args, kwargs):
-        name = f"{'Tile16' if kind == 'tile' else 'Vec16'}.{how}"
+        shape = _shape_of(target, kind)
+        name = f"{_type_name(kind, shape)}.{how}"
         if how == "full":
             value, dtype = _args(
                 lower, node, name, args, kwargs, ["value", "dtype"], {"dtype": Py(f32)}
@@ -547,18 +592,40 @@ def _constructor(kind, how):
             value = Py({"zeros": 0, "ones": 1}.get(how, 0))
         dtype = _dtype_arg(lower, dtype, node)
         if how == "eye":
-            return fill(lower, kind, "eye", None, dtype, node)
+            if shape[0] != shape[1]:
+                raise lower.error(
+                    QnbTypeError,
+                    f"eye is the identity of a square tile type, not {name[:-4]}",
+                    node,
+                )
+            return fill(lower, kind, "eye", None, dtype, node, shape)
         if isinstance(value, Py):
             if not is_number(value.value):
                 raise lower.error(QnbTypeError, f"{name} needs a number, got {value.value!r}", node)
-            return fill(lower, kind, "full", value.value, dtype, node)
-        return fill(lower, kind, "full", value, dtype, node)
+            return fill(lower, kind, "full", value.value, dtype, node, shape)
+        return fill(lower, kind, "full", value, dtype, node, shape)
 
     return handler
 
 
 def _tile_class(lower, node, target, args, kwargs):
     return _constructor("tile", "zeros")(lower, node, target, args, kwargs)
+
+
+def _arange(lower, node, target, args, kwargs):
+    n, dtype = _args(lower, node, "qnb.arange", args, kwargs, ["n", "dtype"], {"dtype": Py(i32)})
+    if not isinstance(n, Py) or not isinstance(n.value, int) or isinstance(n.value, bool):
+        raise lower.error(
+            QnbTypeError,
+            "qnb.arange(n) needs a compile-time n (a literal, a captured constant, a "
+            "qnb.Template parameter or a static loop value)",
+            node,
+        )
+    problem = language.vec_shape_problem(n.value)
+    if problem is not None:
+        raise lower.error(QnbTypeError, f"qnb.arange({n.value}) would be a {problem}", node)
+    dtype = i32 if _is_none(dtype) else _dtype_arg(lower, dtype, node)
+    return fill(lower, "vec", "arange", None, dtype, node, (n.value,))
 
 
 def _keyword_only(lower, node, name, args, positional, keywords):
@@ -588,11 +655,13 @@ def _other_arg(lower, other, dtype, node, name):
 
 
 def _tile_load(lower, node, target, args, kwargs):
-    _keyword_only(lower, node, "Tile16.load", args, 3, ["other", "dtype"])
+    shape = _shape_of(target, "tile")
+    name = f"{_type_name('tile', shape)}.load"
+    _keyword_only(lower, node, name, args, 3, ["other", "dtype"])
     arr, row, col, other, dtype = _args(
         lower,
         node,
-        "Tile16.load",
+        name,
         args,
         kwargs,
         ["arr", "row", "col", "other", "dtype"],
@@ -602,22 +671,25 @@ def _tile_load(lower, node, target, args, kwargs):
     if view.view_ndim != 2:
         raise lower.error(
             QnbTypeError,
-            f"Tile16.load needs a 2-D array (or a slab of a 3-D one), got a "
-            f"{view.view_ndim}-D array",
+            f"{name} needs a 2-D array (or a slab of a 3-D one), got a {view.view_ndim}-D array",
             node,
         )
     dtype = view.type.dtype if _is_none(dtype) else _dtype_arg(lower, dtype, node)
     row = lower.to_index(row, node, "row")
     col = lower.to_index(col, node, "col")
     loc = lower.loc(node)
-    sixteen = ir.Const(ir.scalar(i32), loc, 16)
-    r1 = ir.Binary(ir.scalar(i32), loc, "add", row, sixteen)
-    c1 = ir.Binary(ir.scalar(i32), loc, "add", col, sixteen)
+    r1 = _plus(row, shape[0], loc)
+    c1 = _plus(col, shape[1], loc)
     # elements outside the array are ``other``; those read convert to ``dtype`` (as astype)
     base = fill(
-        lower, "tile", "full", _other_arg(lower, other, dtype, node, "Tile16.load"), dtype, node
+        lower, "tile", "full", _other_arg(lower, other, dtype, node, name), dtype, node, shape
     )
     return ir.LoadWindow(base.type, loc, base, view, row, r1, col, c1, padded=True)
+
+
+def _plus(index: ir.Expr, count: int, loc) -> ir.Expr:
+    """``index + count`` (i32), the stop of a padded window of ``count`` elements."""
+    return ir.Binary(ir.scalar(i32), loc, "add", index, ir.Const(ir.scalar(i32), loc, count))
 
 
 def _is_none(value) -> bool:
@@ -625,40 +697,79 @@ def _is_none(value) -> bool:
 
 
 def _vec_load(lower, node, target, args, kwargs):
+    (n,) = _shape_of(target, "vec")
+    name = f"{_type_name('vec', (n,))}.load"
     if set(kwargs) - {"other"}:
         raise lower.error(
             QnbTypeError,
-            f"Vec16.load() got an unexpected keyword argument {sorted(set(kwargs) - {'other'})[0]!r}",
+            f"{name}() got an unexpected keyword argument {sorted(set(kwargs) - {'other'})[0]!r}",
             node,
         )
     if not args:
-        raise lower.error(QnbTypeError, "Vec16.load needs an array", node)
+        raise lower.error(QnbTypeError, f"{name} needs an array", node)
     view = _array_arg(lower, args[0], node)
     loc = lower.loc(node)
+    vec_type = ir.vec(view.type.dtype, n)
     if view.view_ndim == 1 and len(args) == 2:
-        # Vec16.load(arr, start, *, other=0): start may be negative
+        # Vec[N].load(arr, start, *, other=0): start may be negative
         start = lower.to_index(args[1], node, "start")
-        stop = ir.Binary(ir.scalar(i32), loc, "add", start, ir.Const(ir.scalar(i32), loc, 16))
-        other = _other_arg(lower, kwargs.get("other", Py(0)), view.type.dtype, node, "Vec16.load")
-        return ir.VecLoad(ir.vec(view.type.dtype), loc, view, start, stop, None, other, True)
+        other = _other_arg(lower, kwargs.get("other", Py(0)), view.type.dtype, node, name)
+        return ir.VecLoad(vec_type, loc, view, start, _plus(start, n, loc), None, other, True)
     if kwargs:
         raise lower.error(
-            QnbTypeError, "other= is for Vec16.load(arr, start, other=...) on a 1-D array", node
+            QnbTypeError, f"other= is for {name}(arr, start, other=...) on a 1-D array", node
         )
     if view.view_ndim == 1:
         if len(args) != 3:
-            raise lower.error(QnbTypeError, "Vec16.load(arr, start) on a 1-D array", node)
+            raise lower.error(QnbTypeError, f"{name}(arr, start) on a 1-D array", node)
         start = lower.to_index(args[1], node, "start")
         stop = lower.to_index(args[2], node, "stop")
-        return ir.VecLoad(ir.vec(view.type.dtype), loc, view, start, stop, None)
+        return ir.VecLoad(vec_type, loc, view, start, stop, None)
     if view.view_ndim != 2 or len(args) != 4:
         raise lower.error(
             QnbTypeError,
-            "Vec16.load(arr, r0, r1, col) on a 2-D array, or Vec16.load(arr, start) on a 1-D array",
+            f"{name}(arr, r0, r1, col) on a 2-D array, or {name}(arr, start) on a 1-D array",
             node,
         )
     r0, r1, col = (lower.to_index(a, node) for a in args[1:])
-    return ir.VecLoad(ir.vec(view.type.dtype), loc, view, r0, r1, col)
+    return ir.VecLoad(vec_type, loc, view, r0, r1, col)
+
+
+def _vec_load_line(axis):
+    """``Vec[N].load_col(arr, row, col, *, other=0)`` (axis 0, ``v[i] = arr[row + i, col]``)
+    and ``load_row`` (axis 1, ``v[j] = arr[row, col + j]``): padded vec loads."""
+
+    def handler(lower, node, target, args, kwargs):
+        (n,) = _shape_of(target, "vec")
+        name = f"{_type_name('vec', (n,))}.{'load_col' if axis == 0 else 'load_row'}"
+        _keyword_only(lower, node, name, args, 3, ["other"])
+        arr, row, col, other = _args(
+            lower, node, name, args, kwargs, ["arr", "row", "col", "other"], {"other": Py(0)}
+        )
+        view = _array_arg(lower, arr, node)
+        if view.view_ndim != 2:
+            raise lower.error(
+                QnbTypeError,
+                f"{name} needs a 2-D array (or a slab of a 3-D one), got a {view.view_ndim}-D array",
+                node,
+            )
+        row, col = lower.to_index(row, node, "row"), lower.to_index(col, node, "col")
+        loc = lower.loc(node)
+        other = _other_arg(lower, other, view.type.dtype, node, name)
+        start, fixed = (row, col) if axis == 0 else (col, row)
+        return ir.VecLoad(
+            ir.vec(view.type.dtype, n),
+            loc,
+            view,
+            start,
+            _plus(start, n, loc),
+            fixed,
+            other,
+            True,
+            axis,
+        )
+
+    return handler
 
 
 def _builtin_cast(dtype):
@@ -733,15 +844,7 @@ INTRINSICS = {
     "minimum": _minmax("min"),
     "mma": _mma,
     "outer": _outer,
-    "Tile16": _tile_class,
-    "Tile16.zeros": _constructor("tile", "zeros"),
-    "Tile16.ones": _constructor("tile", "ones"),
-    "Tile16.full": _constructor("tile", "full"),
-    "Tile16.eye": _constructor("tile", "eye"),
-    "Tile16.load": _tile_load,
-    "Vec16.zeros": _constructor("vec", "zeros"),
-    "Vec16.full": _constructor("vec", "full"),
-    "Vec16.load": _vec_load,
+    "arange": _arange,
     "static": _static_misplaced,
     "builtin.abs": _math("abs"),
     "builtin.min": _builtin_minmax("min"),
@@ -753,6 +856,31 @@ INTRINSICS = {
     "builtin.range": _builtin_range,
     "builtin.cast": _dtype_call,
 }
+
+# The constructors of every tile and vec class, by (kind, method): each reads its shape
+# off the function it is called through (``Tile[8, 32].zeros._qnb_shape``).
+SHAPED_INTRINSICS = {
+    ("tile", "class"): _tile_class,
+    ("tile", "zeros"): _constructor("tile", "zeros"),
+    ("tile", "ones"): _constructor("tile", "ones"),
+    ("tile", "full"): _constructor("tile", "full"),
+    ("tile", "eye"): _constructor("tile", "eye"),
+    ("tile", "load"): _tile_load,
+    ("vec", "zeros"): _constructor("vec", "zeros"),
+    ("vec", "ones"): _constructor("vec", "ones"),
+    ("vec", "full"): _constructor("vec", "full"),
+    ("vec", "load"): _vec_load,
+    ("vec", "load_col"): _vec_load_line(0),
+    ("vec", "load_row"): _vec_load_line(1),
+}
+
+
+def shaped_intrinsic(target):
+    """The handler of a tile/vec class or constructor (None for anything else)."""
+    kind = getattr(target, "_qnb_kind", None)
+    if kind is None:
+        return None
+    return SHAPED_INTRINSICS.get((kind, target._qnb_method))
 
 
 # ---------------------------------------------------------------------------- methods
@@ -800,12 +928,10 @@ def _m_store(lower, node, method, args, kwargs):
         if view.view_ndim != 1 or len(rest) not in (1, 2):
             raise lower.error(QnbTypeError, "v.store(arr, start) stores into a 1-D array", node)
         start = rest[0]
-        stop = (
-            rest[1]
-            if len(rest) == 2
-            else ir.Binary(ir.scalar(i32), loc, "add", start, ir.Const(ir.scalar(i32), loc, 16))
-        )
-        lower.emit(ir.VecStore(loc, lower.cast_elements(value, view.type.dtype), view, start, stop))
+        # v.store(arr, start) may start before the array (its elements there are skipped)
+        stop = rest[1] if len(rest) == 2 else _plus(start, value.type.shape[0], loc)
+        value = lower.cast_elements(value, view.type.dtype)
+        lower.emit(ir.VecStore(loc, value, view, start, stop, None, len(rest) == 1))
         return Py(None)
     if view.view_ndim != 2:
         raise lower.error(
@@ -815,14 +941,9 @@ def _m_store(lower, node, method, args, kwargs):
             node,
         )
     if len(rest) == 2:
-        sixteen = ir.Const(ir.scalar(i32), loc, 16)
         r0, c0 = rest
-        window = (
-            r0,
-            ir.Binary(ir.scalar(i32), loc, "add", r0, sixteen),
-            c0,
-            ir.Binary(ir.scalar(i32), loc, "add", c0, sixteen),
-        )
+        m, n = value.type.shape
+        window = (r0, _plus(r0, m, loc), c0, _plus(c0, n, loc))
     elif len(rest) == 4:
         window = tuple(rest)
     else:
@@ -835,6 +956,37 @@ def _m_store(lower, node, method, args, kwargs):
     return Py(None)
 
 
+def _m_store_line(axis):
+    """``v.store_col(arr, row, col)`` (axis 0) / ``v.store_row(arr, row, col)`` (axis 1):
+    the mirror images of ``load_col`` / ``load_row``; elements outside are not written."""
+    name = "store_col" if axis == 0 else "store_row"
+
+    def handler(lower, node, method, args, kwargs):
+        value = method.receiver
+        if value.type.kind != "vec":
+            raise lower.error(
+                QnbTypeError, f".{name}() is a vec method, not one of a {value.type}", node
+            )
+        arr, row, col = _args(lower, node, name, args, kwargs, ["arr", "row", "col"])
+        view = _array_arg(lower, arr, node)
+        if view.view_ndim != 2:
+            raise lower.error(
+                QnbTypeError,
+                f"v.{name} stores into a 2-D array (or a slab of a 3-D one), not a "
+                f"{view.view_ndim}-D array",
+                node,
+            )
+        row, col = lower.to_index(row, node, "row"), lower.to_index(col, node, "col")
+        loc = lower.loc(node)
+        start, fixed = (row, col) if axis == 0 else (col, row)
+        stop = _plus(start, value.type.shape[0], loc)
+        value = lower.cast_elements(value, view.type.dtype)
+        lower.emit(ir.VecStore(loc, value, view, start, stop, fixed, True, axis))
+        return Py(None)
+
+    return handler
+
+
 def _m_astype(lower, node, method, args, kwargs):
     (dtype,) = _args(lower, node, "astype", args, kwargs, ["dtype"])
     return lower.cast_elements(method.receiver, _dtype_arg(lower, dtype, node))
@@ -842,25 +994,44 @@ def _m_astype(lower, node, method, args, kwargs):
 
 def _m_reduce(op):
     def handler(lower, node, method, args, kwargs):
-        (axis,) = _args(lower, node, op, args, kwargs, ["axis"], {"axis": Py(None)})
+        axis, keepdims = _args(
+            lower,
+            node,
+            op,
+            args,
+            kwargs,
+            ["axis", "keepdims"],
+            {"axis": Py(None), "keepdims": Py(False)},
+        )
         tile = method.receiver
         if not isinstance(axis, Py) or axis.value not in (None, 0, 1, -1, -2):
             raise lower.error(QnbTypeError, "axis must be None, 0 or 1", node)
-        axis = axis.value
+        if not isinstance(keepdims, Py) or not isinstance(keepdims.value, bool):
+            raise lower.error(QnbTypeError, "keepdims must be a compile-time True or False", node)
+        axis, keepdims = axis.value, keepdims.value
         if tile.type.kind == "vec":
             if axis not in (None, 0, -1):
-                raise lower.error(QnbTypeError, "a Vec16 reduces over axis None or 0", node)
+                raise lower.error(
+                    QnbTypeError, f"a {tile.type.shape_name} reduces over axis None or 0", node
+                )
             axis = "vec"
         elif axis is not None and axis < 0:
             axis += 2
         if tile.type.dtype is bool_:
             tile = lower.cast_elements(tile, i32)
-        result_type = (
-            ir.scalar(tile.type.dtype) if axis in (None, "vec") else ir.vec(tile.type.dtype)
-        )
-        if axis == "vec":
-            axis = None  # a Vec16 reduces to a scalar: Reduce(axis=None) on a vec operand
-        return ir.Reduce(result_type, lower.loc(node), op, tile, axis)
+        dtype, loc = tile.type.dtype, lower.loc(node)
+        if axis in (None, "vec"):
+            # a vec reduces to a scalar too: Reduce(axis=None) on a vec operand
+            total = ir.Reduce(ir.scalar(dtype), loc, op, tile, None)
+            if not keepdims:
+                return total
+            ones = (1,) * len(tile.type.shape)
+            return ir.TileFill(ir.value_type(dtype, ones), loc, "full", total)
+        m, n = tile.type.shape
+        vec = ir.Reduce(ir.vec(dtype, n if axis == 0 else m), loc, op, tile, axis)
+        if not keepdims:
+            return vec
+        return ir.Reshape(ir.tile(dtype, (1, n) if axis == 0 else (m, 1)), loc, vec)
 
     return handler
 
@@ -870,9 +1041,13 @@ def _m_rowcol(which):
         (index,) = _args(lower, node, which, args, kwargs, ["index"])
         tile = method.receiver
         if tile.type.kind != "tile":
-            raise lower.error(QnbTypeError, f".{which}() is a Tile16 method", node)
+            raise lower.error(
+                QnbTypeError, f".{which}() is a tile method, not one of a {tile.type}", node
+            )
         index = lower.to_index(index, node)
-        return ir.RowCol(ir.vec(tile.type.dtype), lower.loc(node), which, tile, index)
+        m, n = tile.type.shape
+        length = n if which == "row" else m
+        return ir.RowCol(ir.vec(tile.type.dtype, length), lower.loc(node), which, tile, index)
 
     return handler
 
@@ -880,9 +1055,8 @@ def _m_rowcol(which):
 def _m_eye_(lower, node, method, args, kwargs):
     _args(lower, node, "eye_", args, kwargs, [])
     tile = method.receiver
-    if tile.type.kind != "tile":
-        raise lower.error(QnbTypeError, "eye_ is a Tile16 method", node)
-    value = fill(lower, "tile", "eye", None, tile.type.dtype, node)
+    _require_square(lower, tile, "eye_", node)
+    value = fill(lower, "tile", "eye", None, tile.type.dtype, node, tile.type.shape)
     return _assign_in_place(lower, _receiver_var(lower, method, node), value, node)
 
 
@@ -890,7 +1064,9 @@ def _m_cholesky_(lower, node, method, args, kwargs):
     (eps,) = _args(lower, node, "cholesky_", args, kwargs, ["eps"], {"eps": Py(0.0)})
     tile = method.receiver
     if tile.type.kind != "tile" or not tile.type.dtype.is_float:
-        raise lower.error(QnbTypeError, f"cholesky_ needs a float Tile16, got {tile.type}", node)
+        name = "Tile16" if tile.type.kind != "tile" else tile.type.shape_name
+        raise lower.error(QnbTypeError, f"cholesky_ needs a float {name}, got {tile.type}", node)
+    _require_square(lower, tile, "cholesky_", node)
     eps = lower.coerce(eps, ir.scalar(tile.type.dtype), node)
     value = ir.Cholesky(tile.type, lower.loc(node), tile, eps)
     return _assign_in_place(lower, _receiver_var(lower, method, node), value, node)
@@ -910,7 +1086,15 @@ def _m_solve_triangular_(lower, node, method, args, kwargs):
         )
     rhs = lower.require_value(rhs, node)
     if factor.type.kind != "tile" or rhs.type.kind != "tile":
-        raise lower.error(QnbTypeError, "solve_triangular_ works on Tile16 values", node)
+        raise lower.error(QnbTypeError, "solve_triangular_ works on tiles", node)
+    _require_square(lower, factor, "solve_triangular_", node)
+    if rhs.type.shape[1] != factor.type.shape[0]:
+        raise lower.error(
+            QnbTypeError,
+            f"L.solve_triangular_(B) needs L: Tile[N, N] and B: Tile[M, N]; L is a "
+            f"{factor.type.shape_name} and B a {rhs.type.shape_name}",
+            node,
+        )
     dtype = promote(factor.type.dtype, rhs.type.dtype)
     if not dtype.is_float:
         raise lower.error(QnbTypeError, "solve_triangular_ needs float tiles", node)
@@ -921,9 +1105,23 @@ def _m_solve_triangular_(lower, node, method, args, kwargs):
     return Py(None)
 
 
+def _require_square(lower, tile, name, node):
+    if tile.type.kind != "tile":
+        raise lower.error(
+            QnbTypeError, f"{name} is a method of square tiles, not of a {tile.type}", node
+        )
+    m, n = tile.type.shape
+    if m != n:
+        raise lower.error(
+            QnbTypeError, f"{name} needs a square tile; this one is a {tile.type.shape_name}", node
+        )
+
+
 TILE_METHODS = {
     "load_": _m_load_,
     "store": _m_store,
+    "store_col": _m_store_line(0),
+    "store_row": _m_store_line(1),
     "astype": _m_astype,
     "sum": _m_reduce("sum"),
     "max": _m_reduce("max"),

@@ -39,7 +39,7 @@ def error_of(body: str, error=qnb.QnbError) -> qnb.QnbError:
         ("t = Tile16.zeros(); t <<= 2", "the operator << needs i32 operands, not f32"),
         ("b = 1 in (1, 2)", "the comparison 'in' is not"),
         ("b = x is y", "the comparison 'is' is not"),
-        ("v = Vec16.ones()", "Vec16 has no attribute 'ones'"),
+        ("v = Vec16.eye()", "Vec16 has no attribute 'eye'"),
         ("v = Vec16(qnb.f32)", "use Vec16.zeros(dtype)"),
         ("y[0, 0] = np.float32", "the dtype float32 cannot be used as a value"),
         ("y[0, 0] = qnb.Template", "qnb.Template cannot be used as a value"),

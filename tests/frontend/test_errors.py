@@ -174,17 +174,17 @@ def test_capture_of_plain_function_says_decorate():
             qnb.QnbTypeError,
         ),
         (
-            "    t = Tile16.zeros()\n    v = Vec16.zeros()\n    u = t + v\n",
+            "    t = Tile16.zeros()\n    v = qnb.Vec[8].zeros()\n    u = t + v\n",
             (),
-            "Tile16 and a Vec16",
+            "a Tile16 and a Vec[8] do not broadcast",
             qnb.QnbTypeError,
         ),
         ("    t = Tile16.zeros()\n    if t:\n        pass\n", (), "truth value", qnb.QnbTypeError),
         ("    y = undefined_name + 1\n", (), "not defined", qnb.QnbTypeError),
         (
-            "    t = Tile16.zeros(qnb.f64)\n    t.load_(x, 0, 16, 0, 16)\n",
-            (F32_2D,),
-            "astype",
+            "    t = qnb.Tile[8, 16].zeros(qnb.f64)\n    t.cholesky_()\n",
+            (),
+            "square",
             qnb.QnbTypeError,
         ),
         ("    n = 2\n    d = x.shape[n]\n", (F32_2D,), "constant", qnb.QnbTypeError),
@@ -249,7 +249,7 @@ def test_error_in_func_points_into_the_func():
     scope, _filename = define("""
         @qnb.func
         def helper(t):
-            return t + Vec16.zeros()
+            return t + qnb.Vec[8].zeros()  # Tile16 + Vec[8] do not broadcast
 
         @qnb.kernel
         def k(x):

@@ -1,0 +1,61 @@
+"""Tiles of every shape on the cpu backend (the oracle) against NumPy written directly in
+``tests/shape_cases.py``: every case at each of its shapes and dtypes, random non-zero
+inputs, poisoned outputs. The same cases are parametrised over the GPU backends, which
+are skipped until their layouts hold these shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import qnb
+from tests import shape_cases
+
+BACKENDS = ("cpu", "wgpu", "cuda-host")
+PARAMS = [
+    pytest.param(
+        backend,
+        case,
+        np.dtype(dtype),
+        shape,
+        id=f"{backend}-{case.name}-{np.dtype(dtype).name}-{shape_cases.param_id(shape)}",
+    )
+    for backend in BACKENDS
+    for case, dtype, shape in shape_cases.params()
+]
+
+
+def run_case(backend, case, dtype, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    grid, args = case.make(rng, dtype, shape)
+    inputs = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    with qnb.backend(backend):
+        case.kernel[grid](*args)
+    return inputs, args
+
+
+def assert_outputs(case, shape, inputs, args):
+    for index, want in case.expect(inputs, shape).items():
+        got = args[index]
+        assert got.dtype == want.dtype, (index, got.dtype, want.dtype)
+        if case.tolerance and got.dtype.kind == "f":
+            scale = max(1.0, float(np.nanmax(np.abs(want.astype(np.float64)), initial=0)))
+            tol = case.tolerance * (50 if got.dtype == np.float16 else 1)
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale * 16, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"output {index}")
+
+
+@pytest.mark.parametrize(("backend", "case", "dtype", "shape"), PARAMS)
+def test_shape_case_matches_numpy(backend, case, dtype, shape):
+    if backend != "cpu":
+        pytest.skip(shape_cases.GPU_REASON)
+    inputs, args = run_case(backend, case, dtype, shape)
+    assert_outputs(case, shape, inputs, args)
+
+
+def test_every_shape_and_dtype_is_covered():
+    shapes = {s for c in shape_cases.SHAPE_CASES for s in c.shapes}
+    for wanted in ((1, 16), (16, 1), (8, 32), (32, 32), (64, 64), (128, 32)):
+        assert wanted in shapes
+    assert len(shape_cases.params()) > 150
