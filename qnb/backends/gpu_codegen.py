@@ -571,6 +571,8 @@ class GpuRenderer:
         elementwise: scalar operands (once, not per slot) and operands that exchange
         elements (into private arrays); the loop then reads them from ``_pre``."""
         for child in ir.children(node):
+            if id(child) in self._pre:
+                continue
             if isinstance(child, ir.ArrayView):
                 if child.batch is not None:
                     self.prepare_scalar(child.batch)
@@ -720,6 +722,13 @@ class GpuRenderer:
         if self.probe:  # the stored value is recorded first, as a whole
             array = self.materialize(stmt.value)
             self.probe_step(typ, array)
+            self._pre[id(stmt.value)] = f"{array}[q_s]"
+        dtype = view.type.dtype
+        if id(stmt.value) not in self._pre and any(
+            isinstance(n, _LOADS) and n.view.type.dtype is dtype for n in ir.walk(stmt.value)
+        ):
+            # read all of it before any thread writes (the store may overwrite what it reads)
+            array = self.materialize(stmt.value)
             self._pre[id(stmt.value)] = f"{array}[q_s]"
         self.prepare(stmt)
         before, after = self.store_barriers[id(stmt)]

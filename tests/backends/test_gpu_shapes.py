@@ -69,6 +69,14 @@ def test_wgpu_layout_matches_numpy(case, threads):
         _close(got[name], want, case.rtol, f"{case.name} {name}")
 
 
+@pytest.mark.parametrize(("case", "threads"), PARAMS)
+def test_cuda_layout_matches_numpy(case, threads):
+    require_backend("cuda")  # a real GPU (scripts/gpu_check.sh)
+    got = _run("cuda", case, threads)
+    for name, want in case.expect(case.inputs).items():
+        _close(got[name], want, case.rtol, f"{case.name} {name}")
+
+
 HOST_PARAMS = [p for p in PARAMS if any(tag in p.values[0].name for tag in HOST_TAGS)]
 
 
