@@ -32,6 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+import qnb  # noqa: E402  (the kernels' annotations are read from this module's globals)
+from qnb import Tile  # noqa: E402
+
 
 def _best(fn, repeat=5, warmup=1):
     for _ in range(warmup):
@@ -56,9 +59,6 @@ def _table(title, header, rows):
 
 
 def shaped_kernels(threads=None):
-    import qnb
-    from qnb import Tile
-
     @qnb.kernel(threads=threads)
     def matmul(a, b, c, BM: qnb.Template, BN: qnb.Template, BK: qnb.Template):
         i, j = qnb.program_id(0), qnb.program_id(1)
@@ -165,7 +165,6 @@ def main() -> None:
     parser.add_argument("--skip-old", action="store_true")
     parser.add_argument("--cuda", action="store_true")
     options = parser.parse_args()
-    import qnb
 
     backends = ["wgpu"] + (["cuda"] if options.cuda else [])
     rng = np.random.default_rng(0)
