@@ -78,10 +78,14 @@ def shaped_kernels(threads=None):
 
 
 OLD_KERNELS = r"""
-import json, statistics, sys, time
+import json, os, statistics, sys, time
 import numpy as np
 import qnb
 from qnb import Tile16
+
+# QNB_BENCH_THREADS: the threads= option (this tree only: the baseline has no option)
+_T = os.environ.get("QNB_BENCH_THREADS")
+OPTIONS = {"threads": int(_T)} if _T else {}
 
 @qnb.kernel
 def scale_add(x, y, out):
