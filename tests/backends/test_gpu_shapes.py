@@ -139,12 +139,13 @@ def test_thread_count_follows_the_shapes_and_the_option():
         return choose_threads(SHAPES.transpose(shape, D.f32)[0])
 
     assert threads_for((4, 8)) == 32  # at least a warp
-    assert threads_for((16, 16)) == 64
+    assert threads_for((16, 16)) == 256 and threads_for((8, 8)) == 64
     assert threads_for((64, 64)) == 256 and threads_for((128, 32)) == 256
     kernel = SHAPES.transpose((16, 16), D.f32)[0]
     wgsl = registry.get("wgpu").render(kernel, Options(threads=16))
     assert "@workgroup_size(16)" in wgsl
     assert "__launch_bounds__(128)" in registry.get("cuda").render(kernel, Options(threads=128))
+    assert "q_s < 4;" in registry.get("cuda").render(kernel, Options(threads=64))  # 4 slots
 
 
 @pytest.mark.parametrize("backend_name", ["wgpu", "cuda"])
