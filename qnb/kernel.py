@@ -275,6 +275,10 @@ class _Resolved:
                 and getattr(value, "__name__", None) != chain[0]
             ):  # a plain name bound to an intrinsic (OP = max): the key says which one
                 form = ["intrinsic", intrinsic_name(value)]
+            elif kind[0] == "intrinsic" and _names_another_shape(chain, value, roots):
+                # T.load with T = qnb.Tile[8, 32]: rebinding T to another shape must
+                # change the key (the tag names the shape: "Tile[8, 32].load")
+                form = ["intrinsic", intrinsic_name(value)]
             elif kind[0] == "callable":
                 self.visit(value._qnb_parsed, value._qnb_captures, False)
             elif kind[0] == "namespace" and not _is_qnb_module(value):
@@ -959,6 +963,14 @@ def _backend_components(backend) -> tuple[dict, dict]:
     if found is None:
         found = _COMPONENTS_CACHE[backend.name] = backend.key_components()
     return found
+
+
+def _names_another_shape(chain, value, roots) -> bool:
+    """Whether ``chain`` reaches a tile/vec type or constructor under a name other than
+    its own (``T.load`` for ``Tile[8, 32].load``; not ``Tile16.load`` or ``qnb.Tile32``)."""
+    if getattr(value, "_qnb_kind", None) is None or _is_qnb_module(roots.get(chain[0])):
+        return False
+    return intrinsic_name(value) != ".".join(chain)
 
 
 def _is_qnb_module(value) -> bool:

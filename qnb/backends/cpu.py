@@ -96,8 +96,10 @@ class CpuBackend(Backend):
 
             return launch_prepared
 
+        chunk = chunk_programs(kernel)
+
         def launch(grid, args):
-            run(kernel, grid, args, stored)
+            run(kernel, grid, args, stored, chunk)
 
         return launch
 
@@ -105,11 +107,12 @@ class CpuBackend(Backend):
         return CpuArray(np.asarray(array))
 
 
-def run(kernel: ir.KernelIR, grid, args, stored=None) -> None:
-    """Execute ``kernel`` over ``grid`` with ``args`` (in ``kernel.params`` order)."""
+def run(kernel: ir.KernelIR, grid, args, stored=None, chunk=None) -> None:
+    """Execute ``kernel`` over ``grid`` with ``args`` (in ``kernel.params`` order),
+    ``chunk`` programs at a time (default: :func:`chunk_programs`)."""
     arrays, scalars = _bind(kernel, args, stored)
     total = grid[0] * grid[1] * grid[2]
-    chunk = chunk_programs(kernel)
+    chunk = chunk or chunk_programs(kernel)
     for start in range(0, total, chunk):
         count = min(chunk, total - start)
         _Executor(kernel, grid, arrays, scalars, start, count).run()

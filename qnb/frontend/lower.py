@@ -771,7 +771,7 @@ class _Lowerer:
             raise self.error(QnbSyntaxError, "t[:] = ... needs a tile variable on the left", target)
         current = self.lower_expr(target.value)
         if not (isinstance(current, ir.Expr) and current.type.kind == "tile"):
-            raise self.error(QnbTypeError, "t[:] = ... needs a Tile16 on the left", target)
+            raise self.error(QnbTypeError, "t[:] = ... needs a tile on the left", target)
         if isinstance(value_node, ast.Subscript):
             view = self.lower_expr(value_node.value)
             if isinstance(view, ir.ArrayView):
@@ -1356,7 +1356,7 @@ class _Lowerer:
             if before_body or before_else:
                 raise self.error(
                     QnbTypeError,
-                    "a conditional expression with a Tile16/Vec16 condition computes both "
+                    "a conditional expression with a tile or vec condition computes both "
                     "sides, so a side cannot call a @qnb.func that stores; use an if statement",
                     node,
                 )

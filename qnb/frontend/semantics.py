@@ -821,7 +821,7 @@ def _static_misplaced(lower, node, target, args, kwargs):
 SUPPORTED_CALLS = (
     "qnb.exp, exp2, log, log2, sqrt, sin, cos, tanh, floor, ceil, abs, maximum, minimum, "
     "where, outer and mma (or their math/NumPy "
-    "twins), Tile16/Vec16 constructors, dtype conversions such as qnb.f32(x), @qnb.func "
+    "twins), Tile[M, N]/Vec[N] constructors, qnb.arange, dtype conversions such as qnb.f32(x), @qnb.func "
     "helpers, and range, min, max, abs, float, int, bool, len"
 )
 
@@ -907,7 +907,7 @@ def _assign_in_place(lower, target_name: ast.Name, value, node):
 def _m_load_(lower, node, method, args, kwargs):
     tile = method.receiver
     if tile.type.kind != "tile":
-        raise lower.error(QnbTypeError, "load_ is a Tile16 method", node)
+        raise lower.error(QnbTypeError, f"load_ is a tile method, not one of a {tile.type}", node)
     arr, r0, r1, c0, c1 = _args(lower, node, "load_", args, kwargs, ["arr", "r0", "r1", "c0", "c1"])
     view = _array_arg(lower, arr, node)
     bounds = [lower.to_index(b, node, "window bound") for b in (r0, r1, c0, c1)]

@@ -415,3 +415,57 @@ def test_debug_mode_checks_the_fixed_index_of_a_line_as_cpu_does():
     assert "row index out of range for 'y'" in messages
     with qnb.backend("cpu"), pytest.raises(qnb.QnbIndexError, match="column index out of range"):
         line_windows(x, x.copy(), 16)
+
+
+@qnb.func
+def bump(t, v):
+    t += v[None, :]  # in place: the caller's tile
+    return t.sum(axis=0)
+
+
+@qnb.kernel
+def lists_funcs_branches(x, out, sums, flag: qnb.i32):
+    accs = [Tile[8, 32](qnb.f64) for k in qnb.static(range(2))]
+    for k in qnb.static(range(2)):
+        accs[k] = accs[k] + Tile[8, 32].load(x, 0, 0).astype(qnb.f64) * (k + 1)
+    t = accs[0] + accs[1]
+    if flag > 0:
+        t = t * 2
+    else:
+        t = t - Vec[32].ones(qnb.f64)
+    s = bump(t, Vec[32].full(0.5, qnb.f64))
+    t.store(out, 0, 0)
+    sums[0:32] = s
+
+
+@pytest.mark.parametrize("flag", [1, 0])
+def test_shaped_tiles_in_lists_funcs_and_runtime_branches(flag):
+    x = np.random.default_rng(9).uniform(1, 2, (8, 32)).astype(np.float32)
+    out = np.full((8, 32), np.nan, np.float64)
+    sums = np.full(32, np.nan, np.float64)
+    with qnb.backend("cpu"):
+        lists_funcs_branches(x, out, sums, flag)
+    t = x.astype(np.float64) * 3
+    t = t * 2 if flag else t - 1
+    t = t + 0.5
+    np.testing.assert_allclose(out, t, rtol=1e-12)
+    np.testing.assert_allclose(sums, t.sum(axis=0), rtol=1e-12)
+
+
+def test_a_captured_tile_type_enters_the_key():
+    scope, _ = define(
+        """
+        T = qnb.Tile[8, 32]
+        @qnb.kernel
+        def k(x, out):
+            T.load(x, 0, 0).store(out, 0, 0)
+        """
+    )
+    x = np.random.default_rng(8).uniform(1, 2, (16, 32)).astype(np.float32)
+    with qnb.backend("cpu"):
+        for rows in (8, 16, 8):
+            scope["T"] = Tile[rows, 32]
+            out = np.zeros((16, 32), np.float32)
+            scope["k"](x, out)
+            np.testing.assert_array_equal(out[:rows], x[:rows])
+            np.testing.assert_array_equal(out[rows:], 0)
