@@ -594,7 +594,14 @@ class Kernel(QnbFunction):
 
 
 @public
-def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_math: bool = False):
+def kernel(
+    fn=None,
+    *,
+    backend: str | None = None,
+    debug: bool = False,
+    fast_math: bool = False,
+    threads: int | None = None,
+):
     """Decorate a tile kernel: ``@qnb.kernel`` or ``@qnb.kernel(backend="wgpu", debug=True)``.
 
     Decoration parses the function (an unsupported construct raises ``QnbSyntaxError``
@@ -610,8 +617,10 @@ def kernel(fn=None, *, backend: str | None = None, debug: bool = False, fast_mat
 
     ``backend``: this kernel's backend, whatever ``qnb.set_backend`` says. ``debug``: the
     cpu backend's bounds checks on the GPU backends too. ``fast_math``: let NVRTC trade
-    IEEE accuracy for speed (``--use_fast_math``; cuda only)."""
-    options = Options(debug=debug, fast_math=fast_math)
+    IEEE accuracy for speed (``--use_fast_math``; cuda only). ``threads``: the threads of
+    one program on the GPU backends (a power of two up to 256; by default chosen from the
+    kernel's tile shapes), for tuning."""
+    options = Options(debug=debug, fast_math=fast_math, threads=threads)
 
     @public
     def wrap(f):

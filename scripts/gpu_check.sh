@@ -7,7 +7,9 @@
 #      NVRTC compile tests,
 #   3. benchmarks/bench_cuda.py (f16 matmul vs cuBLAS and beside the warp-layout probes,
 #      batched Cholesky vs cupy, launch overhead, a kernel without tiles in both layouts,
-#      warm vs cold start),
+#      warm vs cold start), and benchmarks/bench_layouts.py --cuda (tiles of any shape:
+#      matmul 512^3 with 16x16 vs 64x64 blocks and thread counts, row softmax 65536x128),
+#   (the shape tests test_gpu_shapes.py and test_shapes_cpu.py run on cuda in step 2),
 # then prints a short table. Full logs go to $OUT (or ./gpu_check_out) when set.
 #
 # Prepare on a machine with pip access, in the repo root (downloads ~5 MB):
@@ -79,12 +81,18 @@ timeout 330 $PY -m pytest -q -p no:cacheprovider $XDIST -k "cuda and not cuda-ho
     tests/backends/test_memory_order.py tests/backends/test_float_specials.py \
     tests/backends/test_edge_cases.py tests/backends/test_cuda_compile.py \
     tests/backends/test_bitwise_math.py tests/backends/test_bf16.py \
-    tests/backends/test_padded_loads.py tests/test_compare.py 2>&1 | tee "$OUT_DIR/pytest.log" | tail -40
+    tests/backends/test_padded_loads.py tests/test_compare.py \
+    tests/backends/test_gpu_shapes.py tests/backends/test_shapes_cpu.py 2>&1 | tee "$OUT_DIR/pytest.log" | tail -40
 TEST_STATUS=${PIPESTATUS[0]}
 
 step "benchmarks/bench_cuda.py"
 timeout 200 $PY benchmarks/bench_cuda.py 2>&1 | tee "$OUT_DIR/bench.log"
 BENCH_STATUS=${PIPESTATUS[0]}
+
+step "benchmarks/bench_layouts.py (tiles of any shape; cuda beside wgpu where it runs)"
+timeout 200 $PY benchmarks/bench_layouts.py --cuda --skip-old 2>&1 | tee "$OUT_DIR/bench_layouts.log"
+LAYOUT_STATUS=${PIPESTATUS[0]}
+BENCH_STATUS=$(( BENCH_STATUS != 0 || LAYOUT_STATUS != 0 ))
 
 step "summary"
 printf '  %-28s %s\n' "tests (exit $TEST_STATUS)" "$(grep -E '[0-9]+ (passed|failed)' "$OUT_DIR/pytest.log" | tail -1)"

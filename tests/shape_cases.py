@@ -6,7 +6,7 @@ per shape. ``ShapeCase.make(rng, dtype, shape)`` returns the grid and the argume
 output poisoned: NaN, or a sentinel for integers); ``ShapeCase.expect(args, shape)``
 returns the expected contents of each output argument by index. The cpu tests run every
 case (``tests/backends/test_shapes_cpu.py``); the GPU backends run the same cases once
-their layouts hold these shapes (``GPU_REASON`` says why they are skipped until then).
+at the shapes ``test_shapes_cpu.GPU_SHAPES``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from tests.suite import F16, F32, F64, I32, poison, rand
 # square, large, tall.
 SHAPES = ((1, 16), (16, 1), (8, 32), (32, 32), (64, 64), (128, 32))
 SQUARES = ((1, 1), (4, 4), (16, 16), (32, 32), (64, 64))
-GPU_REASON = "GPU layouts land in h15g"
 
 
 @dataclass

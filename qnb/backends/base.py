@@ -70,9 +70,14 @@ class Options:
     # A probe build (``qnb.compare``): one chosen program records the value of each step
     # into a hidden buffer (qnb/backends/probe.py). Its own artifact, never the normal one.
     probe: bool = False
+    # Threads per program on the GPU backends (a power of two up to 256); None: chosen
+    # from the kernel's tile shapes (see gpu_codegen.choose_threads).
+    threads: int | None = None
 
     def as_component(self) -> dict:
         component = {"debug": self.debug, "fast_math": self.fast_math}
+        if self.threads is not None:  # (absent otherwise, as probe)
+            component["threads"] = self.threads
         if self.probe:  # (absent otherwise: the keys of normal builds stay as they were)
             component["probe"] = True
         return component

@@ -220,33 +220,28 @@ _PRELUDE_BF16 = "\n".join(
     ]
 )
 
-# acc-free 16x16x16 product of f16 tiles on the tensor cores; float result. One warp runs
-# the WMMA from shared memory while the block waits. No barrier is needed after reading
-# mma_c: the next call writes mma_a/mma_b, which warp 0 finished reading before the second
-# barrier, and writes mma_c only after its own first barrier, which every thread reaches
-# after reading mma_c.
+# C = A @ B for f16 A (M x K) and B (K x N) in shared memory, M, N, K multiples of 16, on
+# the tensor cores (WMMA 16x16x16, half -> float): warp w computes the 16x16 blocks of C
+# w, w + warps, ..., each over K in order, and stores it to shared C. The caller puts a
+# barrier before (A and B written) and after (C read).
 _PRELUDE_WMMA = r"""
 namespace qnb {
-__shared__ __align__(128) __half mma_a[256];
-__shared__ __align__(128) __half mma_b[256];
-__shared__ __align__(128) float mma_c[256];
-__device__ float matmul_f16(__half a, __half b) {
+__device__ void matmul_f16(const __half* a, const __half* b, float* c, int m, int n, int k) {
   using namespace nvcuda;
-  mma_a[threadIdx.x] = a;
-  mma_b[threadIdx.x] = b;
-  __syncthreads();
-  if (threadIdx.x < 32) {
+  const int warp = (int)(threadIdx.x / 32u), warps = (int)(blockDim.x / 32u);
+  for (int t = warp; t < (m / 16) * (n / 16); t += warps) {
+    const int mt = t / (n / 16), nt = t % (n / 16);
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
     wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
     wmma::fill_fragment(fc, 0.0f);
-    wmma::load_matrix_sync(fa, mma_a, 16);
-    wmma::load_matrix_sync(fb, mma_b, 16);
-    wmma::mma_sync(fc, fa, fb, fc);
-    wmma::store_matrix_sync(mma_c, fc, 16, wmma::mem_row_major);
+    for (int kt = 0; kt < k; kt += 16) {
+      wmma::load_matrix_sync(fa, a + mt * 16 * k + kt, k);
+      wmma::load_matrix_sync(fb, b + kt * n + nt * 16, n);
+      wmma::mma_sync(fc, fa, fb, fc);
+    }
+    wmma::store_matrix_sync(c + mt * 16 * n + nt * 16, fc, n, wmma::mem_row_major);
   }
-  __syncthreads();
-  return mma_c[threadIdx.x];
 }
 }  // namespace qnb
 """
@@ -293,9 +288,10 @@ class CudaRenderer(GpuRenderer):
     barrier = "__syncthreads();"
     storage_barrier = "__syncthreads();"  # also orders global memory within the block
     solo_programs = 128
+    shared_limit = 48 * 1024  # static __shared__ memory per block
 
     def __init__(self, options: Options = Options()):
-        self.options = options
+        super().__init__(options)
 
     # ---- literals and conversions
 
@@ -362,7 +358,10 @@ class CudaRenderer(GpuRenderer):
 
     def declare_scratch(self, name: str, dtype: DType, size: int) -> str:
         extent = f"[{size}]" if size else ""
-        return f"__shared__ {self.type_name(dtype)} {name}{extent};"
+        return f"__shared__ __align__(32) {self.type_name(dtype)} {name}{extent};"
+
+    def declare_array(self, name: str, dtype: DType, count: int) -> str:
+        return f"{self.type_name(dtype)} {name}[{count}] = {{}};"
 
     def function_open(self, name: str, params: list[tuple[str, DType]], result: DType) -> str:
         args = ", ".join(f"{self.type_name(d)} {n}" for n, d in params)
@@ -399,6 +398,9 @@ class CudaRenderer(GpuRenderer):
 
     def counted_loop(self, name: str, start, stop) -> str:
         return f"for (int {name} = {start}; {name} < {stop}; ++{name}) {{"
+
+    def strided_loop(self, name: str, start: str, stop, step: int) -> str:
+        return f"for (int {name} = {start}; {name} < {stop}; {name} += {step}) {{"
 
     # ---- CUDA's own ops
 
@@ -443,17 +445,27 @@ class CudaRenderer(GpuRenderer):
             return f"qnb::{_WRAPPING[op]}({a}, {b})"
         return super().arith(op, a, b, dtype)
 
-    def expr_Matmul(self, node: ir.Matmul) -> str:
+    def tile_Matmul(self, node: ir.Matmul) -> str:
+        """f16/bf16 ``@`` with M, N, K multiples of 16 on the tensor cores (``matmul_f16``
+        in the prelude), through shared memory; other products take the walker's path."""
         dtype = node.a.type.dtype
-        if dtype not in (f16, bf16):
-            return super().expr_Matmul(node)
+        (m, k), n = node.a.type.shape, node.b.type.shape[1]
+        fits = (m * k + k * n) * 2 + m * n * 4 <= self.shared_limit // 2
+        if dtype not in (f16, bf16) or m % 16 or n % 16 or k % 16 or self.threads < 32 or not fits:
+            return super().tile_Matmul(node)
         self.uses_wmma = True
         self.wmma_types.add(dtype)
-        a, b = self.expr(node.a), self.expr(node.b)
-        product = self.let(f32, f"qnb::matmul_{dtype.name}({a}, {b})")
-        if node.acc is None:
-            return product
-        return self.let(f32, f"({self.expr(node.acc)} + {product})")
+        a, b = self.materialize(node.a), self.materialize(node.b)
+        acc = None if node.acc is None else self.materialize(node.acc)
+        sa = self.to_shared(a, node.a.type, index=0)
+        sb = self.to_shared(b, node.b.type, index=1)
+        sc = self.scratch(f32, 2, m * n)
+        self.emit(self.barrier)
+        self.emit(f"qnb::matmul_{dtype.name}({sa}, {sb}, {sc}, {m}, {n}, {k});")
+        self.emit(self.barrier)
+        if acc is None:
+            return self.fill(node.type, lambda: f"{sc}[q_e]")
+        return self.fill(node.type, lambda: f"({acc}[q_s] + {sc}[q_e])")
 
     # ---- the file around the body
 
@@ -466,8 +478,9 @@ class CudaRenderer(GpuRenderer):
             )
         else:
             lines += [
-                "// One program = one block of 256 threads; thread (q_ti, q_tj) holds",
-                "// element [q_ti, q_tj] of every tile and [q_ti] of every vec.",
+                f"// One program = one block of {layout.threads} threads; flat element e of a",
+                f"// tile or vec is held by thread e % {layout.threads} in slot e / {layout.threads}",
+                "// of a private array (a value smaller than the block: replicated).",
             ]
         if uses_f16:
             lines.append("#include <cuda_fp16.h>")
@@ -483,12 +496,8 @@ class CudaRenderer(GpuRenderer):
         if f16 in self.wmma_types:
             lines += _PRELUDE_WMMA.strip("\n").splitlines()
         if bf16 in self.wmma_types:  # the same product on bf16 fragments (sm_80 and later)
-            bf16_product = (
-                _PRELUDE_WMMA.replace("__half", "__nv_bfloat16")
-                .replace("matmul_f16", "matmul_bf16")
-                .replace("mma_a", "mma_a_bf16")
-                .replace("mma_b", "mma_b_bf16")
-                .replace("mma_c", "mma_c_bf16")
+            bf16_product = _PRELUDE_WMMA.replace("__half", "__nv_bfloat16").replace(
+                "matmul_f16", "matmul_bf16"
             )
             lines += bf16_product.strip("\n").splitlines()
         return lines
@@ -533,7 +542,7 @@ class CudaRenderer(GpuRenderer):
         return [
             head,
             "  const unsigned int q_lid = threadIdx.x;",
-            "  const int q_ti = (int)(q_lid >> 4), q_tj = (int)(q_lid & 15u);",
+            "  const int q_t = (int)q_lid;",
             "  // The block's program: its place in the grid, or, where the grid was launched",
             "  // folded onto x (past 65535 programs on y or z), its place in that order.",
             "  int q_pid_x = (int)blockIdx.x, q_pid_y = (int)blockIdx.y, q_pid_z = (int)blockIdx.z;",

@@ -5,21 +5,28 @@ spellings* (type names, operator templates, math functions, the barrier) and
 overrides a few hooks where the languages differ in shape rather than in words
 (declarations, bindings, the entry point, the uniform broadcast).
 
-Program model (see docs/ARCHITECTURE.md): one program is one workgroup/block of
-256 threads, except in a kernel that holds no tile or vec ("solo" below). Thread ``(ti, tj) = (local_index // 16, local_index % 16)`` holds
-element ``[ti, tj]`` of every tile and element ``[ti]`` of every vec (replicated
-over ``tj``) in a private variable; scalars are held, equal, by every thread.
-Elementwise ops need no exchange. Ops that need other threads' elements go
-through a 256-element scratch array in workgroup/shared memory between barriers;
+Program model (see docs/ARCHITECTURE.md): one program is one workgroup/block of P
+threads (``Layout.threads``: :func:`choose_threads` picks a power of two from the tile
+shapes, or the ``threads=`` option sets it), except in a kernel that holds no tile or vec
+("solo" below). A tile or vec of S elements is held in *fragments*: flat (row-major)
+element ``e`` by thread ``e % P`` in slot ``e // P`` of a private array of
+``max(1, S // P)`` slots; a value smaller than the program is replicated (thread ``t``
+holds element ``t % S``; only threads ``t < S`` write it to memory or scratch). Scalars
+are held, equal, by every thread. A statement's elementwise tree is rendered as one loop
+over the slots (``q_s`` the slot, ``q_e`` the flat index); its scalar operands, and its
+operands that exchange elements, are evaluated before the loop (:meth:`prepare`). Ops
+that need other threads' elements write the operand to a scratch array in
+workgroup/shared memory between barriers (``tile_*`` methods; ``@`` in chunks of K);
 scalars read from memory or from tiles are written by one thread to a
 broadcast slot and read back with :meth:`GpuRenderer.uniform_load`, so every
 scalar a branch or loop tests is provably uniform (WGSL's uniformity analysis
-then accepts the barriers inside).
+then accepts the barriers inside). A tile or vec past :data:`MAX_ELEMENTS`, or scratch
+past the target's ``shared_limit``, is a BackendError at compile time.
 
 A kernel whose every value is a scalar has nothing for 256 threads to share: it
 is rendered *solo*, one thread per program and ``solo_programs`` programs per
 workgroup/block (``Layout.programs_per_group``), with no barriers, no broadcast
-and no ``q_lid``/``q_ti``/``q_tj``; a thread past the grid's last program returns.
+and no ``q_lid``/``q_t``; a thread past the grid's last program returns.
 
 Memory ordering: scalar array reads and writes are done by thread 0 only (so a
 scalar read sees the program's own earlier scalar write). A program's accesses to
@@ -44,11 +51,58 @@ from typing import ClassVar
 
 from qnb import ir
 from qnb.backends import probe
+from qnb.backends.base import Options
 from qnb.dtypes import DType, bf16, bool_, f16, f32, f64, i32
 from qnb.errors import BackendError
 
-THREADS = ir.TILE * ir.TILE
+THREADS = ir.TILE * ir.TILE  # the old layout's program (still the Layout's default)
+MAX_THREADS = 256  # threads per program: WebGPU's default maxComputeInvocationsPerWorkgroup
+MAX_ELEMENTS = 4096  # the largest tile or vec a GPU program holds
 _ARITH = {"add": "+", "sub": "-", "mul": "*"}
+_BYTES = {f16: 2, bf16: 2, f32: 4, i32: 4, bool_: 4, f64: 8}
+
+
+def _as_2d(shape: tuple[int, ...]) -> tuple[int, int]:
+    """A vec's shape as the 1 x N tile NumPy's broadcasting treats it as."""
+    return (1, shape[0]) if len(shape) == 1 else (shape[0], shape[1])
+
+
+def _value_types(kernel: ir.KernelIR):
+    """Every tile and vec type of the kernel (locals, then each node's)."""
+    for typ in kernel.locals.values():
+        if typ.kind in ("tile", "vec"):
+            yield typ, None
+    for node in ir.walk_body(kernel.body):
+        typ = getattr(node, "type", None)
+        if isinstance(typ, ir.Type) and typ.kind in ("tile", "vec"):
+            yield typ, getattr(node, "loc", None)
+
+
+def choose_threads(kernel: ir.KernelIR, requested: int | None = None, language: str = "gpu") -> int:
+    """The threads of one program: ``requested`` (the ``threads=`` kernel option) if given,
+    else the size of the largest tile or vec, between 32 (a warp) and 256: one slot per
+    thread up to 256 elements (on lavapipe a 16x16 kernel ran 1.2-1.9x faster with 256
+    threads of one slot than with 64 of four: benchmarks/bench_layouts.py). Raises
+    BackendError for a value larger than :data:`MAX_ELEMENTS` or a bad ``requested``."""
+    largest = 1
+    for typ, loc in _value_types(kernel):
+        if typ.size > MAX_ELEMENTS:
+            exc = BackendError(
+                f"{language} holds tiles and vecs of at most {MAX_ELEMENTS} elements per "
+                f"program; this kernel uses {typ.shape_name}[{typ.dtype.name}] "
+                f"({typ.size} elements): use smaller blocks, or the cpu backend"
+            )
+            exc.ir_loc = loc
+            raise exc
+        largest = max(largest, typ.size)
+    if requested is not None:
+        if not ir.valid_side(requested) or requested > MAX_THREADS:
+            raise BackendError(
+                f"threads={requested!r}: a program's threads must be a power of two "
+                f"from 1 to {MAX_THREADS}"
+            )
+        return requested
+    return min(MAX_THREADS, max(32, largest))
 
 
 @dataclass
@@ -70,6 +124,7 @@ class Layout:
     grid_slot: int = -1  # first of 3 words holding the launch grid, where the target needs it
     programs_per_group: int = 1  # programs one workgroup/block runs (more than 1: solo)
     threads: int = THREADS  # threads (invocations) per workgroup/block
+    shared_bytes: int = 0  # workgroup/shared memory the program declares
 
     def as_json(self) -> dict:
         return {
@@ -82,6 +137,7 @@ class Layout:
             "grid_slot": self.grid_slot,
             "programs_per_group": self.programs_per_group,
             "threads": self.threads,
+            "shared_bytes": self.shared_bytes,
         }
 
 
@@ -98,6 +154,20 @@ class Rendered:
 
 _LOADS = (ir.ArrayLoad, ir.LoadWindow, ir.VecLoad)
 _STORES = (ir.ArrayStore, ir.StoreWindow, ir.VecStore)
+# Tile/vec ops whose element e needs only element e of their operands (and scalars):
+# rendered inside one slot loop. Every other tile/vec op exchanges elements (``tile_*``).
+_ELEMENTWISE = (
+    ir.Var,
+    ir.Unary,
+    ir.Binary,
+    ir.Select,
+    ir.Cast,
+    ir.TileFill,
+    ir.LoadWindow,
+    ir.VecLoad,
+    ir.TileSet,
+    ir.Reshape,
+)
 
 
 def _post_order(node):
@@ -182,6 +252,12 @@ class GpuRenderer:
     storage_barrier = "storageBarrier();"
     indent_unit = "  "
     solo_programs = 64  # programs per workgroup/block for a kernel that holds no tile
+    shared_limit = 16384  # workgroup/shared bytes one program may declare
+    staging_bytes = 8192  # scratch bytes for the two panels of one matmul chunk
+
+    def __init__(self, options: Options | None = None):
+        self.options = options or Options()
+        self.requested_threads = self.options.threads
 
     # ------------------------------------------------------------------ hooks a target overrides
 
@@ -206,6 +282,10 @@ class GpuRenderer:
         raise NotImplementedError
 
     def declare_scratch(self, name: str, dtype: DType, size: int) -> str:
+        raise NotImplementedError
+
+    def declare_array(self, name: str, dtype: DType, count: int) -> str:
+        """A private array of ``count`` elements (a thread's slots of a tile or vec)."""
         raise NotImplementedError
 
     def scratch_dtype(self, dtype: DType) -> DType:
@@ -259,7 +339,8 @@ class GpuRenderer:
         raise NotImplementedError
 
     def entry_open(self, kernel: ir.KernelIR, layout: Layout) -> list[str]:
-        """The entry point's signature; must define u32 ``q_lid`` and i32 ``q_ti``/``q_tj``."""
+        """The entry point's signature; must define the thread index as u32 ``q_lid`` and
+        as i32 ``q_t``."""
         raise NotImplementedError
 
     def entry_close(self) -> list[str]:
@@ -277,6 +358,9 @@ class GpuRenderer:
         self._names: dict[str, str] = {}
         self._taken: set[str] = set()
         self._scratch: dict[str, DType] = {}
+        self._scratch_size: dict[str, int] = {}
+        self._pre: dict[int, str] = {}  # prepared operands of the open slot loop, by id
+        self._in_slots = False
         self._helpers: dict[str, list[str]] = {}
         self._check_dtypes(kernel)
         self.loaded, self.stored = ir.array_uses(kernel)
@@ -289,6 +373,9 @@ class GpuRenderer:
         self.layout = self._layout(kernel)
         if self.solo:
             self.layout.programs_per_group = self.layout.threads = self.solo_programs
+        else:
+            self.layout.threads = choose_threads(kernel, self.requested_threads, self.language)
+        self.threads = self.layout.threads
         self.uses_f16 = (
             any(d is f16 for node in ir.walk_body(kernel.body) for d in _node_dtypes(node))
             or any(p.type.dtype is f16 for p in kernel.params)
@@ -298,7 +385,10 @@ class GpuRenderer:
         # The body first (it decides which scratch arrays and helpers exist).
         self._depth = 1
         for name, typ in kernel.locals.items():
-            self.emit(self.declare_var(self.local(name), typ.dtype))
+            if typ.kind in ("tile", "vec"):
+                self.emit(self.declare_array(self.local(name), typ.dtype, self.slots(typ)))
+            else:
+                self.emit(self.declare_var(self.local(name), typ.dtype))
         for param in kernel.scalars:  # a scalar parameter the body reassigns is a local too
             if param.name in kernel.locals:
                 self.emit(f"{self.local(param.name)} = {self.param_value(param)};")
@@ -310,8 +400,18 @@ class GpuRenderer:
         self._lines, self._locs, self._depth = [], [], 0
         for line in self.prelude(kernel, self.layout, self.uses_f16):
             self.emit(line)
+        shared = 0
         for name, dtype in self._scratch.items():
-            self.emit(self.declare_scratch(name, dtype, THREADS if name.startswith("qs_") else 0))
+            size = self._scratch_size.get(name, 0)
+            shared += _BYTES[dtype] * max(size, 1)
+            self.emit(self.declare_scratch(name, dtype, size))
+        self.layout.shared_bytes = shared
+        if shared > self.shared_limit:
+            raise BackendError(
+                f"kernel {kernel.name!r} needs {shared} bytes of workgroup/shared memory per "
+                f"program for its exchanges, past {self.language}'s limit of "
+                f"{self.shared_limit}: use smaller tiles, or the cpu backend"
+            )
         for lines in self._helpers.values():
             for line in lines:
                 self._lines.append(line)
@@ -426,10 +526,104 @@ class GpuRenderer:
         self._depth -= 1
         self.emit(footer)
 
-    def scratch(self, dtype: DType, index: int = 0) -> str:
+    def scratch(self, dtype: DType, index: int = 0, size: int = THREADS) -> str:
+        """Scratch array ``index`` of ``dtype`` (declared with the largest size asked)."""
         name = f"qs_{dtype.name}_{index}"
         self._scratch[name] = dtype
+        self._scratch_size[name] = max(self._scratch_size.get(name, 0), size)
         return name
+
+    # ------------------------------------------------------------------ the layout
+
+    # A tile or vec of S elements is held by the program's P threads: flat (row-major)
+    # element e by thread e % P in slot e // P of a private array of max(1, S // P)
+    # slots; a value smaller than the program (S < P) is replicated, thread t holding
+    # element t % S. Shapes and P are powers of two, so the slots divide evenly.
+
+    def slots(self, typ: ir.Type) -> int:
+        return max(1, typ.size // self.threads)
+
+    def replicated(self, typ: ir.Type) -> bool:
+        return typ.size < self.threads
+
+    def slot_loop(self, typ: ir.Type) -> None:
+        """Open the loop over this thread's slots of a value of ``typ``: ``q_s`` the slot,
+        ``q_e`` its element's flat index. :meth:`close` ends it."""
+        slots = self.slots(typ)
+        saved, self._loc = self._loc, None  # (a compiler error names the op's own line)
+        if slots == 1:
+            self.open("{")
+            self.emit(self.declare_let("q_s", i32, self.literal(0, i32)))
+        else:
+            self.open(self.counted_loop("q_s", 0, slots))
+        if self.replicated(typ):
+            flat = f"q_t % {typ.size}"
+        else:
+            flat = "q_t" if slots == 1 else f"q_s * {self.threads} + q_t"
+        self.emit(self.declare_let("q_e", i32, flat))
+        self._loc = saved
+
+    def new_array(self, typ: ir.Type) -> str:
+        name = self.temp()
+        self.emit(self.declare_array(name, typ.dtype, self.slots(typ)))
+        return name
+
+    def prepare(self, node) -> None:
+        """Evaluate, before a slot loop over ``node``, what its elements need that is not
+        elementwise: scalar operands (once, not per slot) and operands that exchange
+        elements (into private arrays); the loop then reads them from ``_pre``."""
+        for child in ir.children(node):
+            if id(child) in self._pre:
+                continue
+            if isinstance(child, ir.ArrayView):
+                if child.batch is not None:
+                    self.prepare_scalar(child.batch)
+                continue
+            if child.type.kind == "scalar":
+                self.prepare_scalar(child)
+            elif isinstance(child, _ELEMENTWISE) and not (
+                isinstance(child, ir.Var) and child.name not in self.kernel.locals
+            ):
+                self.prepare(child)
+            elif isinstance(child, ir.Broadcast) and self.free_broadcast(child):
+                self._pre[id(child)] = f"{self.materialize(child.operand)}[0]"
+            else:
+                self._pre[id(child)] = f"{self.materialize(child)}[q_s]"
+
+    def prepare_scalar(self, node: ir.Expr) -> None:
+        value = self.expr(node)
+        if not re.fullmatch(r"[\w.]+", value):
+            value = self.let(node.type.dtype, value)
+        self._pre[id(node)] = value
+
+    def materialize(self, node: ir.Expr) -> str:
+        """A tile or vec expression as the name of the private array holding it."""
+        if isinstance(node, ir.Var) and node.name in self.kernel.locals:
+            return self.local(node.name)
+        exchange = getattr(self, "tile_" + type(node).__name__, None)
+        saved_loc = self._loc
+        self._loc = node.loc or saved_loc
+        try:
+            if exchange is not None:
+                return exchange(node)
+            return self.elementwise(node, None)
+        finally:
+            self._loc = saved_loc
+
+    def elementwise(self, node: ir.Expr, target: str | None) -> str:
+        """Evaluate the elementwise tree ``node`` slot by slot into ``target`` (a new
+        array if None): one loop, its exchanging operands prepared first."""
+        saved, in_slots = dict(self._pre), self._in_slots
+        self.prepare(node)
+        if target is None:
+            target = self.new_array(node.type)
+        self.slot_loop(node.type)
+        self._in_slots = True
+        self.emit(f"{target}[q_s] = {self.expr(node)};")
+        self._in_slots = in_slots
+        self.close()
+        self._pre = saved
+        return target
 
     def broadcast_slot(self, dtype: DType) -> str:
         name = f"qu_{dtype.name}"
@@ -456,11 +650,21 @@ class GpuRenderer:
             self._loc = saved
 
     def stmt_Assign(self, stmt: ir.Assign) -> None:
-        value = self.expr(stmt.value)
-        self.emit(f"{self.local(stmt.name)} = {value};")
+        typ = self.kernel.locals.get(stmt.name, stmt.value.type)
+        if stmt.value.type.kind in ("tile", "vec"):
+            target = self.local(stmt.name)
+            if hasattr(self, "tile_" + type(stmt.value).__name__):
+                source = self.materialize(stmt.value)
+                self.slot_loop(typ)
+                self.emit(f"{target}[q_s] = {source}[q_s];")
+                self.close()
+            else:  # written in place: an elementwise tree reads only its own slot
+                self.elementwise(stmt.value, target)
+        else:
+            value = self.expr(stmt.value)
+            self.emit(f"{self.local(stmt.name)} = {value};")
         if self.probe:
-            typ = self.kernel.locals.get(stmt.name, stmt.value.type)
-            self.probe_step(typ.kind, typ.dtype, self.local(stmt.name))
+            self.probe_step(typ, self.local(stmt.name))
 
     def stmt_If(self, stmt: ir.If) -> None:
         cond = self.expr(stmt.cond)
@@ -512,18 +716,53 @@ class GpuRenderer:
     def stmt_Continue(self, stmt) -> None:
         self.emit("continue;")
 
+    def store_slots(self, stmt, place) -> None:
+        """A tile or vec store: each thread writes its elements (``place()`` gives, in the
+        slot loop, the flat index and the condition), ordered as :meth:`guarded_store`."""
+        view, typ = stmt.view, stmt.value.type
+        saved, in_slots = dict(self._pre), self._in_slots
+        if self.probe:  # the stored value is recorded first, as a whole
+            array = self.materialize(stmt.value)
+            self.probe_step(typ, array)
+            self._pre[id(stmt.value)] = f"{array}[q_s]"
+        dtype = view.type.dtype
+        if id(stmt.value) not in self._pre and any(
+            isinstance(n, _LOADS) and n.view.type.dtype is dtype for n in ir.walk(stmt.value)
+        ):
+            # read all of it before any thread writes (the store may overwrite what it reads)
+            array = self.materialize(stmt.value)
+            self._pre[id(stmt.value)] = f"{array}[q_s]"
+        self.prepare(stmt)
+        before, after = self.store_barriers[id(stmt)]
+        if before or self._loops:
+            self.emit(self.storage_barrier)
+        self.slot_loop(typ)
+        self._in_slots = True
+        value = self.expr(stmt.value)
+        if typ.dtype is not view.type.dtype:  # converted to the array's dtype
+            value = self.cast(value, typ.dtype, view.type.dtype)
+        index, ok = place()
+        if self.replicated(typ):  # one writer per element
+            ok = f"q_t < {typ.size} && {ok}"
+        write = self.array_write(self.binding(view.param), index, value, view.type.dtype)
+        self.emit(f"if ({ok}) {{ {write} }}")
+        self._in_slots = in_slots
+        self.close()
+        self._pre = saved
+        if after or self._loops:
+            self.emit(self.storage_barrier)
+
     def stmt_StoreWindow(self, stmt: ir.StoreWindow) -> None:
-        value = self.probe_value(stmt.value, self.expr(stmt.value))
-        index, ok = self.window(stmt.view, stmt.r0, stmt.r1, stmt.c0, stmt.c1)
-        self.guarded_store(stmt, ok, index, value)
+        shape = stmt.value.type.shape
+        self.store_slots(
+            stmt, lambda: self.window(stmt.view, stmt.r0, stmt.r1, stmt.c0, stmt.c1, shape)
+        )
 
     def stmt_VecStore(self, stmt: ir.VecStore) -> None:
-        value = self.probe_value(stmt.value, self.expr(stmt.value))
-        start, stop = self.let(i32, self.expr(stmt.start)), self.let(i32, self.expr(stmt.stop))
-        base, dims = self.view_base(stmt.view)
-        pos = self.let(i32, f"{start} + q_ti")
-        ok = f"q_tj == 0 && {base[1]} && {pos} >= 0 && {pos} < min({stop}, {dims[-1]})"
-        self.guarded_store(stmt, ok, f"{base[0]} + {pos}", value)
+        self.store_slots(
+            stmt,
+            lambda: self.vec_place(stmt.view, stmt.start, stmt.stop, stmt.col, stmt.axis),
+        )
 
     def stmt_ArrayStore(self, stmt: ir.ArrayStore) -> None:
         value = self.probe_value(stmt.value, self.expr(stmt.value))
@@ -570,32 +809,42 @@ class GpuRenderer:
         self.emit(f"if ({here} && {first}) {{ {self.array_element(binding, '0')} = 0; }}")
 
     def probe_value(self, node: ir.Expr, value: str) -> str:
-        """A stored value, recorded first in a probe build (into a temporary, once)."""
+        """A stored scalar, recorded first in a probe build (into a temporary, once)."""
         if not self.probe:
             return value
         value = self.let(node.type.dtype, value)
-        self.probe_step(node.type.kind, node.type.dtype, value)
+        self.probe_step(node.type, value)
         return value
 
-    def probe_step(self, kind: str, dtype: DType, value: str) -> None:
+    def probe_step(self, typ: ir.Type, value: str) -> None:
+        """Record ``value`` (a scalar, or the private array of a tile or vec): element
+        ``e`` at word ``e`` of the entry, written by its owner thread."""
+        kind, dtype = typ.kind, typ.dtype
         here, count, at, binding, capacity, first = self._probe
-        words = self.probe_words(value, dtype)
+        words = (
+            self.probe_words(value, dtype)
+            if kind == "scalar"
+            else [None] * len(self.probe_words("x", dtype))
+        )
         need = 1 + probe.value_words(kind, dtype)
         line = self._loc.line if self._loc is not None else 0
         element = lambda index: self.array_element(binding, index)  # noqa: E731
         self.open(f"if ({here}) {{")
         self.open(f"if ({count} < {probe.STEP_BUDGET} && {at} + {need} <= {capacity}) {{")
         self.emit(f"if ({first}) {{ {element(at)} = {probe.header(kind, dtype, line)}; }}")
-        if kind == "tile":
-            position, guard = "(q_ti * 16 + q_tj)", None
-        elif kind == "vec":
-            position, guard = "q_ti", "q_tj == 0"
+        if kind in ("tile", "vec"):
+            self.slot_loop(typ)
+            words = self.probe_words(f"{value}[q_s]", dtype)
+            position = "q_e"
+            guard = f"q_t < {typ.size}" if self.replicated(typ) else None
         else:
             position, guard = "0", first
         for w, word in enumerate(words):
             index = f"{at} + {1 + w} + {position} * {len(words)}"
             write = f"{element(index)} = {word};"
             self.emit(write if guard is None else f"if ({guard}) {{ {write} }}")
+        if kind in ("tile", "vec"):
+            self.close()
         self.emit(f"{at} = {at} + {need};")
         self.close()
         self.emit(f"if ({count} <= {probe.STEP_BUDGET}) {{ {count} = {count} + 1; }}")
@@ -613,11 +862,12 @@ class GpuRenderer:
         slab = " * ".join(dims[1:]) or "1"
         return (f"{self.wide(batch)} * {slab}", f"{batch} >= 0 && {batch} < {dims[0]}"), dims[1:]
 
-    def window(self, view, r0, r1, c0, c1):
-        """(flat index, in-window condition) of this thread's element of a tile window."""
+    def window(self, view, r0, r1, c0, c1, shape):
+        """(flat index, in-window condition) of this slot's element of a tile window."""
         (offset, batch_ok), (rows, cols) = self.view_base(view)
         r0, r1, c0, c1 = (self.let(i32, self.expr(e)) for e in (r0, r1, c0, c1))
-        row, col = self.let(i32, f"{r0} + q_ti"), self.let(i32, f"{c0} + q_tj")
+        n = shape[1]
+        row, col = self.let(i32, f"{r0} + q_e / {n}"), self.let(i32, f"{c0} + q_e % {n}")
         ok = self.let(
             bool_,
             f"{batch_ok} && {row} >= 0 && {col} >= 0 && {row} < min({r1}, {rows}) "
@@ -637,6 +887,13 @@ class GpuRenderer:
     # ------------------------------------------------------------------ expressions
 
     def expr(self, node: ir.Expr) -> str:
+        """A scalar's value; in a slot loop, the element ``q_s`` of a tile or vec; outside
+        one, a tile or vec as the name of its private array."""
+        prepared = self._pre.get(id(node))
+        if prepared is not None:
+            return prepared
+        if not self._in_slots and node.type.kind in ("tile", "vec"):
+            return self.materialize(node)
         saved = self._loc
         self._loc = node.loc or saved
         try:
@@ -653,6 +910,8 @@ class GpuRenderer:
 
     def expr_Var(self, node: ir.Var) -> str:
         if node.name in self.kernel.locals:
+            if node.type.kind in ("tile", "vec"):
+                return f"{self.local(node.name)}[q_s]"
             return self.local(node.name)
         for param in self.kernel.scalars:
             if param.name == node.name:
@@ -775,87 +1034,436 @@ class GpuRenderer:
         stored = self.scratch_dtype(dtype)
         return value if stored is dtype else self.cast(value, stored, dtype)
 
+    # ---- elementwise ops: one element (slot ``q_s``, flat index ``q_e``) at a time
+
     def expr_TileFill(self, node: ir.TileFill) -> str:
         dtype = node.type.dtype
         if node.kind == "eye":
-            return self.select("q_ti == q_tj", self.literal(1, dtype), self.literal(0, dtype))
+            n = node.type.shape[-1]
+            return self.select(
+                f"q_e / {n} == q_e % {n}", self.literal(1, dtype), self.literal(0, dtype)
+            )
+        if node.kind == "arange":
+            return self.cast("q_e", i32, dtype) if dtype is not i32 else "q_e"
         value = self.expr(node.value)
         if node.value.type.dtype is not dtype:
             value = self.cast(value, node.value.type.dtype, dtype)
         return value
 
+    def expr_Reshape(self, node: ir.Reshape) -> str:
+        return self.expr(node.operand)  # the same flat order: the same slots
+
+    def expr_TileSet(self, node: ir.TileSet) -> str:
+        base, value = self.expr(node.base), self.expr(node.value)
+        shape = node.type.shape
+        i = self.let(i32, self.expr(node.i))
+        if node.j is None:
+            here = f"{i} >= 0 && {i} < {shape[0]} && q_e == {i}"
+        else:
+            j = self.let(i32, self.expr(node.j))
+            here = (
+                f"{i} >= 0 && {i} < {shape[0]} && {j} >= 0 && {j} < {shape[1]} "
+                f"&& q_e == {i} * {shape[1]} + {j}"
+            )
+        return self.let(node.type.dtype, self.select(here, value, base))
+
     def expr_LoadWindow(self, node: ir.LoadWindow) -> str:
         dtype = node.type.dtype
         result = self.var(dtype, self.expr(node.base))
-        index, ok = self.window(node.view, node.r0, node.r1, node.c0, node.c1)
+        index, ok = self.window(node.view, node.r0, node.r1, node.c0, node.c1, node.type.shape)
         stored = node.view.type.dtype
         value = self.array_read(self.binding(node.view.param), index, stored)
-        if stored is not dtype:  # Tile16.load(..., dtype=): converted as astype does
+        if stored is not dtype:  # Tile.load(..., dtype=): converted as astype does
             value = self.cast(value, stored, dtype)
         self.emit(f"if ({ok}) {{ {result} = {value}; }}")
         return result
 
+    def vec_place(self, view, start, stop, col, axis):
+        """(flat index, condition) of this slot's element of a vec load or store."""
+        base, dims = self.view_base(view)
+        start, stop = self.let(i32, self.expr(start)), self.let(i32, self.expr(stop))
+        pos = self.let(i32, f"{start} + q_e")
+        if col is None:
+            ok = f"{base[1]} && {pos} >= 0 && {pos} < min({stop}, {dims[0]})"
+            return f"{base[0]} + {pos}", ok
+        col = self.let(i32, self.expr(col))
+        if axis == 0:  # a column: a[start + i, col]
+            ok = (
+                f"{base[1]} && {pos} >= 0 && {pos} < min({stop}, {dims[0]}) "
+                f"&& {col} >= 0 && {col} < {dims[1]}"
+            )
+            return f"{base[0]} + {self.wide(pos)} * {dims[1]} + {col}", ok
+        ok = (  # a row: a[col, start + j]
+            f"{base[1]} && {pos} >= 0 && {pos} < min({stop}, {dims[1]}) "
+            f"&& {col} >= 0 && {col} < {dims[0]}"
+        )
+        return f"{base[0]} + {self.wide(col)} * {dims[1]} + {pos}", ok
+
     def expr_VecLoad(self, node: ir.VecLoad) -> str:
         dtype = node.type.dtype
-        base, dims = self.view_base(node.view)
-        start, stop = self.let(i32, self.expr(node.start)), self.let(i32, self.expr(node.stop))
-        pos = self.let(i32, f"{start} + q_ti")
-        ok = f"{base[1]} && {pos} >= 0 && {pos} < min({stop}, {dims[0]})"
-        if node.col is None:
-            index = f"{base[0]} + {pos}"
-        else:
-            col = self.let(i32, self.expr(node.col))
-            ok += f" && {col} >= 0 && {col} < {dims[1]}"
-            index = f"{base[0]} + {self.wide(pos)} * {dims[1]} + {col}"
+        index, ok = self.vec_place(node.view, node.start, node.stop, node.col, node.axis)
         other = self.literal(0, dtype) if node.other is None else self.expr(node.other)
         result = self.var(dtype, other)
-        value = self.array_read(self.binding(node.view.param), index, dtype)
+        stored = node.view.type.dtype
+        value = self.array_read(self.binding(node.view.param), index, stored)
+        if stored is not dtype:
+            value = self.cast(value, stored, dtype)
         self.emit(f"if ({ok}) {{ {result} = {value}; }}")
         return result
 
-    # ---- ops that exchange elements through scratch memory
+    def expr_Broadcast(self, node: ir.Broadcast) -> str:
+        raise AssertionError("a Broadcast is prepared before its slot loop")  # pragma: no cover
 
-    def to_shared(self, value: str, dtype: DType, index: int = 0, where: str = "q_lid") -> str:
-        """Barrier, write this thread's ``value`` to scratch[where], barrier; returns the scratch name."""
-        name = self.scratch(self.scratch_dtype(dtype), index)
-        self.emit(self.barrier)
-        self.emit(f"{name}[{where}] = {self.to_scratch(value, dtype)};")
-        return name
+    # ---- ops that exchange elements through scratch (workgroup/shared) memory
 
-    def shared_tile(
-        self, node: ir.Expr, index: int = 0, dtype: DType | None = None, value: str | None = None
+    def to_shared(
+        self, array: str, typ: ir.Type, dtype: DType | None = None, index: int = 0
     ) -> str:
-        """Put a tile (or vec: element i at [i]) into scratch ``index``; returns its name.
-
-        Ops with several operands evaluate them all first (``value``): an operand may
-        itself go through scratch, and must not overwrite one already written."""
-        dtype = dtype or node.type.dtype
-        if value is None:
-            value = self.operand(node, dtype)
-        if node.type.kind == "vec":
-            name = self.scratch(self.scratch_dtype(dtype), index)
-            self.emit(self.barrier)
-            self.emit(f"if (q_tj == 0) {{ {name}[q_ti] = {self.to_scratch(value, dtype)}; }}")
-        else:
-            name = self.to_shared(value, dtype, index)
+        """Barrier, then every thread writes its elements of the private ``array`` (a value
+        of ``typ``, converted to ``dtype``) to scratch ``index`` at their flat indices;
+        returns the scratch name. The caller puts a barrier before reading it."""
+        dtype = dtype or typ.dtype
+        name = self.scratch(self.scratch_dtype(dtype), index, typ.size)
+        self.emit(self.barrier)
+        self.slot_loop(typ)
+        value = self.narrow(f"{array}[q_s]", typ.dtype, dtype)
+        write = f"{name}[q_e] = {self.to_scratch(value, dtype)};"
+        self.emit(f"if (q_t < {typ.size}) {{ {write} }}" if self.replicated(typ) else write)
+        self.close()
         return name
-
-    def operand(self, node: ir.Expr, dtype: DType | None = None) -> str:
-        """Evaluate ``node`` (converted to ``dtype``) into a private temporary."""
-        dtype = dtype or node.type.dtype
-        value = self.expr(node)
-        if dtype is not node.type.dtype:
-            value = self.cast(value, node.type.dtype, dtype)
-        return self.let(dtype, value)
 
     def read_shared(self, name: str, index: str, dtype: DType) -> str:
         return self.from_scratch(f"{name}[{index}]", dtype)
 
-    def expr_Transpose(self, node: ir.Transpose) -> str:
+    def fill(self, typ: ir.Type, element) -> str:
+        """A new private array of ``typ`` whose slot gets ``element()`` (called inside the
+        slot loop, where it may emit statements)."""
+        name = self.new_array(typ)
+        self.slot_loop(typ)
+        self.emit(f"{name}[q_s] = {element()};")
+        self.close()
+        return name
+
+    def tile_Transpose(self, node: ir.Transpose) -> str:
         dtype = node.type.dtype
-        name = self.shared_tile(node.operand)
+        m, n = node.operand.type.shape
+        name = self.to_shared(self.materialize(node.operand), node.operand.type)
         self.emit(self.barrier)
-        return self.let(dtype, self.read_shared(name, "q_tj * 16 + q_ti", dtype))
+        # result [r, c] (shape N x M) is operand [c, r]
+        return self.fill(
+            node.type, lambda: self.read_shared(name, f"(q_e % {m}) * {n} + q_e / {m}", dtype)
+        )
+
+    def tile_Broadcast(self, node: ir.Broadcast) -> str:
+        source = self.materialize(node.operand)
+        if self.free_broadcast(node):
+            return self.fill(node.type, lambda: f"{source}[0]")
+        a, b = _as_2d(node.operand.type.shape)
+        n = _as_2d(node.type.shape)[1]
+        name = self.to_shared(source, node.operand.type)
+        self.emit(self.barrier)
+        row = f"(q_e / {n}) * {b}" if a > 1 else "0"
+        col = f"q_e % {n}" if b > 1 else "0"
+        return self.fill(
+            node.type, lambda: self.read_shared(name, f"{row} + {col}", node.type.dtype)
+        )
+
+    def free_broadcast(self, node: ir.Broadcast) -> bool:
+        """Whether each thread already holds its elements of the broadcast: the operand is
+        replicated (no larger than the program) and is repeated as whole rows, so element
+        ``e`` of the result is element ``e % S`` of the operand, which thread ``e % P``
+        holds in slot 0."""
+        typ = node.operand.type
+        a, b = _as_2d(typ.shape)
+        return typ.size <= self.threads and a == 1 and b in (1, _as_2d(node.type.shape)[1])
+
+    def expr_Reduce(self, node: ir.Reduce) -> str:
+        """A reduction to a scalar: each thread combines its own slots, the program's
+        partial results meet in scratch, and thread 0 combines them in thread order."""
+        dtype = node.type.dtype
+        # An f16 sum accumulates in f32 and rounds once, as NumPy's f16 sums do.
+        work = self.accumulate_dtype(dtype) if node.op == "sum" else dtype
+        typ = node.operand.type
+        array = self.materialize(node.operand)
+        partial = self.var(work, self.narrow(f"{array}[0]", typ.dtype, work))
+        slots = self.slots(typ)
+        if slots > 1:
+            s = self.temp()
+            self.open(self.counted_loop(s, 1, slots))
+            value = self.narrow(f"{array}[{s}]", typ.dtype, work)
+            self.emit(f"{partial} = {self.combine(node.op, partial, value, work)};")
+            self.close()
+        count = min(typ.size, self.threads)
+        name = self.scratch(self.scratch_dtype(work), 0, count)
+        self.emit(self.barrier)
+        self.emit(f"if (q_t < {count}) {{ {name}[q_t] = {self.to_scratch(partial, work)}; }}")
+        self.emit(self.barrier)
+        slot = self.broadcast_slot(self.scratch_dtype(dtype))
+        k = self.temp()
+        self.open("if (q_lid == 0u) {")
+        acc = self.reduce_init(node.op, name, "0", work)
+        self.open(self.counted_loop(k, 1, count))
+        value = self.read_shared(name, k, work)
+        self.emit(f"{acc} = {self.combine(node.op, acc, value, work)};")
+        self.close()
+        self.emit(f"{slot} = {self.to_scratch(self.narrow(acc, work, dtype), dtype)};")
+        self.close()
+        return self.broadcast(slot, dtype)
+
+    def tile_Reduce(self, node: ir.Reduce) -> str:
+        """A reduction along one axis (to a vec): each thread combines its elements' rows
+        or columns from scratch."""
+        dtype = node.type.dtype
+        work = self.accumulate_dtype(dtype) if node.op == "sum" else dtype
+        typ = node.operand.type
+        m, n = typ.shape
+        name = self.to_shared(self.materialize(node.operand), typ, work)
+        self.emit(self.barrier)
+        k = self.temp()
+
+        def element():
+            if node.axis == 1:  # v[i] = op_j t[i, j]
+                first, at, count = f"q_e * {n}", f"q_e * {n} + {k}", n
+            else:  # v[j] = op_i t[i, j]
+                first, at, count = "q_e", f"{k} * {n} + q_e", m
+            acc = self.reduce_init(node.op, name, first, work)
+            self.open(self.counted_loop(k, 1, count))
+            self.emit(
+                f"{acc} = {self.combine(node.op, acc, self.read_shared(name, at, work), work)};"
+            )
+            self.close()
+            return self.narrow(acc, work, dtype)
+
+        return self.fill(node.type, element)
+
+    def narrow(self, value: str, work: DType, dtype: DType) -> str:
+        """``value``, computed in ``work``, as ``dtype`` (unchanged text when they agree)."""
+        return value if work is dtype else self.cast(value, work, dtype)
+
+    def counted_loop(self, name: str, start, stop) -> str:
+        """Header of ``for name in range(start, stop)``."""
+        raise NotImplementedError
+
+    def strided_loop(self, name: str, start: str, stop, step: int) -> str:
+        """Header of ``for name in range(start, stop, step)`` (``step`` > 0)."""
+        raise NotImplementedError
+
+    def accumulate_dtype(self, dtype: DType) -> DType:
+        return f32 if dtype in (f16, bf16) else dtype
+
+    def matmul_chunk(self, m: int, n: int, k: int, dtype: DType) -> int:
+        """How many of the K columns of ``a`` (rows of ``b``) are staged at once: the
+        largest power of two whose two panels fit :attr:`staging_bytes`."""
+        chunk = k
+        while chunk > 1 and (m + n) * chunk * _BYTES[dtype] > self.staging_bytes:
+            chunk //= 2
+        return chunk
+
+    def tile_Matmul(self, node: ir.Matmul) -> str:
+        """``acc + a @ b``: the K axis in chunks; per chunk the panels ``a[:, k0:k0+kc]``
+        and ``b[k0:k0+kc, :]`` go through scratch and each thread adds their products
+        into its own elements, in K order."""
+        dtype = node.type.dtype
+        work = self.accumulate_dtype(node.a.type.dtype)
+        (m, kk), n = node.a.type.shape, node.b.type.shape[1]
+        a, b = self.materialize(node.a), self.materialize(node.b)
+        acc_value = None if node.acc is None else self.materialize(node.acc)
+        chunk = self.matmul_chunk(m, n, kk, work)
+        total = self.new_array(node.type.with_dtype(work))
+        self.slot_loop(node.type)
+        self.emit(f"{total}[q_s] = {self.literal(0, work)};")
+        self.close()
+        sa = self.scratch(self.scratch_dtype(work), 0, m * chunk)
+        sb = self.scratch(self.scratch_dtype(work), 1, chunk * n)
+        c = self.temp()
+        self.open(self.counted_loop(c, 0, kk // chunk))
+        self.emit(self.barrier)
+        for array, typ, panel, at, inside in (
+            (
+                a,
+                node.a.type,
+                sa,
+                f"(q_e / {kk}) * {chunk} + q_e % {chunk}",
+                f"q_e % {kk} / {chunk} == {c}",
+            ),
+            (
+                b,
+                node.b.type,
+                sb,
+                f"(q_e / {n} % {chunk}) * {n} + q_e % {n}",
+                f"q_e / {n} / {chunk} == {c}",
+            ),
+        ):
+            if self.replicated(typ):
+                inside += f" && q_t < {typ.size}"
+            self.slot_loop(typ)
+            value = self.to_scratch(self.narrow(f"{array}[q_s]", typ.dtype, work), work)
+            self.emit(f"if ({inside}) {{ {panel}[{at}] = {value}; }}")
+            self.close()
+        self.emit(self.barrier)
+        k = self.temp()
+        self.slot_loop(node.type)
+        self.open(self.counted_loop(k, 0, chunk))
+        a_k = self.read_shared(sa, f"(q_e / {n}) * {chunk} + {k}", work)
+        b_k = self.read_shared(sb, f"{k} * {n} + q_e % {n}", work)
+        self.emit(
+            f"{total}[q_s] = {self.arith('add', f'{total}[q_s]', self.arith('mul', a_k, b_k, work), work)};"
+        )
+        self.close()
+        self.close()
+        self.close()
+
+        def element():
+            result = self.narrow(f"{total}[q_s]", work, dtype)
+            if acc_value is not None:
+                result = f"({self.arith('add', f'{acc_value}[q_s]', result, dtype)})"
+            return result
+
+        return self.fill(node.type, element)
+
+    def tile_Outer(self, node: ir.Outer) -> str:
+        dtype = node.type.dtype
+        n = node.type.shape[1]
+        u, v = self.materialize(node.u), self.materialize(node.v)
+        su = self.to_shared(u, node.u.type, index=0)
+        sv = self.to_shared(v, node.v.type, index=1)
+        self.emit(self.barrier)
+        return self.fill(
+            node.type,
+            lambda: self.arith(
+                "mul",
+                self.read_shared(su, f"q_e / {n}", dtype),
+                self.read_shared(sv, f"q_e % {n}", dtype),
+                dtype,
+            ),
+        )
+
+    def tile_RowCol(self, node: ir.RowCol) -> str:
+        dtype = node.type.dtype
+        m, n = node.operand.type.shape
+        array = self.materialize(node.operand)
+        index = self.let(i32, self.expr(node.index))
+        name = self.to_shared(array, node.operand.type)
+        self.emit(self.barrier)
+        at = f"{index} * {n} + q_e" if node.which == "row" else f"q_e * {n} + {index}"
+        limit = m if node.which == "row" else n
+
+        def element():
+            result = self.var(dtype, self.literal(0, dtype))
+            self.emit(
+                f"if ({index} >= 0 && {index} < {limit}) "
+                f"{{ {result} = {self.read_shared(name, at, dtype)}; }}"
+            )
+            return result
+
+        return self.fill(node.type, element)
+
+    def expr_TileGet(self, node: ir.TileGet) -> str:
+        """An element as a scalar: its owner thread writes it to the broadcast slot."""
+        dtype = node.type.dtype
+        typ = node.base.type
+        array = self.materialize(node.base)
+        i = self.let(i32, self.expr(node.i))
+        if node.j is None:
+            inside = f"{i} >= 0 && {i} < {typ.shape[0]}"
+            flat = i
+        else:
+            j = self.let(i32, self.expr(node.j))
+            m, n = typ.shape
+            inside = f"{i} >= 0 && {i} < {m} && {j} >= 0 && {j} < {n}"
+            flat = self.let(i32, f"{i} * {n} + {j}")
+        if self.replicated(typ):
+            owner, slot_index = f"q_t == {flat}", "0"
+        else:
+            p = self.threads
+            owner, slot_index = f"q_t == {flat} % {p}", f"{flat} / {p}"
+        slot = self.broadcast_slot(self.scratch_dtype(dtype))
+        self.emit(self.barrier)
+        # An index outside the value reads 0 (thread 0 writes it; no owner exists).
+        self.emit(
+            f"if (q_lid == 0u && !({inside})) {{ {slot} = "
+            f"{self.to_scratch(self.literal(0, dtype), dtype)}; }}"
+        )
+        self.emit(
+            f"if (({inside}) && {owner}) {{ {slot} = "
+            f"{self.to_scratch(f'{array}[{slot_index}]', dtype)}; }}"
+        )
+        return self.broadcast(slot, dtype)
+
+    def tile_Cholesky(self, node: ir.Cholesky) -> str:
+        dtype = node.type.dtype
+        n = node.type.shape[0]
+        eps = self.let(dtype, self.expr(node.eps))
+        a = self.to_shared(self.materialize(node.operand), node.operand.type)
+        self.emit(self.barrier)
+        j, k, r = self.temp(), self.temp(), self.temp()
+        at = lambda row, col: self.read_shared(a, f"{row} * {n} + {col}", dtype)  # noqa: E731
+        # Column j: thread 0 finishes the diagonal over the finished columns k < j, then
+        # the rows below (a thread per row, strided) divide by it. f16 dot products
+        # accumulate in f32 and round once (as the cpu backend's einsum).
+        work = self.accumulate_dtype(dtype)
+        wide = lambda row, col: self.narrow(at(row, col), dtype, work)  # noqa: E731
+        sqrt = self.math_functions["sqrt"]
+
+        def dot(row):
+            total = self.var(work, self.literal(0, work))
+            self.open(self.counted_loop(k, 0, j))
+            self.emit(f"{total} = {total} + {wide(row, k)} * {wide(j, k)};")
+            self.close()
+            return self.narrow(total, work, dtype)
+
+        self.open(self.counted_loop(j, 0, n))
+        self.open("if (q_lid == 0u) {")
+        total = self.let(dtype, dot(j))
+        floored = self.minmax("max", f"{at(j, j)} - {total}", eps, dtype)
+        self.emit(f"{a}[{j} * {n} + {j}] = {self.to_scratch(f'{sqrt}({floored})', dtype)};")
+        self.close()
+        self.emit(self.barrier)
+        self.open(self.strided_loop(r, f"{j} + 1 + q_t", n, self.threads))
+        total = self.let(dtype, dot(r))
+        below = self.to_scratch(f"({at(r, j)} - {total}) / {at(j, j)}", dtype)
+        self.emit(f"{a}[{r} * {n} + {j}] = {below};")
+        self.close()
+        self.emit(self.barrier)
+        self.close()
+        return self.fill(
+            node.type,
+            lambda: self.select(
+                f"q_e / {n} >= q_e % {n}", self.read_shared(a, "q_e", dtype), self.literal(0, dtype)
+            ),
+        )
+
+    def tile_SolveTriangular(self, node: ir.SolveTriangular) -> str:
+        dtype = node.type.dtype
+        m, n = node.type.shape
+        lower_value, rhs_value = self.materialize(node.lower), self.materialize(node.rhs)
+        lower = self.to_shared(lower_value, node.lower.type, index=0)
+        x = self.to_shared(rhs_value, node.rhs.type, index=1)
+        self.emit(self.barrier)
+        k, q, r = self.temp(), self.temp(), self.temp()
+        L = lambda row, col: self.read_shared(lower, f"{row} * {n} + {col}", dtype)  # noqa: E731
+        X = lambda row, col: self.read_shared(x, f"{row} * {n} + {col}", dtype)  # noqa: E731
+        # Rows of X are independent: a thread per row (strided) substitutes forward.
+        work = self.accumulate_dtype(dtype)  # f16 dots accumulate in f32, round once
+        self.open(self.strided_loop(r, "q_t", m, self.threads))
+        self.open(self.counted_loop(k, 0, n))
+        if work is dtype:
+            total = self.var(dtype, X(r, k))
+            self.open(self.counted_loop(q, 0, k))
+            self.emit(f"{total} = {total} - {X(r, q)} * {L(k, q)};")
+            self.close()
+        else:
+            dot = self.var(work, self.literal(0, work))
+            self.open(self.counted_loop(q, 0, k))
+            wide = [self.narrow(v, dtype, work) for v in (X(r, q), L(k, q))]
+            self.emit(f"{dot} = {dot} + {wide[0]} * {wide[1]};")
+            self.close()
+            total = self.let(dtype, f"{X(r, k)} - {self.narrow(dot, work, dtype)}")
+        self.emit(f"{x}[{r} * {n} + {k}] = {self.to_scratch(f'{total} / {L(k, k)}', dtype)};")
+        self.close()
+        self.close()
+        self.emit(self.barrier)
+        return self.fill(node.type, lambda: self.read_shared(x, "q_e", dtype))
 
     def arith(self, op: str, a: str, b: str, dtype: DType) -> str:
         """``a + b`` / ``a - b`` / ``a * b`` in ``dtype``, unparenthesised, for the products
@@ -884,184 +1492,6 @@ class GpuRenderer:
 
     def reduce_init(self, op: str, name: str, first: str, dtype: DType) -> str:
         return self.var(dtype, self.read_shared(name, first, dtype))
-
-    def expr_Reduce(self, node: ir.Reduce) -> str:
-        dtype = node.type.dtype
-        # An f16 sum accumulates in f32 and rounds once, as NumPy's f16 sums do.
-        work = self.accumulate_dtype(dtype) if node.op == "sum" else dtype
-        operand = node.operand
-        name = self.shared_tile(operand, dtype=work)
-        self.emit(self.barrier)
-        k = self.temp()
-        if operand.type.kind == "vec" or node.axis is None:
-            count = 16 if operand.type.kind == "vec" else THREADS
-            slot = self.broadcast_slot(self.scratch_dtype(dtype))
-            self.open("if (q_lid == 0u) {")
-            acc = self.reduce_init(node.op, name, "0", work)
-            self.open(self.counted_loop(k, 1, count))
-            value = self.read_shared(name, k, work)
-            self.emit(f"{acc} = {self.combine(node.op, acc, value, work)};")
-            self.close()
-            self.emit(f"{slot} = {self.to_scratch(self.narrow(acc, work, dtype), dtype)};")
-            self.close()
-            return self.broadcast(slot, dtype)
-        first, at = (
-            ("q_ti * 16", f"q_ti * 16 + {k}") if node.axis == 1 else ("q_ti", f"{k} * 16 + q_ti")
-        )
-        acc = self.reduce_init(node.op, name, first, work)
-        self.open(self.counted_loop(k, 1, 16))
-        value = self.read_shared(name, at, work)
-        self.emit(f"{acc} = {self.combine(node.op, acc, value, work)};")
-        self.close()
-        return self.narrow(acc, work, dtype)
-
-    def narrow(self, value: str, work: DType, dtype: DType) -> str:
-        """``value``, computed in ``work``, as ``dtype`` (unchanged text when they agree)."""
-        return value if work is dtype else self.cast(value, work, dtype)
-
-    def counted_loop(self, name: str, start: int, stop: int) -> str:
-        """Header of ``for name in range(start, stop)`` (a constant trip count)."""
-        raise NotImplementedError
-
-    def accumulate_dtype(self, dtype: DType) -> DType:
-        return f32 if dtype in (f16, bf16) else dtype
-
-    def expr_Matmul(self, node: ir.Matmul) -> str:
-        dtype = node.type.dtype
-        work = self.accumulate_dtype(node.a.type.dtype)
-        a_value, b_value = self.operand(node.a, work), self.operand(node.b, work)
-        acc_value = None if node.acc is None else self.operand(node.acc)
-        a = self.shared_tile(node.a, 0, dtype=work, value=a_value)
-        b = self.shared_tile(node.b, 1, dtype=work, value=b_value)
-        # b's write is preceded by a barrier; one more makes both visible.
-        self.emit(self.barrier)
-        acc = self.var(work, self.literal(0, work))
-        k = self.temp()
-        self.open(self.counted_loop(k, 0, 16))
-        a_k = self.read_shared(a, f"q_ti * 16 + {k}", work)
-        b_k = self.read_shared(b, f"{k} * 16 + q_tj", work)
-        self.emit(f"{acc} = {self.arith('add', acc, self.arith('mul', a_k, b_k, work), work)};")
-        self.close()
-        result = acc if work is dtype else self.cast(acc, work, dtype)
-        if acc_value is not None:
-            result = f"({self.arith('add', acc_value, result, dtype)})"
-        return self.let(dtype, result)
-
-    def expr_Outer(self, node: ir.Outer) -> str:
-        dtype = node.type.dtype
-        u = self.operand(node.u)
-        v = self.shared_tile(node.v)
-        self.emit(self.barrier)
-        return self.let(dtype, self.arith("mul", u, self.read_shared(v, "q_tj", dtype), dtype))
-
-    def expr_RowCol(self, node: ir.RowCol) -> str:
-        dtype = node.type.dtype
-        value = self.operand(node.operand)
-        index = self.let(i32, self.expr(node.index))
-        name = self.shared_tile(node.operand, value=value)
-        self.emit(self.barrier)
-        at = f"{index} * 16 + q_ti" if node.which == "row" else f"q_ti * 16 + {index}"
-        result = self.var(dtype, self.literal(0, dtype))
-        self.emit(
-            f"if ({index} >= 0 && {index} < 16) {{ {result} = {self.read_shared(name, at, dtype)}; }}"
-        )
-        return result
-
-    def expr_TileGet(self, node: ir.TileGet) -> str:
-        dtype = node.type.dtype
-        value = self.expr(node.base)
-        i = self.let(i32, self.expr(node.i))
-        if node.j is None:
-            owner = f"q_tj == 0 && q_ti == {i}"
-            inside = f"{i} >= 0 && {i} < 16"
-        else:
-            j = self.let(i32, self.expr(node.j))
-            owner = f"q_ti == {i} && q_tj == {j}"
-            inside = f"{i} >= 0 && {i} < 16 && {j} >= 0 && {j} < 16"
-        slot = self.broadcast_slot(self.scratch_dtype(dtype))
-        self.emit(self.barrier)
-        # An index outside the tile reads 0 (thread 0 writes it; no owner exists).
-        self.emit(
-            f"if (q_lid == 0u && !({inside})) {{ {slot} = "
-            f"{self.to_scratch(self.literal(0, dtype), dtype)}; }}"
-        )
-        self.emit(f"if ({owner}) {{ {slot} = {self.to_scratch(value, dtype)}; }}")
-        return self.broadcast(slot, dtype)
-
-    def expr_TileSet(self, node: ir.TileSet) -> str:
-        base, value = self.expr(node.base), self.expr(node.value)
-        i = self.let(i32, self.expr(node.i))
-        if node.j is None:
-            here = f"q_ti == {i}"
-        else:
-            here = f"q_ti == {i} && q_tj == {self.let(i32, self.expr(node.j))}"
-        return self.let(node.type.dtype, self.select(here, value, base))
-
-    def expr_Cholesky(self, node: ir.Cholesky) -> str:
-        dtype = node.type.dtype
-        eps = self.let(dtype, self.expr(node.eps))
-        a = self.shared_tile(node.operand)
-        self.emit(self.barrier)
-        j, k = self.temp(), self.temp()
-        at = lambda r, c: self.read_shared(a, f"{r} * 16 + {c}", dtype)  # noqa: E731
-        # Column j: each row thread (tj == 0) sums over the finished columns k < j;
-        # the diagonal goes first, then the rows below divide by it.
-        # f16 dot products accumulate in f32 and round once (as the cpu backend's einsum).
-        work = self.accumulate_dtype(dtype)
-        wide = lambda r, c: self.narrow(at(r, c), dtype, work)  # noqa: E731
-        self.open(self.counted_loop(j, 0, 16))
-        dot = self.var(work, self.literal(0, work))
-        total = dot if work is dtype else self.var(dtype, self.literal(0, dtype))
-        self.open(f"if (q_tj == 0 && q_ti >= {j}) {{")
-        self.open(self.counted_loop(k, 0, j))
-        self.emit(f"{dot} = {dot} + {wide('q_ti', k)} * {wide(j, k)};")
-        self.close()
-        if total != dot:
-            self.emit(f"{total} = {self.narrow(dot, work, dtype)};")
-        sqrt = self.math_functions["sqrt"]
-        floored = self.minmax("max", f"{at(j, j)} - {total}", eps, dtype)
-        diagonal = self.to_scratch(f"{sqrt}({floored})", dtype)
-        self.emit(f"if (q_ti == {j}) {{ {a}[q_ti * 16 + {j}] = {diagonal}; }}")
-        self.close()
-        self.emit(self.barrier)
-        below = self.to_scratch(f"({at('q_ti', j)} - {total}) / {at(j, j)}", dtype)
-        self.emit(f"if (q_tj == 0 && q_ti > {j}) {{ {a}[q_ti * 16 + {j}] = {below}; }}")
-        self.emit(self.barrier)
-        self.close()
-        return self.let(
-            dtype, self.select("q_ti >= q_tj", at("q_ti", "q_tj"), self.literal(0, dtype))
-        )
-
-    def expr_SolveTriangular(self, node: ir.SolveTriangular) -> str:
-        dtype = node.type.dtype
-        lower_value, rhs_value = self.operand(node.lower), self.operand(node.rhs)
-        lower = self.shared_tile(node.lower, 0, value=lower_value)
-        x = self.shared_tile(node.rhs, 1, value=rhs_value)
-        self.emit(self.barrier)
-        k, m = self.temp(), self.temp()
-        L = lambda r, c: self.read_shared(lower, f"{r} * 16 + {c}", dtype)  # noqa: E731
-        X = lambda r, c: self.read_shared(x, f"{r} * 16 + {c}", dtype)  # noqa: E731
-        # Rows of X are independent: one thread per row substitutes forward.
-        work = self.accumulate_dtype(dtype)  # f16 dots accumulate in f32, round once
-        self.open("if (q_tj == 0) {")
-        self.open(self.counted_loop(k, 0, 16))
-        if work is dtype:
-            total = self.var(dtype, X("q_ti", k))
-            self.open(self.counted_loop(m, 0, k))
-            self.emit(f"{total} = {total} - {X('q_ti', m)} * {L(k, m)};")
-            self.close()
-        else:
-            dot = self.var(work, self.literal(0, work))
-            self.open(self.counted_loop(m, 0, k))
-            wide = [self.narrow(v, dtype, work) for v in (X("q_ti", m), L(k, m))]
-            self.emit(f"{dot} = {dot} + {wide[0]} * {wide[1]};")
-            self.close()
-            total = self.let(dtype, f"{X('q_ti', k)} - {self.narrow(dot, work, dtype)}")
-        self.emit(f"{x}[q_ti * 16 + {k}] = {self.to_scratch(f'{total} / {L(k, k)}', dtype)};")
-        self.close()
-        self.close()
-        self.emit(self.barrier)
-        return self.let(dtype, X("q_ti", "q_tj"))
 
     # ------------------------------------------------------------------ helpers (Python semantics)
 

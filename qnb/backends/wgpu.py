@@ -229,7 +229,11 @@ class WgpuDeviceArray(DeviceArray):
         return (flat != 0 if self.dtype == np.bool_ else flat.copy()).reshape(self.shape)
 
 
-_SIZE_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size")
+_SIZE_LIMITS = (
+    "max-storage-buffer-binding-size",
+    "max-buffer-size",
+    "max-compute-workgroup-storage-size",  # the exchanges of large tiles (wgsl.py)
+)
 
 
 def _check_fits(dev: _Device, array: np.ndarray, name: str | None = None) -> None:
@@ -332,11 +336,18 @@ class WgpuBackend(Backend):
     # ---- rendering and compiling
 
     def render(self, ir: KernelIR, options: Options | None = None) -> str:
-        return self.renderer().render(ir).source
+        return self.renderer(options).render(ir).source
 
     def compile(self, ir: KernelIR, options: Options | None = None) -> Artifact:
-        rendered = self.renderer().render(ir)
+        rendered = self.renderer(options).render(ir)
         dev = self._dev()
+        storage = int(dev.device.limits["max-compute-workgroup-storage-size"])
+        if rendered.layout.shared_bytes > storage:
+            raise BackendError(
+                f"kernel {ir.name!r} needs {rendered.layout.shared_bytes} bytes of workgroup "
+                f"memory per program, past this adapter's limit of {storage}: use smaller "
+                "tiles, or the cpu backend"
+            )
         if rendered.uses_f16 and not dev.has_f16:
             raise BackendError(
                 f"kernel {ir.name!r} uses f16 but the adapter "

@@ -30,6 +30,9 @@ class WgslRenderer(GpuRenderer):
     language = "wgsl"
     type_names: ClassVar[dict] = {f32: "f32", f16: "f16", i32: "i32", bool_: "bool"}
     storage_types: ClassVar[dict] = {f32: "f32", f16: "f16", i32: "i32", bool_: "u32"}
+    # workgroup bytes a program may declare: the adapter's limit is requested (wgpu.py),
+    # 32768 on lavapipe and desktop GPUs; the launcher checks the device's own
+    shared_limit = 32768
     barrier = "workgroupBarrier();"
     storage_barrier = "storageBarrier();"
 
@@ -78,6 +81,9 @@ class WgslRenderer(GpuRenderer):
             spelled = f"array<{spelled}, {size}>"
         return f"var<workgroup> {name}: {spelled};"
 
+    def declare_array(self, name: str, dtype: DType, count: int) -> str:
+        return f"var {name}: array<{self.type_name(dtype)}, {count}>;"
+
     def scalar_param(self, name: str) -> str:
         return f"prm.{name}"
 
@@ -121,6 +127,9 @@ class WgslRenderer(GpuRenderer):
 
     def counted_loop(self, name: str, start, stop) -> str:
         return f"for (var {name}: i32 = {start}; {name} < {stop}; {name} = {name} + 1) {{"
+
+    def strided_loop(self, name: str, start: str, stop, step: int) -> str:
+        return f"for (var {name}: i32 = {start}; {name} < {stop}; {name} = {name} + {step}) {{"
 
     def function_open(self, name: str, params, result: DType) -> str:
         spelled = ", ".join(f"{p}: {self.type_name(d)}" for p, d in params)
@@ -301,7 +310,7 @@ class WgslRenderer(GpuRenderer):
                 "                        q_lin / (prm.q_grid_x * prm.q_grid_y));",
             ]
         return [
-            f"@compute @workgroup_size({WORKGROUP_SIZE})",
+            f"@compute @workgroup_size({layout.threads})",
             "fn main(@builtin(local_invocation_index) q_lid: u32,",
             "        @builtin(workgroup_id) q_wid: vec3<u32>,",
             "        @builtin(num_workgroups) q_nwg: vec3<u32>) {",
@@ -311,8 +320,7 @@ class WgslRenderer(GpuRenderer):
             "  if (q_lin >= prm.q_grid_x * prm.q_grid_y * prm.q_grid_z) { return; }",
             "  let q_pid = vec3<u32>(q_lin % prm.q_grid_x, (q_lin / prm.q_grid_x) % prm.q_grid_y,",
             "                        q_lin / (prm.q_grid_x * prm.q_grid_y));",
-            "  let q_ti: i32 = i32(q_lid / 16u);",
-            "  let q_tj: i32 = i32(q_lid % 16u);",
+            "  let q_t: i32 = i32(q_lid);",
         ]
 
 

@@ -65,8 +65,9 @@ def test_render_needs_no_device_or_compiler(backend):
     case = CASES.all_cases()[0]
     text = backend.render(case.kernel, Options())
     assert 'extern "C" __global__' in text
-    assert "__launch_bounds__(256)" in text
+    assert "__launch_bounds__(256)" in text  # a 16x16 tile: 256 threads, a slot each
     assert '#line 2 "qnb-kernel"' in text
+    assert "__launch_bounds__(32)" in backend.render(case.kernel, Options(threads=32))
 
 
 def test_info_reports_a_reason_without_a_gpu(backend):
