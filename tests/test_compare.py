@@ -383,3 +383,30 @@ def test_a_debug_kernel_compares_through_its_probe_build(wgpu):
     result = qnb.compare(checked[4], x, out, backends=["wgpu"])
     found = result.first_divergence
     assert found.program == (1, 0, 0) and found.op == "sub" and found.element == (0, 3)
+
+
+@pytest.mark.parametrize("backend", ["wgpu", "cuda-host"])
+@pytest.mark.parametrize(
+    "name, shape",
+    [("row_softmax", (8, 32)), ("transpose_and_reduce", (1, 16)), ("vec_lines", (64, 64))],
+)
+def test_probe_records_tiles_and_vecs_of_any_shape(backend, name, shape):
+    """A probe entry carries its value's shape: a Tile[8, 32] step decodes as 8×32 (not
+    as 256 words of a Tile16), equal to the cpu trace's step."""
+    from tests import shape_cases
+
+    require_backend(backend)
+    case = next(c for c in shape_cases.SHAPE_CASES if c.name == name)
+    grid, args = case.make(np.random.default_rng(5), np.float32, shape)
+    grid = (grid,) if isinstance(grid, int) else tuple(grid)
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    _, values, count = _probe_run(case.kernel, backend, grid, args)
+    steps = case.kernel.trace[grid](*_copies(args)).steps((0, 0, 0))
+    assert count == len(steps) == len(values)
+    assert any(np.asarray(v).shape not in ((), (16,), (16, 16)) for v in values)
+    for step, value in zip(steps, values):
+        expected = np.asarray(step.output)
+        assert np.asarray(value).shape == expected.shape, step
+        np.testing.assert_allclose(
+            np.asarray(value, np.float64), expected.astype(np.float64), rtol=1e-5, atol=1e-5
+        )

@@ -826,12 +826,12 @@ class GpuRenderer:
             if kind == "scalar"
             else [None] * len(self.probe_words("x", dtype))
         )
-        need = 1 + probe.value_words(kind, dtype)
+        need = 1 + probe.value_words(typ)
         line = self._loc.line if self._loc is not None else 0
         element = lambda index: self.array_element(binding, index)  # noqa: E731
         self.open(f"if ({here}) {{")
         self.open(f"if ({count} < {probe.STEP_BUDGET} && {at} + {need} <= {capacity}) {{")
-        self.emit(f"if ({first}) {{ {element(at)} = {probe.header(kind, dtype, line)}; }}")
+        self.emit(f"if ({first}) {{ {element(at)} = {probe.header(typ, line)}; }}")
         if kind in ("tile", "vec"):
             self.slot_loop(typ)
             words = self.probe_words(f"{value}[q_s]", dtype)

@@ -13,8 +13,10 @@ it passes any other):
 
 The buffer holds ``[count, entry, entry, ...]``: ``count`` is the number of steps the
 program ran (``STEP_BUDGET + 1`` means more than the budget), and each entry is one
-header word (``kind | dtype << 2 | line << 8``) and the value's words: 256 for a tile
-(element ``[i, j]`` at ``16 * i + j``), 16 for a vec, 1 for a scalar; f64 takes two
+header word (``kind | dtype << 2 | log2(M) << 5 | log2(N) << 8 | line << 12``, with
+``(M, N)`` the tile's shape, ``(1, N)`` for a Vec[N] and ``(1, 1)`` for a scalar) and the
+value's words: M·N for a tile (element ``[i, j]`` at ``N * i + j``), N for a vec, 1 for a
+scalar; f64 takes two
 words per element (low, high), f16 is widened to f32 (exactly), a bool is 0 or 1.
 Entries stop where the buffer or the budget ends; the count goes on (to the budget).
 
@@ -38,7 +40,6 @@ STEP_BUDGET = 10_000  # steps a probe records at most (contract)
 
 KINDS = ("scalar", "vec", "tile")
 DTYPES = (f16, f32, f64, i32, bool_)
-_ELEMENTS = {"scalar": 1, "vec": ir.TILE, "tile": ir.TILE * ir.TILE}
 
 
 def add_probe(kernel: ir.KernelIR) -> ir.KernelIR:
@@ -55,13 +56,26 @@ def is_probe(kernel: ir.KernelIR) -> bool:
     return any(p.name == PROBE_PARAM for p in kernel.params)
 
 
-def value_words(kind: str, dtype) -> int:
+def value_words(typ: ir.Type) -> int:
     """Words one value of this type takes in an entry (its header not included)."""
-    return _ELEMENTS[kind] * (2 if dtype is f64 else 1)
+    return typ.size * (2 if typ.dtype is f64 else 1)
 
 
-def header(kind: str, dtype, line: int) -> int:
-    return KINDS.index(kind) | DTYPES.index(dtype) << 2 | max(0, line) << 8
+def header(typ: ir.Type, line: int) -> int:
+    rows, cols = (1, 1, *typ.shape)[-2:]  # a scalar (1, 1), a Vec[N] (1, N)
+    return (
+        KINDS.index(typ.kind)
+        | DTYPES.index(typ.dtype) << 2
+        | (rows.bit_length() - 1) << 5
+        | (cols.bit_length() - 1) << 8
+        | max(0, line) << 12
+    )
+
+
+def _header_type(head: int) -> ir.Type:
+    kind, dtype = KINDS[head & 3], DTYPES[(head >> 2) & 7]
+    rows, cols = 1 << ((head >> 5) & 7), 1 << ((head >> 8) & 15)
+    return ir.value_type(dtype, {"scalar": (), "vec": (cols,), "tile": (rows, cols)}[kind])
 
 
 def words_for(values: list) -> int:
@@ -87,17 +101,17 @@ def decode(buffer: np.ndarray) -> tuple[list, int]:
     count = int(words[0])
     values, at = [], 1
     while len(values) < min(count, STEP_BUDGET) and at < len(words):
-        head = int(words[at])
-        kind, dtype = KINDS[head & 3], DTYPES[(head >> 2) & 63]
-        size = value_words(kind, dtype)
+        typ = _header_type(int(words[at]))
+        size = value_words(typ)
         if at + 1 + size > len(words):
             break
-        values.append(_value(words[at + 1 : at + 1 + size], kind, dtype))
+        values.append(_value(words[at + 1 : at + 1 + size], typ))
         at += 1 + size
     return values, count
 
 
-def _value(words: np.ndarray, kind: str, dtype):
+def _value(words: np.ndarray, typ: ir.Type):
+    dtype = typ.dtype
     if dtype is f64:
         data = words.view(np.uint32).astype(np.uint64)
         data = (data[0::2] | data[1::2] << np.uint64(32)).view(np.float64)
@@ -107,10 +121,9 @@ def _value(words: np.ndarray, kind: str, dtype):
         data = words != 0
     else:
         data = words.copy()
-    if kind == "scalar":
+    if typ.kind == "scalar":
         return data[0].item()
-    shape = (ir.TILE, ir.TILE) if kind == "tile" else (ir.TILE,)
-    return data.reshape(shape)
+    return data.reshape(typ.shape)
 
 
 __all__ = ["PROBE_PARAM", "PROGRAM_PARAM", "STEP_BUDGET", "add_probe", "decode", "is_probe"]
