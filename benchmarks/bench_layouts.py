@@ -1,7 +1,9 @@
-"""The GPU layouts for tiles of any shape, measured on wgpu (lavapipe here; ratios only).
+"""Tiles of any shape, measured on cpu and wgpu (lavapipe here; ratios only), with NumPy
+side by side.
 
 1. matmul 512³ f32 with 16×16 blocks against 64×64 blocks (one program per output block,
-   K stepped by the block), and the 16×16 kernel at forced thread counts (``threads=``).
+   K stepped by the block), and on the GPU backends the 16×16 kernel at forced thread
+   counts (``threads=``).
 2. Row softmax over 65,536 × 128 f32 with ``Tile[16, 128]`` blocks (keepdims reductions
    and their broadcasts) against NumPy.
 3. The new layout against the old one for 16×16 kernels: the same ``Tile16`` kernels
@@ -178,7 +180,7 @@ def main() -> None:
     if "1" not in options.sections and "2" not in options.sections:
         return
 
-    backends = ["wgpu"] + (["cuda"] if options.cuda else [])
+    backends = ["cpu", "wgpu"] + (["cuda"] if options.cuda else [])
     rng = np.random.default_rng(0)
 
     # 1. matmul 512^3
@@ -195,6 +197,8 @@ def main() -> None:
                 ("16x16 blocks, threads=16", 16, 16),
                 ("64x64 blocks (auto: 256 threads)", 64, None),
             ]:
+                if backend == "cpu" and threads:
+                    continue  # threads= is a GPU layout option
                 matmul, _ = shaped_kernels(threads)
                 c = np.zeros((512, 512), np.float32)
                 grid = (512 // block, 512 // block)
@@ -206,10 +210,15 @@ def main() -> None:
                 assert np.allclose(c, want, atol=1e-2), label
             base = times["16x16 blocks (auto: 256 threads)"]
             for label, t in times.items():
-                rows.append((backend, label, f"{t * 1e3:.1f} ms", f"{base / t:.2f}x"))
+                rows.append((backend, label, t, f"{base / t:.2f}x"))
     numpy_time = _best(lambda: a @ b)
-    rows.append(("numpy", "a @ b", f"{numpy_time * 1e3:.2f} ms", ""))
-    _table("1. matmul 512^3 f32", ["backend", "kernel", "time", "speed vs 16x16 auto"], rows)
+    rows = [(b, k, f"{t * 1e3:.1f} ms", s, f"{t / numpy_time:.2f}x") for b, k, t, s in rows]
+    rows.append(("numpy", "a @ b", f"{numpy_time * 1e3:.2f} ms", "", "1.00x"))
+    _table(
+        "1. matmul 512^3 f32",
+        ["backend", "kernel", "time", "speed vs 16x16 auto", "vs numpy"],
+        rows,
+    )
 
     # 2. row softmax 65536 x 128
     x = rng.standard_normal((65536, 128)).astype(np.float32)
