@@ -20,12 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,27 +33,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import qnb  # noqa: E402  (the kernels' annotations are read from this module's globals)
+from benchmarks._timing import median_time, table  # noqa: E402
 from qnb import Tile  # noqa: E402
-
-
-def _best(fn, repeat=5, warmup=1):
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
-def _table(title, header, rows):
-    print(f"\n{title}")
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
-    for row in rows:
-        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
-
 
 # --------------------------------------------------------------------------- kernels
 
@@ -203,7 +182,7 @@ def main() -> None:
                 c = np.zeros((512, 512), np.float32)
                 grid = (512 // block, 512 // block)
                 step = 16 if block == 16 else 32
-                times[label] = _best(
+                times[label] = median_time(
                     lambda m=matmul, g=grid, c=c, s=block, k=step: m[g](a, b, c, s, s, k),
                     repeat=3,
                 )
@@ -211,10 +190,10 @@ def main() -> None:
             base = times["16x16 blocks (auto: 256 threads)"]
             for label, t in times.items():
                 rows.append((backend, label, t, f"{base / t:.2f}x"))
-    numpy_time = _best(lambda: a @ b)
+    numpy_time = median_time(lambda: a @ b)
     rows = [(b, k, f"{t * 1e3:.1f} ms", s, f"{t / numpy_time:.2f}x") for b, k, t, s in rows]
     rows.append(("numpy", "a @ b", f"{numpy_time * 1e3:.2f} ms", "", "1.00x"))
-    _table(
+    table(
         "1. matmul 512^3 f32",
         ["backend", "kernel", "time", "speed vs 16x16 auto", "vs numpy"],
         rows,
@@ -225,7 +204,7 @@ def main() -> None:
     e = np.exp(x - x.max(axis=1, keepdims=True))
     want = e / e.sum(axis=1, keepdims=True)
     rows = []
-    numpy_time = _best(
+    numpy_time = median_time(
         lambda: (
             np.exp(x - x.max(axis=1, keepdims=True))
             / np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True)
@@ -235,13 +214,13 @@ def main() -> None:
         with qnb.backend(backend):
             _, softmax = shaped_kernels()
             out = np.zeros_like(x)
-            t = _best(lambda f=softmax, o=out: f[65536 // 16](x, o, 16, 128), repeat=3)
+            t = median_time(lambda f=softmax, o=out: f[65536 // 16](x, o, 16, 128), repeat=3)
             assert np.allclose(out, want, atol=1e-5)
             rows.append(
                 (backend, "Tile[16, 128] rows", f"{t * 1e3:.1f} ms", f"{t / numpy_time:.2f}x")
             )
     rows.append(("numpy", "exp / sum", f"{numpy_time * 1e3:.1f} ms", "1.00x"))
-    _table("2. row softmax 65536x128 f32", ["backend", "kernel", "time", "vs numpy"], rows)
+    table("2. row softmax 65536x128 f32", ["backend", "kernel", "time", "vs numpy"], rows)
 
 
 def old_vs_new(options) -> None:
@@ -255,7 +234,7 @@ def old_vs_new(options) -> None:
             base = "-" if old is None else f"{old[k] * 1e3:.1f} ms"
             label = f"{k}, threads={threads or 'auto (256)'}"
             rows.append((label, base, f"{v * 1e3:.1f} ms", ratio))
-    _table(
+    table(
         f"3. Tile16 kernels on wgpu: the old layout ({options.baseline}: 256 threads, an "
         "element each) vs the new",
         ["kernel (new layout's threads)", "old", "new", "old/new (>1: new faster)"],

@@ -30,11 +30,16 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks._timing import median_time, table  # noqa: E402
 from qnb import dtypes as D  # noqa: E402
 from qnb import ir  # noqa: E402
 
 I32 = ir.scalar(D.i32)
 L = ir.Loc(0, 1)
+
+
+def _timeit(fn, repeat=200, warmup=5):
+    return median_time(fn, repeat, warmup)
 
 
 def _c(value, dtype=D.i32):
@@ -122,25 +127,6 @@ def map_kernel() -> ir.KernelIR:
     result = _add(_mul(value, _c(2.0, D.f32)), _c(1.0, D.f32))
     body = [ir.ArrayStore(L, _view(out), [i], result)]
     return ir.KernelIR("map", [a, out], body, {}, [ir.Unit("map")])
-
-
-def _timeit(fn, repeat=200, warmup=5):
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
-def _table(title, header, rows):
-    print(f"\n{title}")
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
-    for row in rows:
-        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
 
 
 # --------------------------------------------------------------------------- 1. launch overhead
@@ -270,7 +256,7 @@ def launch_overhead():
             t_raw.append(_timeit(raw, repeat=20 if per > 1 else 100) / per)
         ours_us, raw_us = statistics.median(t_ours) * 1e6, statistics.median(t_raw) * 1e6
         rows.append((label, f"{ours_us:.1f}", f"{raw_us:.1f}", f"{ours_us / raw_us:.2f}x"))
-    _table(
+    table(
         f"Launch overhead, trivial kernel on {backend.info().device} (µs per launch)",
         ("case", "qnb", "raw wgpu-py", "ratio"),
         rows,
@@ -329,7 +315,7 @@ def warm_vs_cold():
         (label, f"{statistics.median(t):.2f}", f"{min(t):.2f}", outcomes[label])
         for label, t in runs.items()
     ]
-    _table(
+    table(
         "Suite (23 kernels, first dtype) on wgpu in a fresh process: time to all first "
         "results, s, incl. imports and device start; the artifact holds WGSL, so a warm "
         "start skips lowering and rendering but still builds modules and pipelines",
@@ -399,7 +385,7 @@ def device_work():
                 f"{err:.1e}",
             )
         )
-    _table(
+    table(
         f"Device work (ms, median; NumPy arrays in and out) on {wgpu_backend.info().device}",
         ("kernel", "wgpu", "cpu backend", "NumPy", "max err (wgpu)"),
         rows,
@@ -437,7 +423,7 @@ def solo_layout(n=1 << 16, repeat=5):
     medians = {name: statistics.median(t) for name, t in times.items()}
     base = medians["workgroup per program"]
     rows = [(name, f"{t * 1e3:.2f}", f"{t / base:.3f}") for name, t in medians.items()]
-    _table(
+    table(
         f"out[i] = a[i] * 2 + 1 over {n} programs (ms, median of {repeat}; "
         f"ratio to a workgroup per program) on {backend.info().device}",
         ("layout", "ms", "ratio"),
