@@ -6,17 +6,6 @@
 function render({ model, el }) {
   el.classList.add("qnb-widget", "qnb-compareview");
 
-  function sourceListing() {
-    const box = qnbElement("div", "qnb-source");
-    const first = model.get("first_line"), current = model.get("current_line");
-    model.get("source").forEach((text, k) => {
-      const line = qnbElement("div", "qnb-source-line" + (first + k === current ? " qnb-current" : ""));
-      line.append(qnbElement("span", "qnb-lineno", String(first + k)), document.createTextNode(text));
-      box.append(line);
-    });
-    return box;
-  }
-
   function draw() {
     el.replaceChildren();
     const state = model.get("equal") ? "equal" : "different";
@@ -26,7 +15,7 @@ function render({ model, el }) {
     for (const line of model.get("summary")) summary.append(qnbElement("div", "qnb-op", line));
     el.append(summary);
     if (model.get("equal")) return;
-    el.append(sourceListing());
+    el.append(qnbSourceListing(model.get("source"), model.get("first_line"), model.get("current_line")));
     el.append(qnbElement("div", "qnb-op qnb-step-text", model.get("step_text")));
     for (const s of model.get("scalars")) el.append(qnbElement("div", "qnb-op", s));
     const values = qnbElement("div", "qnb-row qnb-values");

@@ -87,6 +87,19 @@ function qnbElement(tag, className, text) {
   return el;
 }
 
+// A kernel's source lines numbered from `first`, the line `current` highlighted, under
+// `title` when there is one (the unit a step is in: the kernel, or a @qnb.func).
+function qnbSourceListing(lines, first, current, title) {
+  const box = qnbElement("div", "qnb-source");
+  if (title) box.append(qnbElement("div", "qnb-source-title", title));
+  lines.forEach((text, k) => {
+    const line = qnbElement("div", "qnb-source-line" + (first + k === current ? " qnb-current" : ""));
+    line.append(qnbElement("span", "qnb-lineno", String(first + k)), document.createTextNode(text));
+    box.append(line);
+  });
+  return box;
+}
+
 // Draw rows x cols values as coloured cells. opts: cell (px), vmin, vmax, showValues,
 // regions [{r0, r1, c0, c1, kind: "read"|"write"}], steps [row step, column step] when
 // the values are every k-th row/column of a larger array (regions are in its indices),

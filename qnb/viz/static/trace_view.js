@@ -52,23 +52,12 @@ function render({ model, el }) {
     label.textContent = `step ${steps ? model.get("step") + 1 : 0} / ${steps}`;
   }
 
-  // the source of the unit the step is in (the kernel, or a @qnb.func from elsewhere)
-  function sourceListing() {
-    const box = qnbElement("div", "qnb-source");
-    if (model.get("source_title")) box.append(qnbElement("div", "qnb-source-title", model.get("source_title")));
-    const first = model.get("first_line"), current = model.get("current_line");
-    model.get("source").forEach((text, k) => {
-      const line = qnbElement("div", "qnb-source-line" + (first + k === current ? " qnb-current" : ""));
-      line.append(qnbElement("span", "qnb-lineno", String(first + k)), document.createTextNode(text));
-      box.append(line);
-    });
-    return box;
-  }
-
   function draw() {
     syncControls();
     body.replaceChildren();
-    body.append(sourceListing());
+    body.append(
+      qnbSourceListing(model.get("source"), model.get("first_line"), model.get("current_line"), model.get("source_title"))
+    );
     body.append(qnbElement("div", "qnb-op", model.get("op_text")));
     for (const s of model.get("scalars")) {
       body.append(qnbElement("div", "qnb-op", `${s.role} ${s.name} = ${s.text}`));
