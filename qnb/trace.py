@@ -1,8 +1,9 @@
 """What ``kernel.trace[grid](*args)`` returns: every op of every program, with values.
 
-A :class:`Trace` is recorded by the cpu backend. Each :class:`TraceStep` is one
-statement of the kernel as it ran in one program: its source line, the op, the
-values it read and produced, and the array regions it read and wrote.
+A :class:`Trace` is recorded by the cpu backend: the observer of its executor
+(``qnb.backends.cpu_trace.Recorder``) builds it with :meth:`Trace.recorded`. Each
+:class:`TraceStep` is one statement of the kernel as it ran in one program: its source
+line, the op, the values it read and produced, and the array regions it read and wrote.
 
 The cpu backend runs every program in lockstep: one statement for all programs at once.
 Each step carries that statement's ``tick``, and the trace keeps the arrays' contents at
@@ -15,6 +16,7 @@ their shared bytes (:class:`SharedMemory`), so a store through one shows in the 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,6 +191,43 @@ class Trace:
     _shared: list[SharedMemory] = field(default_factory=list)
     # The kernel's and its funcs' sources (empty: only the kernel's, ``source_lines``).
     _units: list[SourceUnit] = field(default_factory=list)
+
+    @classmethod
+    def recorded(
+        cls,
+        kernel_name: str,
+        grid: tuple[int, int, int],
+        filename: str,
+        firstlineno: int,
+        source_lines: list[str],
+        arrays: dict[str, np.ndarray],
+        *,
+        steps: dict[tuple[int, int, int], list[TraceStep]],
+        initial: dict[str, np.ndarray] | None = None,
+        writes: Sequence[ArrayWrite] = (),
+        shared: Sequence[SharedMemory] = (),
+        units: Sequence[SourceUnit] = (),
+    ) -> Trace:
+        """A trace from the record of a run: each program's ``steps`` (launch order), the
+        arrays at launch (``initial``; None: not recorded, and ``arrays_at`` gives the
+        final ``arrays``), what each store left in memory (``writes``, by tick), the groups
+        of parameters bound to overlapping memory (``shared``) and the sources of the
+        ``@qnb.func`` units the steps ran in (``units``). The cpu backend's recorder
+        (``qnb.backends.cpu_trace``) builds its trace so; a trace made by hand may pass
+        ``steps`` alone."""
+        return cls(
+            kernel_name,
+            tuple(grid),
+            filename,
+            firstlineno,
+            source_lines,
+            arrays,
+            _steps=dict(steps),
+            _initial=initial,
+            _writes=list(writes),
+            _shared=list(shared),
+            _units=list(units),
+        )
 
     @property
     def programs(self) -> list[tuple[int, int, int]]:

@@ -107,21 +107,24 @@ class CpuBackend(Backend):
         return CpuArray(np.asarray(array))
 
 
-def run(kernel: ir.KernelIR, grid, args, stored=None, chunk=None) -> None:
+def run(kernel: ir.KernelIR, grid, args, stored=None, chunk=None, observer=None) -> None:
     """Execute ``kernel`` over ``grid`` with ``args`` (in ``kernel.params`` order),
-    ``chunk`` programs at a time (default: :func:`chunk_programs`)."""
+    ``chunk`` programs at a time (default: :func:`chunk_programs`); ``observer`` (an
+    :class:`Observer`) watches each chunk's run."""
     arrays, scalars = _bind(kernel, args, stored)
     total = grid[0] * grid[1] * grid[2]
     chunk = chunk or chunk_programs(kernel)
+    observer = observer or UNWATCHED
     for start in range(0, total, chunk):
         count = min(chunk, total - start)
-        _Executor(kernel, grid, arrays, scalars, start, count).run()
+        _Executor(kernel, grid, arrays, scalars, start, count, observer).run()
 
 
 def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units, programs=None):
-    """Run with recording on; returns a ``qnb.Trace``. ``programs`` (a range of flat
-    program indices; default: the whole grid) runs and records only those programs."""
-    from qnb.trace import SharedMemory, SourceUnit, Trace
+    """Run with the trace recorder watching; returns a ``qnb.Trace``. ``programs`` (a
+    range of flat program indices; default: the whole grid) runs and records only those
+    programs."""
+    from qnb.backends.cpu_trace import Recorder
 
     arrays, scalars = _bind(kernel, args)
     total = grid[0] * grid[1] * grid[2]
@@ -134,29 +137,9 @@ def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units, programs
             "many (use a grid of at most 4096 programs)"
         )
     bound = {name: a.reshape(shape) for name, (a, shape) in arrays.items()}
-    initial = {name: np.array(a) for name, a in bound.items()}
-    # before the run: the bytes that overlapping parameters share, as they were at launch
-    shared = SharedMemory.find(bound)
-    recorder = _Recorder(kernel, grid, parsed_units, range(start, start + total))
+    recorder = Recorder(kernel, grid, parsed_units, range(start, start + total), bound)
     _Executor(kernel, grid, arrays, scalars, start, total, recorder).run()
-    parsed = kernel_parsed
-    result = Trace(
-        kernel_name=kernel.name,
-        grid=tuple(grid),
-        filename=parsed.filename,
-        firstlineno=parsed.firstlineno,
-        source_lines=parsed.source.splitlines(),
-        arrays={name: np.array(a) for name, a in bound.items()},
-    )
-    result._steps = recorder.steps
-    result._initial = initial
-    result._writes = recorder.writes
-    result._shared = shared
-    result._units = [
-        SourceUnit(unit.qualname, unit.filename, unit.firstlineno, unit.source.splitlines())
-        for unit in parsed_units.values()
-    ]
-    return result
+    return recorder.trace(kernel_parsed)
 
 
 def _bind(kernel, args, stored=None):
@@ -334,15 +317,65 @@ def reduce_values(op: str, value: np.ndarray, axes) -> np.ndarray:
     return fn(value, axis=axes)
 
 
+class Observer:
+    """What the executor tells whoever watches it run: the statements that assign and
+    store, and the memory each statement touches. Every method is a no-op here, so an
+    unwatched run pays one call per event and computes nothing for it. The trace
+    recorder (``qnb.backends.cpu_trace.Recorder``) is the observer that builds a
+    ``qnb.Trace``.
+
+    An observer reads the run through the executor it is given at ``start``: its
+    ``kernel``, ``active_lanes()``, ``program(lane)``, ``variable(name)`` and
+    ``array(param)``. Memory is reported in the executor's own terms, per lane (arrays of
+    one entry where every lane agrees): ``batch`` is the slab of the 3-D view, rows and
+    columns index its last two axes, and ``write`` marks a store's own window."""
+
+    # True: every value a statement produces is computed in full before the next one
+    # runs (a launch-order tile load is not left deferred), so the observer sees it.
+    sees_every_value = False
+
+    def start(self, executor: _Executor) -> None:
+        """A run of programs begins: one per chunk of programs (:func:`run`); the trace
+        runs all its programs in one."""
+
+    def assign_begins(self, stmt: ir.Assign) -> None:
+        """``stmt`` is about to evaluate its value (the variables hold what it reads)."""
+
+    def assigned(self, stmt: ir.Assign, value: np.ndarray) -> None:
+        """``stmt`` assigned ``value`` (per lane) to its variable."""
+
+    def store_begins(self, stmt) -> None:
+        """The store ``stmt`` (``StoreWindow``, ``VecStore``, ``ArrayStore``) begins."""
+
+    def stored(self, stmt, value: np.ndarray) -> None:
+        """The store ``stmt`` wrote ``value`` (per lane) to its array."""
+
+    def window(self, param, batch, r0, c0, row_end, col_end, shape, write) -> None:
+        """An M×N tile window of ``param``: rows ``r0 ..`` and columns ``c0 ..``, of which
+        those below ``row_end``/``col_end`` exist (already clamped to the array)."""
+
+    def line(self, param, batch, start, end, fixed, axis, size, write) -> None:
+        """A vector of ``size`` elements from ``start``, of which those below ``end`` exist:
+        along a 1-D array (``fixed`` None), a row (``axis`` 1: ``fixed`` is the row) or a
+        column (``fixed`` is the column)."""
+
+    def element(self, param, batch, row, col, write) -> None:
+        """One element per lane (row 0 for a 1-D array)."""
+
+
+# The observer of every run that nobody watches.
+UNWATCHED = Observer()
+
+
 class _Executor:
-    def __init__(self, kernel, grid, arrays, scalars, start, count, recorder=None):
+    def __init__(self, kernel, grid, arrays, scalars, start, count, observer=UNWATCHED):
         self.kernel = kernel
         self.arrays = arrays
         self.n = count
         self.mask = None  # None: every lane active
         self.loops: list[_Loop] = []
-        self.recorder = recorder
-        self.reads = None
+        self.observer = observer
+        self.defer_loads = not observer.sees_every_value
         flat = np.arange(start, start + count, dtype=np.int64)
         gx, gy, _ = grid
         self.pid = [
@@ -363,9 +396,29 @@ class _Executor:
                 self.env[name] = np.zeros((1, *t.shape), t.dtype.numpy)
         self.consts = {}
 
+    # ------------------------------------------------------------------ what an observer reads
+
+    def active_lanes(self) -> np.ndarray:
+        """The lanes the current statement runs in."""
+        return np.nonzero(_lanes(self.mask, self.n))[0]
+
+    def program(self, lane) -> tuple[int, int, int]:
+        """The program id of ``lane``."""
+        return tuple(int(p[lane]) for p in self.pid)
+
+    def variable(self, name: str) -> np.ndarray | None:
+        """A copy of variable ``name`` as it is now (per lane); None for a name not bound."""
+        value = self.env.get(name)
+        return None if value is None else np.array(_gathered(value))
+
+    def array(self, param: str) -> np.ndarray:
+        """Array parameter ``param`` as the executor addresses it (a 3-D view)."""
+        return self.arrays[param][0]
+
     # ------------------------------------------------------------------ statements
 
     def run(self):
+        self.observer.start(self)
         with np.errstate(all="ignore"):
             self.block(self.kernel.body)
 
@@ -413,7 +466,7 @@ class _Executor:
         """``ev(e)``, except that a launch-order tile load (or a variable holding one)
         may stay a ``_GridTiles``: for an assignment, and for a store, which can move it
         block for block."""
-        if self.recorder is None:
+        if self.defer_loads:
             if isinstance(e, ir.LoadWindow):
                 return self.e_LoadWindow(e, defer=True)
             if isinstance(e, ir.Var):
@@ -421,10 +474,7 @@ class _Executor:
         return self.ev(e)
 
     def s_Assign(self, s):
-        inputs = None
-        if self.recorder:
-            self.reads = []
-            inputs = self.recorder.inputs(self, s.value)  # before the step changes them
+        self.observer.assign_begins(s)
         # Unmasked, a launch-order tile load may stay deferred (masking needs its values).
         value = self.value_of(s.value) if self.mask is None else self.ev(s.value)
         if isinstance(value, _GridTiles):
@@ -433,8 +483,7 @@ class _Executor:
         if value.dtype != s.value.type.dtype.numpy:
             value = value.astype(s.value.type.dtype.numpy)
         self.assign(s.name, value, s.value.type.kind)
-        if self.recorder:
-            self.recorder.assign(self, s, value, inputs)
+        self.observer.assigned(s, value)
 
     def restore(self, saved):
         """The mask after a nested block: the saved lanes minus those that left the loop."""
@@ -561,7 +610,7 @@ class _Executor:
         )
         return array, np.clip(batch, 0, array.shape[0] - 1)
 
-    def window(self, node, v, r0, r1, c0, c1, padded=False, shape=(16, 16)):
+    def window(self, node, v, r0, r1, c0, c1, padded=False, shape=(16, 16), write=False):
         """An M×N window per lane: ``(array, batch, r0, c0, row_end, col_end)``, where
         rows ``r0 .. row_end - 1`` and columns ``c0 .. col_end - 1`` exist (clamped to the
         array). Only O(lanes) work: the per-element masks are built by :func:`_masks`
@@ -576,17 +625,7 @@ class _Executor:
             )
         row_end = np.minimum(r1, array.shape[1])
         col_end = np.minimum(c1, array.shape[2])
-        if self.reads is not None:
-            self.reads.append(
-                (
-                    v.param,
-                    batch,
-                    r0,
-                    np.minimum(row_end, r0 + shape[0]),
-                    c0,
-                    np.minimum(col_end, c0 + shape[1]),
-                )
-            )
+        self.observer.window(v.param, batch, r0, c0, row_end, col_end, shape, write)
         return array, batch, r0, c0, row_end, col_end
 
     def aligned_blocks(self, array, batch, r0, c0, row_end, col_end, shape=(16, 16)):
@@ -681,14 +720,12 @@ class _Executor:
         return np.where(valid, flat[index].astype(dtype, copy=False), base)
 
     def s_StoreWindow(self, s):
-        if self.recorder:
-            self.reads = []
+        self.observer.store_begins(s)
         value = self.value_of(s.value)
         shape = s.value.type.shape
         array, batch, r0, c0, row_end, col_end = self.window(
-            s, s.view, s.r0, s.r1, s.c0, s.c1, s.padded, shape
+            s, s.view, s.r0, s.r1, s.c0, s.c1, s.padded, shape, write=True
         )
-        writes = self.reads.pop() if self.recorder else None
         self.detach(array)
         if self.mask is None:
             aligned = self.aligned_blocks(array, batch, r0, c0, row_end, col_end, shape)
@@ -702,7 +739,7 @@ class _Executor:
                         value = _gathered(value)
                         flat = np.broadcast_to(value, (self.n, *shape))
                         _move_blocks(tiled, flat.reshape(tiled.shape))
-                    self.record_store(s, value, writes)
+                    self.observer.stored(s, value)
                     return
                 value = _gathered(value)
                 slab = self.slab_blocks(blocks, b, rb, cb)
@@ -712,7 +749,7 @@ class _Executor:
                     n = max(value.shape[0], b.shape[0], rb.shape[0], cb.shape[0])
                     b, rb, cb = (np.broadcast_to(x, (n,)) for x in (b, rb, cb))
                     blocks[b, rb, :, cb, :] = np.broadcast_to(value, (n, *shape))
-                self.record_store(s, value, writes)
+                self.observer.stored(s, value)
                 return
         value = _gathered(value)
         rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
@@ -726,9 +763,9 @@ class _Executor:
         b = np.broadcast_to(batch[:, None, None], full)
         values = np.broadcast_to(value, full)
         array[b[valid], r[valid], c[valid]] = values[valid]
-        self.record_store(s, value, writes)
+        self.observer.stored(s, value)
 
-    def vec_window(self, node, v, start, stop, col, padded=False, n=16, axis=0):
+    def vec_window(self, node, v, start, stop, col, padded=False, n=16, axis=0, write=False):
         """An N-element line per lane: ``(array, batch, index, ok, fixed)``: ``index`` runs
         along the array's last axis (1-D, or a row: ``axis`` 1) or its rows (a column),
         ``fixed`` is the column (or, for a row, the row) that stays, ``ok`` which elements
@@ -753,17 +790,9 @@ class _Executor:
             else:
                 what = "row" if axis == 1 else "column"
                 self.check(outside, f"{what} index out of range for {v.param!r}", node)
-        ok = (index >= 0) & (index < np.minimum(stop, limit)[:, None]) & fixed_ok
-        if self.reads is not None:
-            end = np.minimum(np.minimum(stop, limit), start + n)
-            if col is None:
-                self.reads.append(
-                    (v.param, batch, np.zeros_like(start), np.ones_like(start), start, end)
-                )
-            elif axis == 1:
-                self.reads.append((v.param, batch, fixed, fixed + 1, start, end))
-            else:
-                self.reads.append((v.param, batch, start, end, fixed, fixed + 1))
+        end = np.minimum(stop, limit)
+        ok = (index >= 0) & (index < end[:, None]) & fixed_ok
+        self.observer.line(v.param, batch, start, end, fixed, axis, n, write)
         return array, batch, index, ok, fixed
 
     def line_elements(self, array, index, fixed, axis):
@@ -792,14 +821,12 @@ class _Executor:
         return np.where(ok, values, other).astype(dtype, copy=False)
 
     def s_VecStore(self, s):
-        if self.recorder:
-            self.reads = []
+        self.observer.store_begins(s)
         value = self.ev(s.value)
         size = s.value.type.shape[0]
         array, batch, index, ok, fixed = self.vec_window(
-            s, s.view, s.start, s.stop, s.col, s.padded, size, s.axis
+            s, s.view, s.start, s.stop, s.col, s.padded, size, s.axis, write=True
         )
-        writes = self.reads.pop() if self.recorder else None
         self.detach(array)
         n = max(
             value.shape[0],
@@ -816,9 +843,9 @@ class _Executor:
         c = np.broadcast_to(cols, (n, size))
         b = np.broadcast_to(batch[:, None], (n, size))
         array[b[ok], r[ok], c[ok]] = np.broadcast_to(value, (n, size))[ok]
-        self.record_store(s, value, writes)
+        self.observer.stored(s, value)
 
-    def element(self, node, v, indices):
+    def element(self, node, v, indices, write=False):
         array, batch = self.view(v, node)
         dims = array.shape[3 - len(indices) :]
         idx = [self.ev(i).astype(np.int64) for i in indices]
@@ -831,9 +858,7 @@ class _Executor:
         idx = [np.clip(i, 0, d - 1) for i, d in zip(idx, dims)]
         if len(idx) == 1:
             idx = [np.zeros(1, np.int64), *idx]
-        if self.reads is not None:
-            r, c = idx
-            self.reads.append((v.param, batch, r, r + 1, c, c + 1))
+        self.observer.element(v.param, batch, *idx, write)
         return array, batch, idx
 
     def e_ArrayLoad(self, e):
@@ -841,11 +866,9 @@ class _Executor:
         return array[batch, r, c]
 
     def s_ArrayStore(self, s):
-        if self.recorder:
-            self.reads = []
+        self.observer.store_begins(s)
         value = self.ev(s.value)
-        array, batch, (r, c) = self.element(s, s.view, s.indices)
-        writes = self.reads.pop() if self.recorder else None
+        array, batch, (r, c) = self.element(s, s.view, s.indices, write=True)
         self.detach(array)
         # One write per program, or one for all when nothing varies and no branch masks.
         n = max(value.shape[0], r.shape[0], c.shape[0], batch.shape[0])
@@ -853,11 +876,7 @@ class _Executor:
         lanes = _lanes(self.mask, n)
         b, r, c = (np.broadcast_to(x, (n,))[lanes] for x in (batch, r, c))
         array[b, r, c] = np.broadcast_to(value, (n,))[lanes]
-        self.record_store(s, value, writes)
-
-    def record_store(self, s, value, writes):
-        if self.recorder:
-            self.recorder.store(self, s, value, writes)
+        self.observer.stored(s, value)
 
     # ------------------------------------------------------------------ expressions
 
@@ -1084,191 +1103,10 @@ def _solve_lower(factor, rhs, lanes):
     return x
 
 
-# ---------------------------------------------------------------------- tracing
-
-
-def _op_name(value: ir.Expr) -> str:
-    if isinstance(value, ir.LoadWindow):
-        return "load" if isinstance(value.base, ir.TileFill) else "load_"
-    if isinstance(value, ir.Matmul):
-        return "mma" if value.acc is not None else "matmul"
-    names = {
-        ir.Cholesky: "cholesky_",
-        ir.SolveTriangular: "solve_triangular_",
-        ir.Outer: "outer",
-        ir.Transpose: "transpose",
-        ir.VecLoad: "load",
-        ir.TileGet: "get",
-        ir.TileSet: "set",
-        ir.ArrayLoad: "load",
-        ir.RowCol: "row/col",
-        ir.Cast: "astype",
-        ir.Select: "where",
-    }
-    if isinstance(value, ir.TileFill):
-        return "eye" if value.kind == "eye" else "fill"
-    if isinstance(value, ir.Binary | ir.Unary):
-        return value.op
-    if isinstance(value, ir.Reduce):
-        return value.op
-    return names.get(type(value), "assign")
-
-
-class _Recorder:
-    """Collects per-program TraceSteps while the executor runs."""
-
-    def __init__(self, kernel, grid, parsed_units, programs):
-        self.kernel = kernel
-        self.grid = grid
-        self.units = parsed_units
-        self.steps: dict[tuple[int, int, int], list] = {}
-        self.tick = -1  # one per statement run (for all the programs it ran in)
-        self.writes: list = []  # qnb.trace.ArrayWrite, by tick
-        for flat in programs:
-            program = (flat % grid[0], (flat // grid[0]) % grid[1], flat // (grid[0] * grid[1]))
-            self.steps[program] = []
-
-    def where(self, loc):
-        unit_name = (
-            self.kernel.units[loc.unit].qualname
-            if loc and loc.unit < len(self.kernel.units)
-            else None
-        )
-        parsed = self.units.get(unit_name)
-        if parsed is None or loc is None:
-            return "?", 0, ""
-        lines = parsed.source.splitlines()
-        text = lines[loc.line - 1].strip() if 0 < loc.line <= len(lines) else ""
-        return parsed.filename, parsed.firstlineno + loc.line - 1, text
-
-    def lanes(self, executor):
-        mask = _lanes(executor.mask, executor.n)
-        return np.nonzero(mask)[0]
-
-    def regions(self, executor, entries, lane):
-        """One program's regions, clamped to their arrays; an empty window (its start past
-        its end or past the array's edge) touches nothing and has none."""
-        from qnb.trace import Region
-
-        out = []
-        for param, batch, r0, r1, c0, c1 in entries:
-            _, rows, cols = executor.arrays[param][0].shape
-            r0, c0 = (max(0, int(_lane(b, lane))) for b in (r0, c0))
-            r1, c1 = (min(int(_lane(b, lane)), n) for b, n in ((r1, rows), (c1, cols)))
-            if r0 < r1 and c0 < c1:
-                slab = int(_lane(batch, lane)) if self._is3d(param) else None
-                out.append(Region(param, r0, r1, c0, c1, slab))
-        return out
-
-    def _is3d(self, param):
-        return any(p.name == param and p.type.ndim == 3 for p in self.kernel.params)
-
-    def record(self, executor, stmt, op, target, inputs, value, reads, writes):
-        from qnb.trace import TraceStep
-
-        filename, lineno, text = self.where(stmt.loc)
-        self.tick += 1
-        for lane in self.lanes(executor):
-            program = tuple(int(p[lane]) for p in executor.pid)
-            steps = self.steps[program]
-            steps.append(
-                TraceStep(
-                    index=len(steps),
-                    program=program,
-                    filename=filename,
-                    lineno=lineno,
-                    line=text,
-                    op=op,
-                    target=target,
-                    inputs={name: _plain(_lane(v, lane)) for name, v in inputs.items()},
-                    output=_plain(_lane(value, lane)),
-                    reads=self.regions(executor, reads or [], lane),
-                    writes=self.regions(executor, writes or [], lane),
-                    tick=self.tick,
-                )
-            )
-
-    def shown(self, name: str) -> str:
-        """The name a trace shows for an IR local: the user's, not the inlined func's
-        prefixed one, and a description for a temporary."""
-        return self.kernel.display.get(name, name)
-
-    def inputs(self, executor, expr, skip=None):
-        """The variables ``expr`` reads, as they are now (copies: the step about to run
-        may assign one of them, and a later store may change a view of an array)."""
-        found = {}
-        for node in ir.walk(expr):
-            if isinstance(node, ir.Var) and node.name != skip and node.name in executor.env:
-                found[self.shown(node.name)] = np.array(_gathered(executor.env[node.name]))
-        return found
-
-    def assign(self, executor, stmt, value, inputs):
-        target = self.shown(stmt.name)
-        self.record(executor, stmt, _op_name(stmt.value), target, inputs, value, executor.reads, [])
-        executor.reads = None
-
-    def store(self, executor, stmt, value, writes):
-        inputs = self.inputs(executor, stmt.value)
-        reads = executor.reads or []
-        self.record(
-            executor,
-            stmt,
-            "store",
-            stmt.view.param,
-            inputs,
-            value,
-            reads,
-            [writes] if writes else [],
-        )
-        executor.reads = None
-        if writes:
-            self.keep_written(executor, writes)
-
-    def keep_written(self, executor, writes):
-        """Keep what a store left in its array, so that ``Trace.arrays_at`` can replay it
-        (and show it in the parameters bound to the same memory: ``Trace`` replays those
-        in their shared bytes). Each active program's window is at most its tile, so this
-        costs no more than the steps' own values."""
-        from qnb.trace import ArrayWrite
-
-        array = executor.arrays[writes[0]][0]
-        lanes = self.lanes(executor)
-        b, r0, r1, c0, c1 = (np.broadcast_to(x, (executor.n,))[lanes] for x in writes[1:])
-        # (the recorded window ends are clamped to its shape: r1 - r0 <= M, c1 - c0 <= N)
-        rows = r0[:, None] + np.arange(max(1, int((r1 - r0).max(initial=1))))
-        cols = c0[:, None] + np.arange(max(1, int((c1 - c0).max(initial=1))))
-        row_ok = (rows < np.minimum(r1, array.shape[1])[:, None]) & (rows >= 0)
-        col_ok = (cols < np.minimum(c1, array.shape[2])[:, None]) & (cols >= 0)
-        valid = row_ok[:, :, None] & col_ok[:, None, :]
-        flat = (b[:, None, None] * array.shape[1] + rows[:, :, None]) * array.shape[2] + cols[
-            :, None, :
-        ]
-        index = np.unique(flat[valid])
-        if index.size == 0:
-            return
-        values = array[np.unravel_index(index, array.shape)]
-        if array.size < 2**31:
-            index = index.astype(np.int32)
-        self.writes.append(ArrayWrite(self.tick, writes[0], index, values))
-
-
 def _mask_lanes(mask) -> int:
     """The lanes a masked store must cover (a store the same in every program still
     writes only where the branch mask holds); 1 where no branch masks."""
     return 1 if mask is None else mask.shape[0]
 
 
-def _lane(values, lane):
-    """One program's value of a per-program array (or the shared value)."""
-    return values[lane] if values.shape[0] > 1 else values[0]
-
-
-def _plain(value):
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        return value.item()
-    if isinstance(value, np.generic):
-        return value.item()
-    return np.array(value)
-
-
-__all__ = ["CpuBackend", "run", "trace"]
+__all__ = ["CpuBackend", "Observer", "run", "trace"]
