@@ -24,6 +24,7 @@ import functools
 import os
 import re
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -294,25 +295,37 @@ def dispatch(grid: tuple[int, int, int], programs_per_block: int = 1) -> tuple[i
     return (total, 1, 1)
 
 
-def _argument_plan(abi: list[dict]) -> list[tuple]:
-    """Per parameter, what a launch needs, worked out once per loaded kernel:
-    ("array", name, NumPy dtype, ndim, stored) or ("scalar", name, NumPy scalar type)."""
+class ArrayArgument(NamedTuple):
+    """What a launch needs of an array parameter: the NumPy dtype and ndim it must have,
+    and whether the kernel stores to it (then it is copied back)."""
+
+    name: str
+    dtype: np.dtype
+    ndim: int
+    stored: bool
+
+
+class ScalarArgument(NamedTuple):
+    """What a launch needs of a scalar parameter: the NumPy scalar type it is passed as."""
+
+    name: str
+    pass_as: type
+
+
+def _argument_plan(abi: list[dict]) -> list[ArrayArgument | ScalarArgument]:
+    """Per parameter (the ABI's order), what a launch needs, worked out once per loaded
+    kernel."""
     from qnb.dtypes import as_dtype
 
     plan = []
     for entry in abi:
         if entry["kind"] == "array":
+            dtype = as_dtype(entry["dtype"]).numpy
             plan.append(
-                (
-                    "array",
-                    entry["name"],
-                    as_dtype(entry["dtype"]).numpy,
-                    entry["ndim"],
-                    bool(entry.get("stored")),
-                )
+                ArrayArgument(entry["name"], dtype, entry["ndim"], bool(entry.get("stored")))
             )
         else:
-            plan.append(("scalar", entry["name"], np.dtype(entry["pass_as"]).type))
+            plan.append(ScalarArgument(entry["name"], np.dtype(entry["pass_as"]).type))
     return plan
 
 
@@ -356,7 +369,9 @@ def _copy_back(host: np.ndarray, device) -> None:
     _device_view(host)[...] = device.get()
 
 
-def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words) -> tuple:
+def _launch_arguments(
+    plan: list[ArrayArgument | ScalarArgument], args: list, cupy, words: _Words
+) -> tuple:
     """CuPy launch arguments for ``args``, and the launch's :class:`HostArrays` (to write
     back after it ran)."""
     values = []
@@ -366,17 +381,17 @@ def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words) -> tup
         _copy_back,
     )
     for step, value in zip(plan, args):
-        if step[0] == "scalar":
-            values.append(step[2](value))
+        if type(step) is ScalarArgument:
+            values.append(step.pass_as(value))
             continue
-        _, name, dtype, ndim, stored = step
+        name = step.name
         if isinstance(value, cupy.ndarray):
             device = value
         elif isinstance(value, CudaDeviceArray):
             device = value.data
         elif isinstance(value, np.ndarray):
             check_dims(name, value.shape)  # before a copy of a huge array
-            device = host.add(name, value, stored)
+            device = host.add(name, value, step.stored)
         elif isinstance(value, DeviceArray):
             raise argument_error(
                 BackendError,
@@ -391,8 +406,8 @@ def _launch_arguments(plan: list[tuple], args: list, cupy, words: _Words) -> tup
                 name,
                 f"parameter {name!r}: cannot pass {type(value).__name__} to the cuda backend",
             )
-        if device.dtype != _device_view(dtype) or device.ndim != ndim:
-            check_array_kind(name, device, _device_view(dtype), ndim)
+        if device.dtype != _device_view(step.dtype) or device.ndim != step.ndim:
+            check_array_kind(name, device, _device_view(step.dtype), step.ndim)
         if not device.flags.c_contiguous:
             raise argument_error(
                 QnbTypeError,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,14 +41,22 @@ from qnb.dtypes import DType, bf16, bool_, f16, f32, f64, i32
 THREADS = ir.TILE * ir.TILE
 _WRAPPING = {"add": "iadd", "sub": "isub", "mul": "imul"}  # i32 ops that wrap via unsigned
 
-# How each scalar parameter crosses the launch boundary: (C type, NumPy dtype name).
+
+class ScalarPassing(NamedTuple):
+    """How a scalar parameter crosses the launch boundary: the kernel's C type and the
+    NumPy dtype (its name) the launcher passes."""
+
+    c_type: str
+    pass_as: str
+
+
 SCALAR_ABI = {
-    "f16": ("float", "float32"),
-    "bf16": ("float", "float32"),
-    "f32": ("float", "float32"),
-    "f64": ("double", "float64"),
-    "i32": ("int", "int32"),
-    "bool": ("int", "int32"),
+    "f16": ScalarPassing("float", "float32"),
+    "bf16": ScalarPassing("float", "float32"),
+    "f32": ScalarPassing("float", "float32"),
+    "f64": ScalarPassing("double", "float64"),
+    "i32": ScalarPassing("int", "int32"),
+    "bool": ScalarPassing("int", "int32"),
 }
 
 
@@ -514,7 +523,7 @@ class CudaRenderer(GpuRenderer):
                 ]
                 continue
             name = self.param_field(param.name)
-            ctype = SCALAR_ABI[dtype.name][0]
+            ctype = SCALAR_ABI[dtype.name].c_type
             if ctype == self.type_name(dtype):
                 params.append(f"{ctype} {name}")
             else:  # f16 and bool scalars travel as float / int
@@ -572,7 +581,7 @@ def abi(kernel: ir.KernelIR, stored: set[str]) -> list[dict]:
         if param.type.kind == "array":
             entry.update(ndim=param.type.ndim, stored=param.name in stored)
         else:
-            entry["pass_as"] = SCALAR_ABI[param.type.dtype.name][1]
+            entry["pass_as"] = SCALAR_ABI[param.type.dtype.name].pass_as
         entries.append(entry)
     return entries
 

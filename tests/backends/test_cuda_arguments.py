@@ -79,3 +79,25 @@ def test_numpy_views_are_not_refused_before_their_copy_when_read_only():
     with pytest.raises(qnb.BackendError, match="overlapping parts") as info:
         refuse_partial_overlap("cuda", [("x", a[:-1], False), ("y", a[1:], True)])
     assert info.value.param == "y"
+
+
+def test_the_plan_is_named_records_of_the_abi():
+    x, alpha, n = PLAN
+    assert [type(step) for step in PLAN] == [
+        cuda.ArrayArgument,
+        cuda.ScalarArgument,
+        cuda.ArrayArgument,
+    ]
+    assert (x.name, x.dtype, x.ndim, x.stored) == ("x", np.dtype(np.float32), 2, True)
+    assert (alpha.name, alpha.pass_as) == ("alpha", np.float32)
+    assert (n.name, n.dtype, n.ndim, n.stored) == ("n", np.dtype(np.int32), 1, False)
+
+
+def test_each_scalar_dtype_passes_as_its_c_type_and_numpy_dtype():
+    from qnb.backends.cuda_render import SCALAR_ABI
+
+    assert SCALAR_ABI["f64"].c_type == "double" and SCALAR_ABI["f64"].pass_as == "float64"
+    assert {d: p.pass_as for d, p in SCALAR_ABI.items() if p.c_type == "int"} == {
+        "i32": "int32",
+        "bool": "int32",
+    }

@@ -41,7 +41,7 @@ from qnb.backends.base import (
     argument_error,
     check_dims,
 )
-from qnb.backends.cuda import _argument_plan, check_array_kind, dispatch
+from qnb.backends.cuda import ScalarArgument, _argument_plan, check_array_kind, dispatch
 from qnb.backends.cuda_render import SCALAR_ABI, CudaRenderer, render_cuda
 from qnb.backends.host_arrays import HostArrays
 from qnb.dtypes import as_dtype
@@ -116,7 +116,7 @@ def _c_param_types(abi: list[dict]) -> list[str]:
             types.append(CudaRenderer.type_names[as_dtype(entry["dtype"])] + "*")
             types += ["int"] * entry["ndim"]
         else:
-            types.append(SCALAR_ABI[entry["dtype"]][0])
+            types.append(SCALAR_ABI[entry["dtype"]].c_type)
     return types
 
 
@@ -282,10 +282,10 @@ class CudaHostBackend(Backend):
 
             hosts = HostArrays("cuda-host", guard, _copy_back)
             for step, value in zip(plan, args):
-                if step[0] == "scalar":
-                    keep.append(np.array([value], step[2]))
+                if type(step) is ScalarArgument:
+                    keep.append(np.array([value], step.pass_as))
                     continue
-                _, name, dtype, ndim, stored = step
+                name = step.name
                 host = value.data if isinstance(value, HostDeviceArray) else value
                 if not isinstance(host, np.ndarray):
                     raise argument_error(
@@ -293,9 +293,9 @@ class CudaHostBackend(Backend):
                         name,
                         f"parameter {name!r}: cannot pass {type(value).__name__}",
                     )
-                check_array_kind(name, host, dtype, ndim)
+                check_array_kind(name, host, step.dtype, step.ndim)
                 check_dims(name, host.shape)
-                buffer = hosts.add(name, host, stored)
+                buffer = hosts.add(name, host, step.stored)
                 keep.append(np.array([buffer.pointer()], np.uintp))
                 keep += [np.array([n], np.int32) for n in host.shape]
             hosts.check()

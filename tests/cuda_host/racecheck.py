@@ -82,7 +82,7 @@ def _argument_bytes(abi: list[dict], args: list) -> list[bytes]:
             out.append(array.tobytes())
             out += [np.int32(n).tobytes() for n in array.shape]
         else:
-            out.append(np.array([value], SCALAR_ABI[entry["dtype"]][1]).tobytes())
+            out.append(np.array([value], SCALAR_ABI[entry["dtype"]].pass_as).tobytes())
     return out
 
 
