@@ -325,8 +325,8 @@ class Observer:
     ``qnb.Trace``.
 
     An observer reads the run through the executor it is given at ``start``: its
-    ``kernel``, ``active_lanes()``, ``program(lane)``, ``variable(name)`` and
-    ``array(param)``. Memory is reported in the executor's own terms, per lane (arrays of
+    ``kernel``, ``n`` (lanes), ``active_lanes()``, ``program(lane)``, ``variable(name)``
+    and ``array(param)``. Memory is reported in the executor's own terms, per lane (arrays of
     one entry where every lane agrees): ``batch`` is the slab of the 3-D view, rows and
     columns index its last two axes, and ``write`` marks a store's own window."""
 

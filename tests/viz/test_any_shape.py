@@ -26,7 +26,6 @@ def shapes_trace() -> Trace:
     rng = np.random.default_rng(3)
     x = rng.standard_normal((100, 72)).astype(np.float32)
     y = np.zeros((100, 64), np.float32)
-    trace = Trace("blocks", (1, 1, 1), "<qkernel-cell-2>", 20, SOURCE, {"x": x, "y": y})
     program = (0, 0, 0)
     steps = []
     for k, (r0, c0) in enumerate([(0, 0), (64, 32), (64, 64)]):  # the last two are partial
@@ -77,8 +76,9 @@ def shapes_trace() -> Trace:
             writes=[Region("y", 64, 100, 0, 64)],
         )
     )
-    trace._steps[program] = steps
-    return trace
+    arrays = {"x": x, "y": y}
+    steps = {program: steps}
+    return Trace.recorded("blocks", (1, 1, 1), "<qkernel-cell-2>", 20, SOURCE, arrays, steps=steps)
 
 
 @pytest.mark.parametrize("k", range(len(SHAPES)))
@@ -103,16 +103,16 @@ def test_the_grid_over_an_array_is_the_kernels_tile_shape():
     assert tile_shapes(trace) == {"x": [64, 32], "y": [36, 64]}
     view = TraceView(trace)
     assert {a["name"]: a["tile"] for a in view.arrays} == {"x": [64, 32], "y": [36, 64]}
-    untouched = Trace("k", (1, 1, 1), "f", 1, ["def k(a):"], {"a": np.zeros((40, 40))})
-    untouched._steps[(0, 0, 0)] = []
+    arrays = {"a": np.zeros((40, 40))}
+    untouched = Trace.recorded("k", (1, 1, 1), "f", 1, ["def k(a):"], arrays, steps={(0, 0, 0): []})
     assert tile_shapes(untouched) == {"a": [16, 16]}
 
 
 def test_an_axis_touched_one_element_wide_has_no_grid_across_it():
     arrays = {"rows": np.zeros((40, 50)), "cells": np.zeros((6, 7)), "v": np.zeros(300)}
-    trace = Trace("k", (1, 1, 1), "f", 1, ["def k(rows, cells, v):"], arrays)
     reads = [Region("rows", 3, 4, 0, 50), Region("cells", 2, 3, 5, 6), Region("v", 0, 1, 0, 128)]
-    trace._steps[(0, 0, 0)] = [TraceStep(0, (0, 0, 0), "f", 1, "", "load", "t", reads=reads)]
+    steps = {(0, 0, 0): [TraceStep(0, (0, 0, 0), "f", 1, "", "load", "t", reads=reads)]}
+    trace = Trace.recorded("k", (1, 1, 1), "f", 1, ["def k(rows, cells, v):"], arrays, steps=steps)
     # Vec.load_row: no lines between rows; element reads: no grid at all; a 1-D array: one row
     assert tile_shapes(trace) == {"rows": [40, 50], "cells": [6, 7], "v": [1, 128]}
 

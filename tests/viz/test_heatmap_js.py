@@ -226,10 +226,9 @@ def test_trace_view_front_end_scrolls_a_128x64_tile():
     from qnb.viz import TraceView
 
     tile = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
-    trace = Trace("k", (1, 1, 1), "f", 1, ["def k(x):", "    t = t + 1"], {})
-    trace._steps[(0, 0, 0)] = [
-        TraceStep(0, (0, 0, 0), "f", 2, "t = t + 1", "+", "t", {"t": tile}, tile + 1)
-    ]
+    step = TraceStep(0, (0, 0, 0), "f", 2, "t = t + 1", "+", "t", {"t": tile}, tile + 1)
+    source = ["def k(x):", "    t = t + 1"]
+    trace = Trace.recorded("k", (1, 1, 1), "f", 1, source, {}, steps={(0, 0, 0): [step]})
     script_tail = """
         const found = [];
         (function walk(e) {

@@ -18,14 +18,15 @@ SOURCE = [
 ]
 
 
-def hand_made_trace() -> Trace:
-    """A two-program trace shaped like the cpu backend's (no kernel API needed)."""
+def hand_made_trace(without_steps=()) -> Trace:
+    """A two-program trace shaped like the cpu backend's (no kernel API needed); the
+    programs in ``without_steps`` have none."""
     a = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
-    trace = Trace("add", (2, 1, 1), "<qkernel-cell-1>", 10, SOURCE, {"a": a, "c": a.copy()})
+    steps = {}
     for p in range(2):
         tile = a[16 * p : 16 * p + 16]
         program = (p, 0, 0)
-        trace._steps[program] = [
+        steps[program] = [
             TraceStep(0, program, "<qkernel-cell-1>", 11, SOURCE[1], "assign", "i", {}, p),
             TraceStep(
                 1,
@@ -52,7 +53,9 @@ def hand_made_trace() -> Trace:
                 writes=[Region("c", 16 * p, 16 * p + 16, 0, 16)],
             ),
         ]
-    return trace
+    steps.update({(p, 0, 0): [] for p in without_steps})
+    arrays = {"a": a, "c": a.copy()}
+    return Trace.recorded("add", (2, 1, 1), "<qkernel-cell-1>", 10, SOURCE, arrays, steps=steps)
 
 
 def test_initial_state():
@@ -122,8 +125,7 @@ def test_a_program_is_not_a_bool():
 
 
 def test_a_program_with_no_steps_shows_step_0_of_0():
-    trace = hand_made_trace()
-    trace._steps[(1, 0, 0)] = []
+    trace = hand_made_trace(without_steps=[1])
     view = TraceView(trace, step=2)
     view.program = 1  # the step follows to the only one there is
     assert (view.step, view.num_steps, view.op_text) == (0, 0, "(no steps)")
