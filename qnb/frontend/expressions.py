@@ -1,7 +1,7 @@
 """The walk of expressions: one ``expr_<Node>`` method per Python expression a kernel
 may hold, each giving an IR expression, a compile-time value (``Py``), an array view,
-a tuple, a compile-time list or a ``_Method``. Typing rules are
-:mod:`qnb.frontend.semantics`'; evaluation order, indexing and compile-time values are
+a tuple, a compile-time list or a ``_Method``. The typing rules are in
+:mod:`qnb.frontend.semantics`; evaluation order, indexing and compile-time values are
 the walker's helpers (``order``, ``indexing``, ``compile_time``)."""
 
 from __future__ import annotations
