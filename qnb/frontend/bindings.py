@@ -265,6 +265,19 @@ class Scopes:
 
     # ------------------------------------------------------------------ reading names
 
+    def read(self, name: str, node):
+        """What reading ``name`` gives (UNBOUND if the function binds no such name): a
+        runtime variable's value, or its compile-time binding."""
+        found = self.frame.scope.get(name, UNBOUND)
+        if found is UNBOUND:
+            return found
+        if isinstance(found, PathNumber):
+            found = self.path_number_var(name, found, node)
+        if isinstance(found, Var):
+            return found.read(self.lower.loc(node))
+        self.compile_time_read(name, found, node)
+        return found
+
     def compile_time_read(self, name, found, node):
         """Note a read of a compile-time binding (see leave_loop); refuse an ambiguous one."""
         if isinstance(found, Ambiguous):

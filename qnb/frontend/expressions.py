@@ -14,7 +14,7 @@ from qnb.dtypes import DType, bool_, is_dtype_like
 from qnb.errors import QnbSyntaxError, QnbTypeError
 from qnb.frontend import lists
 from qnb.frontend import semantics as sem
-from qnb.frontend.bindings import PathNumber, Var
+from qnb.frontend.bindings import UNBOUND
 from qnb.frontend.capture import UNDEFINED, foreign_intrinsic, is_qnb_callable
 from qnb.frontend.compile_time import is_static
 from qnb.frontend.indexing import new_axis
@@ -60,15 +60,10 @@ class Expressions:
     def expr_Name(self, node):
         lower = self.lower
         name = node.id
-        frame = lower.scopes.frame
-        if name in frame.scope:
-            found = frame.scope[name]
-            if isinstance(found, PathNumber):
-                found = lower.scopes.path_number_var(name, found, node)
-            if isinstance(found, Var):
-                return found.read(lower.loc(node))
-            lower.scopes.compile_time_read(name, found, node)
+        found = lower.scopes.read(name, node)
+        if found is not UNBOUND:
             return found
+        frame = lower.scopes.frame
         if name in frame.parsed.local_names:
             raise lower.error(QnbTypeError, f"{name!r} is used before it is assigned", node)
         value = frame.roots.get(name, UNDEFINED)
