@@ -8,7 +8,7 @@ import ast
 
 from qnb import ir
 from qnb.errors import QnbSyntaxError, QnbTypeError
-from qnb.frontend.bindings import Var
+from qnb.frontend.scopes import Var
 from qnb.frontend.order import reads_state
 from qnb.frontend.parse import ParsedFunction
 from qnb.frontend.semantics import Py

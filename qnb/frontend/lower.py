@@ -11,7 +11,7 @@ question, each a module of its own:
 
 - ``statements`` / ``expressions`` (:mod:`.statements`, :mod:`.expressions`): the walk,
   one ``stmt_<Node>`` / ``expr_<Node>`` method per Python node;
-- ``scopes`` (:mod:`.bindings`): what each name is bound to, the runtime variables and
+- ``scopes`` (:mod:`.scopes`): what each name is bound to, the runtime variables and
   their types, and how runtime control flow joins the bindings of its paths;
 - ``order`` (:mod:`.order`): Python's evaluation order (temporaries where a later
   operand's code changes an earlier value);
@@ -34,7 +34,7 @@ from qnb import ir
 from qnb.dtypes import DType, bool_, i32
 from qnb.errors import QnbSyntaxError, QnbTypeError
 from qnb.frontend import semantics as sem
-from qnb.frontend.bindings import Frame, Scopes, Var, settle_pending
+from qnb.frontend.scopes import Frame, Scopes, Var, settle_pending
 from qnb.frontend.compile_time import CompileTime
 from qnb.frontend.expressions import Expressions
 from qnb.frontend.indexing import Indexing

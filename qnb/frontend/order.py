@@ -10,7 +10,7 @@ import ast
 from qnb import ir
 from qnb.dtypes import i32
 from qnb.errors import QnbTypeError
-from qnb.frontend.bindings import Pending, Var
+from qnb.frontend.scopes import Pending, Var
 from qnb.frontend.parse import is_negative_literal
 from qnb.frontend.semantics import Py
 from qnb.frontend.values import _Known, _Method, plural, unparse

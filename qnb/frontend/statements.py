@@ -1,6 +1,6 @@
 """The walk of statements: one ``stmt_<Node>`` method per Python statement a kernel may
 hold. Each emits IR statements into the walker's current block; a runtime ``if`` or loop
-asks the scopes (``bindings.Scopes``) to enter it and to merge the paths it leaves."""
+asks the scopes (``scopes.Scopes``) to enter it and to merge the paths it leaves."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from qnb.dtypes import bool_, i32
 from qnb.errors import QnbSyntaxError, QnbTypeError
 from qnb.frontend import lists
 from qnb.frontend import semantics as sem
-from qnb.frontend.bindings import Var
+from qnb.frontend.scopes import Var
 from qnb.frontend.semantics import Py
 from qnb.frontend.values import OPERATOR_SPELLING
 

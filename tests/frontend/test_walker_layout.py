@@ -16,7 +16,7 @@ WALK_MODULES = [
     "lower.py",
     "statements.py",
     "expressions.py",
-    "bindings.py",
+    "scopes.py",
     "order.py",
     "inline.py",
     "indexing.py",
