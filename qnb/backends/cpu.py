@@ -14,6 +14,8 @@ shape or a negative window bound raises ``QnbIndexError`` at the kernel's own li
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from qnb import ir
@@ -90,11 +92,7 @@ class CpuBackend(Backend):
 
         prepared = prepare(kernel)
         if prepared is not None:
-
-            def launch_prepared(grid, args):
-                prepared(grid, args, stored)
-
-            return launch_prepared
+            return functools.partial(prepared, stored=stored)  # (no Python frame of its own)
 
         chunk = chunk_programs(kernel)
 
