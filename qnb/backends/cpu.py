@@ -14,8 +14,6 @@ shape or a negative window bound raises ``QnbIndexError`` at the kernel's own li
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from qnb import ir
@@ -90,9 +88,9 @@ class CpuBackend(Backend):
         # the interpreter runs what the prepared path does not cover.
         from qnb.backends.cpu_prepared import prepare
 
-        prepared = prepare(kernel)
+        prepared = prepare(kernel, stored)
         if prepared is not None:
-            return functools.partial(prepared, stored=stored)  # (no Python frame of its own)
+            return prepared  # launch(grid, args), ``stored`` bound
 
         chunk = chunk_programs(kernel)
 

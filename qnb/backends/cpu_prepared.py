@@ -246,11 +246,11 @@ def _tiles(st, value):
     return value.tiles(st.grid) if isinstance(value, _Blocks) else value
 
 
-def prepare(kernel: ir.KernelIR):
-    """A launcher ``launch(grid, args, stored)`` for ``kernel``, or None where the kernel
-    needs the interpreter."""
+def prepare(kernel: ir.KernelIR, stored=None):
+    """A launcher ``launch(grid, args, stored)`` for ``kernel`` (``stored`` given here is
+    its default), or None where the kernel needs the interpreter."""
     try:
-        return _Compiler(kernel).launcher()
+        return _Compiler(kernel).launcher(stored)
     except _Unsupported:
         return None
 
@@ -279,7 +279,7 @@ class _Compiler:
         self.masked = 0  # depth of per-program branches around the statement being built
         self.loops = 0
 
-    def launcher(self):
+    def launcher(self, default_stored=None):
         with np.errstate(all="ignore"):  # constants fold as a launch computes them
             body = self.block(self.kernel.body, top=True)
         kernel = self.kernel
@@ -292,7 +292,7 @@ class _Compiler:
         one = _ONE_PROGRAM
         one_pid = _program_ids(one, 0, 1)
 
-        def launch(grid, args, stored):
+        def launch(grid, args, stored=default_stored):
             bound = bind(args, stored)
             if grid == one and quiet:  # a single program with nothing that could warn
                 body(_State(bound, one, 0, 1, fresh, one_pid))
