@@ -1188,16 +1188,36 @@ class _Compiler:
         check = self.checker("", node)
         compiler = self
 
+        def message(st):  # (made only where needed: formatting a shape costs a launch)
+            return f"index out of range for {param!r} of shape {st.shapes[param]}"
+
+        if v.batch is None and all(self.constant(i) for i in indices):
+            # known now (x[0, 0]): only the array's shape is checked at a launch
+            with np.errstate(all="ignore"):
+                known = [int(f(None)[0]) for f in fns]
+            row, col = ([0] if count == 1 else []) + known
+
+            def known_element(st):
+                array = st.arrays[param]
+                dims = array.shape[3 - count :]
+                for i, d in zip(known, dims):
+                    if not 0 <= i < d:
+                        raise compiler.error(
+                            f"{message(st)} (in program {compiler.first_active(st)})", node
+                        )
+                return array, 0, row, col
+
+            return known_element, True
+
         def element(st):
             array, batch = view(st)
             dims = array.shape[3 - count :]
-            message = f"index out of range for {param!r} of shape {st.shapes[param]}"
             values = [f(st) for f in fns]
             if uniform:
                 idx = [int(x[0]) for x in values]
                 if any(not 0 <= i < d for i, d in zip(idx, dims)):
                     raise compiler.error(
-                        f"{message} (in program {compiler.first_active(st)})", node
+                        f"{message(st)} (in program {compiler.first_active(st)})", node
                     )
                 if count == 1:
                     idx = [0, *idx]
@@ -1210,7 +1230,7 @@ class _Compiler:
             bad = np.zeros(1, bool)
             for i, d in zip(idx, dims):
                 bad = bad | (i < 0) | (i >= d)
-            check(st, bad, message)
+            check(st, bad, message(st))
             idx = [np.clip(i, 0, d - 1) for i, d in zip(idx, dims)]
             if count == 1:
                 idx = [np.zeros(1, np.int64), *idx]
@@ -1244,7 +1264,8 @@ class _Compiler:
         def store(st):
             v = value(st)
             array, b, r, c = element(st)
-            compiler.detach(st, array)
+            if st.aliased:
+                compiler.detach(st, array)
             if isinstance(c, slice):
                 array[b, r, c] = np.broadcast_to(v, (st.n,))
                 return
