@@ -32,6 +32,7 @@ from qnb.errors import (
 from qnb.frontend import reads as _reads
 from qnb.frontend.capture import (
     UNDEFINED,
+    CaptureKind,
     Captures,
     classify,
     intrinsic_name,
@@ -161,7 +162,7 @@ class _Resolved:
                 self.covered[(id(base), attr)] = found
                 self._keep.append(base)
             try:
-                kind, *classified = classify(parsed, chain, value)
+                classified = classify(parsed, chain, value)
             except QnbCaptureError as err:
                 where = parsed.position(_first_use(parsed, chain))
                 static_only = chain in parsed.static_chains
@@ -169,28 +170,29 @@ class _Resolved:
                     message = unsupported_call_message(".".join(chain))
                     raise QnbSyntaxError(message, *where) from None  # not a capture
                 raise err.with_location(*where) from None
-            if kind == "const" and _is_qnb_module(roots.get(chain[0])):
+            kind = classified.kind
+            if kind is CaptureKind.CONST and _is_qnb_module(roots.get(chain[0])):
                 continue  # qnb.f32 and friends: the language itself (the `qnb` component)
             form = None
-            if kind == "const":
-                (form,) = classified  # its canonical form
+            if kind is CaptureKind.CONST:
+                form = classified.form
             elif (
-                kind == "intrinsic"
+                kind is CaptureKind.INTRINSIC
                 and len(chain) == 1
                 and getattr(value, "__name__", None) != chain[0]
             ):  # a plain name bound to an intrinsic (OP = max): the key says which one
                 form = ["intrinsic", intrinsic_name(value)]
-            elif kind == "intrinsic" and _names_another_shape(chain, value, roots):
+            elif kind is CaptureKind.INTRINSIC and _names_another_shape(chain, value, roots):
                 # T.load with T = qnb.Tile[8, 32]: rebinding T to another shape must
                 # change the key (the tag names the shape: "Tile[8, 32].load")
                 form = ["intrinsic", intrinsic_name(value)]
-            elif kind == "callable":
+            elif kind is CaptureKind.CALLABLE:
                 self.visit(value.parsed, value.captures, False)
-            elif kind == "namespace" and not _is_qnb_module(value):
+            elif kind is CaptureKind.NAMESPACE and not _is_qnb_module(value):
                 # Which module: lowering reads its attributes by name (reads.Recorder), so
                 # a name bound to another module must not meet the first one's entries.
                 form = ["module", value.__name__]
-            elif kind == "undefined":
+            elif kind is CaptureKind.UNDEFINED:
                 form = ["undefined"]
             if form is not None:
                 self.captured[prefix + ".".join(chain)] = form
@@ -359,9 +361,15 @@ class Kernel(QnbFunction):
                 self._grids[grid] = launch
         return launch
 
-    @public
     def __call__(self, *args, **kwargs):
-        return self._launch((1, 1, 1), *args, **kwargs)
+        # As @public does, without its extra call on the launch fast path (``_launch``
+        # raises with the compiler's frames dropped; this drops its own).
+        try:
+            if kwargs:
+                return self._launch(_ONE_PROGRAM, *args, **kwargs)
+            return self._launch(_ONE_PROGRAM, *args)
+        except QnbError as err:
+            raise err.with_traceback(None) from None
 
     @property
     def trace(self):
@@ -399,29 +407,45 @@ class Kernel(QnbFunction):
         try:
             if kwargs:
                 args = self._positional(args, kwargs)
-            started = time.perf_counter()
-            backend_name = self._backend or _backends.current_name()
-            snapshot = self.captures.snapshot()
+            started = _clock()
+            backend_name = self._backend or _current_backend()
             signature = self._fast_signature(args)
             if signature is None:
                 signature, runtime_args = self._signature(args)
             else:
                 runtime_args = list(args)
-            cache = _cache()
+            cache = _CACHE_MODULE[0] if _CACHE_MODULE else _cache()
+            memo = self._memo
             if self._memo_generation != cache.generation[0]:
-                self._memo.clear()  # qnb.cache.clear() ran: the next launch must look again
+                memo.clear()  # qnb.cache.clear() ran: the next launch must look again
                 self._memo_generation = cache.generation[0]
+            captures = self.captures
+            hot = memo.hot
             if cache.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
-                prepared = None
+                prepared = snapshot = None
+            elif (
+                hot is not None
+                and hot[0] == backend_name
+                and hot[1] == signature
+                and captures.same_roots(hot[2])
+            ):  # the names bound to the objects of the last hit: its snapshot, unread
+                prepared = hot[3]
             else:
-                prepared = self._memo.get((backend_name, snapshot, signature))
-                if prepared is not None and prepared.checks and not _reads.recheck(prepared.checks):
-                    prepared = None  # a value lowering read past the captured names changed
+                snapshot = captures.snapshot()
+                prepared = memo.get((backend_name, snapshot, signature))
+                if prepared is not None:
+                    roots = captures.plain_roots()
+                    if roots is not None and captures.snapshot_of(roots) == snapshot:
+                        memo.hot = (backend_name, signature, roots, prepared)
+            if prepared is not None and prepared.checks and not _reads.recheck(prepared.checks):
+                prepared = memo.hot = None  # a value lowering read past the names changed
             if prepared is None:
+                if snapshot is None:
+                    snapshot = captures.snapshot()
                 prepared = self._prepare(backend_name, snapshot, signature)
             else:
                 cache.record_memory_hit(
-                    self.name, backend_name, prepared.key, time.perf_counter() - started
+                    self.parsed.name, backend_name, prepared.key, _clock() - started
                 )
             try:
                 prepared.launcher(grid, runtime_args)
@@ -637,9 +661,26 @@ FAST_ARRAY_TYPES.add(np.ndarray)
 
 class _LaunchMemo(dict):
     """A kernel's launch memo: (backend, snapshot, signature) → _Prepared. The memory
-    level holds it by a weak reference and drops the entries of launchers it evicts."""
+    level holds it by a weak reference and drops the entries of launchers it evicts.
 
-    __slots__ = ("__weakref__",)
+    ``hot`` is the last hit, (backend, signature, roots, _Prepared), where the snapshot
+    depends only on which objects the captured names are bound to (``Captures.
+    plain_roots``): a launch finding the same objects needs neither the snapshot nor the
+    lookup. Dropping any entry drops it too, so it never outlives its launcher."""
+
+    __slots__ = ("__weakref__", "hot")
+
+    def __init__(self):
+        super().__init__()
+        self.hot = None
+
+    def pop(self, key, *default):
+        self.hot = None
+        return super().pop(key, *default)
+
+    def clear(self):
+        self.hot = None
+        super().clear()
 
 
 def _grid(grid) -> tuple[int, int, int]:
@@ -653,6 +694,10 @@ def _grid(grid) -> tuple[int, int, int]:
         raise QnbTypeError(f"every grid dimension must be below 2**31, got {grid!r}")
     return values
 
+
+_ONE_PROGRAM = (1, 1, 1)
+_clock = time.perf_counter
+_current_backend = _backends.current_name
 
 _COMPONENTS_CACHE: dict[str, tuple[dict, dict]] = {}
 _CACHE_MODULE = []

@@ -114,6 +114,18 @@ def _fast_plan(annotations) -> list[_FastStep] | None:
     return plan
 
 
+def _fixed_signature(plan) -> tuple[tuple | None, list | None]:
+    """``(signature, checks)``: the signature every call the plan accepts has, where that
+    is one (no parameter whose spec depends on the array passed), and per parameter
+    ``(code, numpy dtype, dtype, ndim)``, the NumPy dtype an array is first compared with
+    by identity (None where only the table ``_QNB_DTYPES`` decides); else (None, None)."""
+    if plan is None or any(step.spec is None for step in plan):
+        return None, None
+    numpy_of = {dtype: numpy for numpy, dtype in _QNB_DTYPES.items()}
+    checks = [(step.check, numpy_of.get(step.dtype), step.dtype, step.ndim) for step in plan]
+    return tuple(step.spec for step in plan), checks
+
+
 def _plain_array_spec(value, dtype, ndim) -> ArgSpec | None:
     """The array spec for a C-contiguous array of a fast-path type whose dtype and
     rank qnb supports and the annotation (``dtype``/``ndim``, None for any) allows; else
@@ -202,6 +214,10 @@ class Parameters:
         self.name = parsed.name
         self._annotations = [_read_annotation(parsed, n, hints.get(n)) for n in parsed.param_names]
         self._fast_plan = _fast_plan(self._annotations)
+        # Where every accepted call has the same signature (arrays of a fixed dtype and
+        # rank, scalars): that one tuple, so a launch builds none and the memo compares it
+        # by identity.
+        self._fast_fixed, self._fast_checks = _fixed_signature(self._fast_plan)
 
     @property
     def is_fully_annotated(self) -> bool:
@@ -237,6 +253,23 @@ class Parameters:
         plan = self._fast_plan
         if plan is None or len(args) != len(plan):
             return None
+        fixed = self._fast_fixed
+        if fixed is not None:
+            for value, (code, numpy_dtype, dtype, ndim) in zip(args, self._fast_checks):
+                if code is _FAST_ARRAY:
+                    if type(value) not in FAST_ARRAY_TYPES or not value.flags.c_contiguous:
+                        return None
+                    found = value.dtype
+                    if found is not numpy_dtype and _QNB_DTYPES.get(found) is not dtype:
+                        return None
+                    if value.ndim != ndim:
+                        return None
+                elif code is _FAST_FLOAT:
+                    if type(value) is not float:
+                        return None
+                elif type(value) is not int or not -(2**31) <= value < 2**31:
+                    return None
+            return fixed
         signature = []
         for value, (code, dtype, ndim, spec) in zip(args, plan):
             if code is _FAST_FLOAT:

@@ -88,13 +88,9 @@ class CpuBackend(Backend):
         # the interpreter runs what the prepared path does not cover.
         from qnb.backends.cpu_prepared import prepare
 
-        prepared = prepare(kernel)
+        prepared = prepare(kernel, stored)
         if prepared is not None:
-
-            def launch_prepared(grid, args):
-                prepared(grid, args, stored)
-
-            return launch_prepared
+            return prepared  # launch(grid, args), ``stored`` bound
 
         chunk = chunk_programs(kernel)
 

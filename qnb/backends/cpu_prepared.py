@@ -48,6 +48,9 @@ class _Continue(Exception):
     pass
 
 
+_ONE_PROGRAM = (1, 1, 1)
+
+
 class _State:
     """One chunk of programs being run: what the closures read besides their own nodes."""
 
@@ -58,8 +61,12 @@ class _State:
         self.n = count
         self.mask = None
         self.grid = grid
-        self.whole = start == 0 and count == grid[0] * grid[1] * grid[2]
-        self.run0 = count == 1 or grid[1] * grid[2] == 1  # program_id(0) counts up by one
+        if count == 1:  # (the launch of a single program, the common small case)
+            self.whole = start == 0 and grid == _ONE_PROGRAM
+            self.run0 = True
+        else:
+            self.whole = start == 0 and count == grid[0] * grid[1] * grid[2]
+            self.run0 = grid[1] * grid[2] == 1  # program_id(0) counts up by one
         self.pid = pid
         self.env = fresh(scalars)
         self.aliased = set()
@@ -78,6 +85,8 @@ def _fresh_env(kernel: ir.KernelIR):
             zero = np.zeros((1, *t.shape), t.dtype.numpy)
             zero.flags.writeable = False
             zeros[name] = zero
+    if not reassigned and not zeros:
+        return dict  # (a copy of the scalars, made in C)
     if not reassigned:
 
         def fresh(scalars):
@@ -138,6 +147,29 @@ def _binder(kernel: ir.KernelIR):
             {name: s for name, (_, s) in arrays.items()},
             scalars,
         )
+
+    if len(plan) == 1 and plan[0][1]:  # one array parameter: the common call, unrolled
+        ((only, _, _),) = plan
+
+        def bind_one(args, stored):
+            if len(args) != 1 or type(args[0]) is not np.ndarray:
+                return slow(args, stored)
+            value = args[0]
+            shape = value.shape
+            ndim = len(shape)
+            if ndim == 2 and shape[0] < limit and shape[1] < limit:
+                array = value[None]
+            elif ndim == 1 and shape[0] < limit:
+                array = value[None, None]
+            elif ndim == 3 and max(shape) < limit:
+                array = value
+            else:
+                return slow(args, stored)
+            if stored and not value.flags.writeable:
+                return slow(args, stored)
+            return {only: array}, {only: shape}, {}
+
+        return bind_one
 
     return bind
 
@@ -214,11 +246,11 @@ def _tiles(st, value):
     return value.tiles(st.grid) if isinstance(value, _Blocks) else value
 
 
-def prepare(kernel: ir.KernelIR):
-    """A launcher ``launch(grid, args, stored)`` for ``kernel``, or None where the kernel
-    needs the interpreter."""
+def prepare(kernel: ir.KernelIR, stored=None):
+    """A launcher ``launch(grid, args, stored)`` for ``kernel`` (``stored`` given here is
+    its default), or None where the kernel needs the interpreter."""
     try:
-        return _Compiler(kernel).launcher()
+        return _Compiler(kernel).launcher(stored)
     except _Unsupported:
         return None
 
@@ -247,7 +279,7 @@ class _Compiler:
         self.masked = 0  # depth of per-program branches around the statement being built
         self.loops = 0
 
-    def launcher(self):
+    def launcher(self, default_stored=None):
         with np.errstate(all="ignore"):  # constants fold as a launch computes them
             body = self.block(self.kernel.body, top=True)
         kernel = self.kernel
@@ -257,16 +289,16 @@ class _Compiler:
         chunk_size = cpu.chunk_programs(kernel)
         quiet = not self.computes
         pids = {}  # (grid, start, count) -> program ids: a launch's ids are made once
+        one = _ONE_PROGRAM
+        one_pid = _program_ids(one, 0, 1)
 
-        def launch(grid, args, stored):
+        def launch(grid, args, stored=default_stored):
             bound = bind(args, stored)
+            if grid == one and quiet:  # a single program with nothing that could warn
+                body(_State(bound, one, 0, 1, fresh, one_pid))
+                return
             total = grid[0] * grid[1] * grid[2]
             chunk = chunk_size if holds_tiles else total
-            if total == 1 and quiet:  # a single program with nothing that could warn
-                key = (grid, 0, 1)
-                pid = pids.get(key) or pids.setdefault(key, _program_ids(grid, 0, 1))
-                body(_State(bound, grid, 0, 1, fresh, pid))
-                return
             with np.errstate(all="ignore"):
                 for start in range(0, total, chunk or 1):
                     count = min(chunk, total - start)
@@ -750,6 +782,47 @@ class _Compiler:
 
         return window, uniform and uniform_view, uniform
 
+    def known_window(self, v, bounds, padded):
+        """``(r0, r1, c0, c1)`` where a window's bounds are constants that pass their
+        checks (of a parameter's own 2-D/1-D array, no batch index); else None."""
+        if v.batch is not None or not all(self.constant(x) for x in bounds):
+            return None
+        with np.errstate(all="ignore"):
+            known = tuple(int(self.expr(x)(None)[0]) for x in bounds)
+        if min(known) < 0 and not padded:
+            return None
+        return known
+
+    def store_known(self, s, v, known, generic):
+        """A store of a constant tile to a constant window (``Tile16.full(4.0).store(d,
+        0, 0)``): the value, the slices and the end a whole tile needs are made once."""
+        param = s.view.param
+        m, n = s.value.type.shape
+        r0, r1, c0, c1 = known
+        whole = v[0]
+        index = (0, slice(r0, r0 + m), slice(c0, c0 + n))
+        # a whole tile fits where the array reaches these (and the window does)
+        need_rows = r0 + m if r0 >= 0 and r1 >= r0 + m else None
+        need_cols = c0 + n if c0 >= 0 and c1 >= c0 + n else None
+        compiler = self
+
+        def store_known(st):
+            array = st.arrays[param]
+            if st.aliased:
+                compiler.detach(st, array)
+            if st.mask is not None or need_rows is None or need_cols is None:
+                generic(st, v, array, 0, r0, r1, c0, c1)
+                return
+            _, height, width = array.shape
+            if need_rows <= height and need_cols <= width:
+                array[index] = whole
+                return
+            rows = max(0, min(r1, height, need_rows) - r0)
+            cols = max(0, min(c1, width, need_cols) - c0)
+            array[0, r0 : r0 + rows, c0 : c0 + cols] = whole[:rows, :cols]
+
+        return store_known
+
     def grid_pattern(self, node, shape):
         """``(row_axis, col_axis)`` for an M×N window ``(program_id(a) * M, … + M)`` /
         ``(program_id(b) * N, … + N)`` on either side (at least one; the other None, a
@@ -908,6 +981,15 @@ class _Compiler:
             b = np.broadcast_to(batch[:, None, None], full)
             values = np.broadcast_to(v, full)
             array[b[valid], r[valid], c[valid]] = values[valid]
+
+        known = self.known_window(s.view, (s.r0, s.r1, s.c0, s.c1), s.padded)
+        if known is not None and self.constant(s.value):
+            try:
+                v = value(None)  # folded: the one value of every launch
+            except Exception:  # noqa: BLE001 - it raises at launch, where it should
+                v = None
+            if isinstance(v, np.ndarray) and v.shape == (1, *shape):
+                return self.store_known(s, v, known, generic)
 
         if uniform:
 
@@ -1106,16 +1188,36 @@ class _Compiler:
         check = self.checker("", node)
         compiler = self
 
+        def message(st):  # (made only where needed: formatting a shape costs a launch)
+            return f"index out of range for {param!r} of shape {st.shapes[param]}"
+
+        if v.batch is None and all(self.constant(i) for i in indices):
+            # known now (x[0, 0]): only the array's shape is checked at a launch
+            with np.errstate(all="ignore"):
+                known = [int(f(None)[0]) for f in fns]
+            row, col = ([0] if count == 1 else []) + known
+
+            def known_element(st):
+                array = st.arrays[param]
+                dims = array.shape[3 - count :]
+                for i, d in zip(known, dims):
+                    if not 0 <= i < d:
+                        raise compiler.error(
+                            f"{message(st)} (in program {compiler.first_active(st)})", node
+                        )
+                return array, 0, row, col
+
+            return known_element, True
+
         def element(st):
             array, batch = view(st)
             dims = array.shape[3 - count :]
-            message = f"index out of range for {param!r} of shape {st.shapes[param]}"
             values = [f(st) for f in fns]
             if uniform:
                 idx = [int(x[0]) for x in values]
                 if any(not 0 <= i < d for i, d in zip(idx, dims)):
                     raise compiler.error(
-                        f"{message} (in program {compiler.first_active(st)})", node
+                        f"{message(st)} (in program {compiler.first_active(st)})", node
                     )
                 if count == 1:
                     idx = [0, *idx]
@@ -1128,7 +1230,7 @@ class _Compiler:
             bad = np.zeros(1, bool)
             for i, d in zip(idx, dims):
                 bad = bad | (i < 0) | (i >= d)
-            check(st, bad, message)
+            check(st, bad, message(st))
             idx = [np.clip(i, 0, d - 1) for i, d in zip(idx, dims)]
             if count == 1:
                 idx = [np.zeros(1, np.int64), *idx]
@@ -1162,7 +1264,8 @@ class _Compiler:
         def store(st):
             v = value(st)
             array, b, r, c = element(st)
-            compiler.detach(st, array)
+            if st.aliased:
+                compiler.detach(st, array)
             if isinstance(c, slice):
                 array[b, r, c] = np.broadcast_to(v, (st.n,))
                 return

@@ -101,7 +101,7 @@ def current_name() -> str:
 def set_backend(name: str) -> None:
     """Choose the default backend: "cpu", "wgpu", "cuda" or "auto" (contract)."""
     if name != "auto":
-        get(name)  # unknown names raise here
+        _start_early(get(name))  # unknown names raise here
     _default[0] = name
 
 
@@ -110,8 +110,16 @@ def backend(name: str):
     """``with qnb.backend("wgpu"):`` runs the block on that backend (contract). An unknown
     name raises here, at the ``with`` line, not inside the context manager's machinery."""
     if name != "auto":
-        get(name)
+        _start_early(get(name))
     return _chosen(name)
+
+
+def _start_early(chosen: Backend) -> None:
+    """A backend chosen now is launched soon: one whose device takes seconds to make
+    (wgpu: ``start_early``) starts making it on a thread meanwhile."""
+    start = getattr(chosen, "start_early", None)
+    if start is not None:
+        start()
 
 
 @contextlib.contextmanager

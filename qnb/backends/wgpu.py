@@ -14,10 +14,13 @@ value that changes at every launch makes a launcher per value, and memory stays 
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import os
+import pathlib
 import re
+import stat
 import tempfile
 import threading
 
@@ -151,45 +154,108 @@ def _private_runtime_dir() -> None:
 DRIVER_CACHE = "driver-shader-cache"
 
 
+# Mesa's own settings for its shader cache: where one is set (even to disable it), the
+# user decided, and qnb leaves the driver alone.
+_MESA_CACHE_SETTINGS = ("MESA_SHADER_CACHE_DIR", "MESA_SHADER_CACHE_DISABLE", "MESA_GLSL_CACHE_DIR")
+
+
 def _driver_shader_cache() -> None:
     """Point Mesa's on-disk shader cache at a directory under qnb's cache, so a warm start
     skips the driver's shader compile too (wgpu-py has no pipeline cache to hand it), and
     a fresh ``QNB_CACHE_DIR`` starts cold for the driver as well. The kernel cache lists
-    and clears only its own entries; this directory sits beside them. A variable the
-    user set, or ``QNB_CACHE=0``, is left alone."""
-    if "MESA_SHADER_CACHE_DIR" in os.environ:
+    and clears only its own entries; this directory sits beside them. A Mesa setting the
+    user made, or ``QNB_CACHE=0``, is left alone.
+
+    The directory follows the kernel cache's trust rules (the driver loads what it finds
+    there): it is used only under a usable (private) qnb cache directory, made 0o700, and
+    refused, with one warning, where it is not a directory of ours that only we may
+    write; then the driver keeps its own default."""
+    if any(name in os.environ for name in _MESA_CACHE_SETTINGS):
         return
     from qnb.cache import store
 
-    if not store.disk_enabled():
+    root = store.usable_directory()  # None: QNB_CACHE=0, or an untrusted cache dir
+    if root is None:
         return
-    path = store.directory() / DRIVER_CACHE
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
-        return  # an unusable cache dir: the driver keeps its own default
+    path = root / DRIVER_CACHE
+    why = driver_cache_problem(path)
+    if why is not None:
+        store.warn(f"qnb: not using {path} for the Vulkan driver's shader cache: {why}")
+        return
     os.environ["MESA_SHADER_CACHE_DIR"] = str(path)
+
+
+def driver_cache_problem(path: pathlib.Path) -> str | None:
+    """Why ``path`` must not hold the driver's shader cache (creating it 0o700, and
+    tightening our own to 0o700, where needed), or None."""
+    from qnb.cache import store
+
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        return f"cannot create it ({exc.strerror or exc})"
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return f"cannot check it ({exc.strerror or exc})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a directory"
+    why = store.refusal(path)  # owned by another user, or group/others may write
+    if why is not None:
+        return why
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        try:
+            os.chmod(path, 0o700)
+        except OSError as exc:
+            return f"cannot make it private ({exc.strerror or exc})"
+    return None
 
 
 def start_device_in_background() -> threading.Thread | None:
     """Create the process's device on a daemon thread (creating it parses wgpu-py's cffi
     types: a second or more), so that the first wgpu launch finds it made. A launch that
     comes first waits for it under the same lock; a failure is kept, as when a launch
-    makes the device. None where wgpu is not installed or the device already exists."""
+    makes the device. Started by ``%load_ext qnb`` and by choosing wgpu
+    (``qnb.set_backend("wgpu")``, ``with qnb.backend("wgpu"):``); ``QNB_EARLY_DEVICE=0``
+    opts out. An exiting interpreter waits for a device being made (at most
+    ``EARLY_DEVICE_EXIT_WAIT``). None where wgpu is not installed, the device exists or is
+    being made."""
     import importlib.util
 
+    if os.environ.get("QNB_EARLY_DEVICE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
     if "device" in _device_state or "error" in _device_state:
         return None
-    if importlib.util.find_spec("wgpu") is None:
-        return None
+    with _early_lock:
+        if _early_threads and _early_threads[-1].is_alive():
+            return None  # one is making it already
+        if importlib.util.find_spec("wgpu") is None:
+            return None
 
-    def make():
-        with contextlib.suppress(BackendError):
-            _get_device()
+        def make():
+            with contextlib.suppress(BackendError):
+                _get_device()
 
-    thread = threading.Thread(target=make, name="qnb-wgpu-device", daemon=True)
-    thread.start()
+        thread = threading.Thread(target=make, name="qnb-wgpu-device", daemon=True)
+        if not _early_threads:
+            atexit.register(_wait_for_early_device)
+        _early_threads[:] = [thread]
+        thread.start()
     return thread
+
+
+_early_lock = threading.Lock()
+_early_threads: list[threading.Thread] = []
+EARLY_DEVICE_EXIT_WAIT = 60.0  # seconds an exiting interpreter waits for a device being made
+
+
+def _wait_for_early_device() -> None:
+    """At interpreter exit, let a device being made finish first (the driver must not be
+    torn down under it); a daemon thread never holds the exit up longer than this."""
+    for thread in list(_early_threads):
+        thread.join(EARLY_DEVICE_EXIT_WAIT)
 
 
 _device_lock = threading.Lock()
@@ -288,6 +354,10 @@ class WgpuBackend(Backend):
 
     def __init__(self):
         self._info: BackendInfo | None = None
+
+    def start_early(self) -> None:
+        """Chosen (``qnb.set_backend("wgpu")``): make the device on a thread meanwhile."""
+        start_device_in_background()
 
     # ---- description
 

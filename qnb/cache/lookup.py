@@ -8,8 +8,9 @@ the closest earlier key of the same kernel (this process's or the disk's), or
 persistent cache still says why a kernel changed: how its key differs from the
 closest key of the kernel this process has seen, marked "(found on disk)", or
 "first launch in this process (found on disk)". The launch fast path calls
-``record_memory_hit``, which only appends a tuple and marks the launcher used (no
-hashing, no I/O); ``events()`` turns it into an event when read.
+``record_memory_hit``, which only appends a tuple, without a lock (no hashing, no
+I/O); the hits are counted, and their launchers marked used, in batches, and
+``events()`` turns each into an event when read.
 
 The memory level is bounded (``MAX_LAUNCHERS``, contract: 1024): beyond it the least
 recently used launcher is dropped, and with it every kernel's launch memo entry that
@@ -105,6 +106,7 @@ _listeners: list[Callable[[CacheEvent], None]] = []
 
 def _record(event: CacheEvent) -> CacheEvent:
     with _lock:
+        _fold_hits()  # the hits before it come first
         _events.append(event)
         _counts[event.outcome] += 1
         _seconds[event.outcome] += event.seconds
@@ -117,27 +119,52 @@ def _record(event: CacheEvent) -> CacheEvent:
     return event
 
 
+# Memory hits recorded lock-free (``list.append`` is atomic), not yet in ``_events``,
+# the counts or the least-recently-used order; :func:`_fold_hits` moves them there
+# before anything reads those (events, stats, an eviction, another event) and whenever
+# ``HITS_PENDING`` are waiting.
+_pending_hits: list[tuple] = []
+HITS_PENDING = 256
+
+
 def record_memory_hit(
     kernel_name: str, backend_name: str, key: CacheKey, seconds: float
 ) -> CacheEvent | None:
     """Record a launch that reused its launcher without a lookup (the fast path).
 
-    This runs on every launch, so without listeners it keeps a tuple and ``events()``
-    builds the CacheEvent when asked; returns the event only when it built one."""
+    This runs on every launch, so without listeners it appends a tuple (no lock) and
+    ``events()`` builds the CacheEvent when asked; returns the event only when it built
+    one (for a listener, which sees every hit as it happens)."""
     if _listeners:
         with _lock:
+            _fold_hits()
             if key.digest in _memory:
                 _memory.move_to_end(key.digest)
         return _record(_memory_hit_event((kernel_name, backend_name, key, seconds, time.time())))
-    with _lock:
-        _events.append((kernel_name, backend_name, key, seconds, time.time()))
-        _counts["memory-hit"] += 1
-        _seconds["memory-hit"] += seconds
-        try:  # noqa: SIM105 - contextlib.suppress costs more than the rest of this call
-            _memory.move_to_end(key.digest)  # least recently used order
-        except KeyError:
-            pass
+    _pending_hits.append((kernel_name, backend_name, key, seconds, time.time()))
+    if len(_pending_hits) >= HITS_PENDING:
+        with _lock:
+            _fold_hits()
     return None
+
+
+def _fold_hits() -> None:
+    """Move the pending memory hits into the events, the counts and the LRU order (lock
+    held). A hit appended meanwhile by another thread stays pending, in order: the
+    slice and its deletion are each one atomic step."""
+    count = len(_pending_hits)
+    if not count:
+        return
+    hits = _pending_hits[:count]
+    del _pending_hits[:count]
+    _events.extend(hits)
+    _counts["memory-hit"] += count
+    _seconds["memory-hit"] += sum(hit[3] for hit in hits)
+    # Least recently used order: each digest moves to the end once, by its last hit.
+    recent = dict.fromkeys(hit[2].digest for hit in reversed(hits))
+    for digest in reversed(recent):
+        if digest in _memory:
+            _memory.move_to_end(digest)
 
 
 def _memory_hit_event(record) -> CacheEvent:
@@ -161,6 +188,7 @@ def _memory_hit_event(record) -> CacheEvent:
 def events() -> list[CacheEvent]:
     """The recorded events, oldest first (the last ``MAX_EVENTS``)."""
     with _lock:
+        _fold_hits()
         recorded = list(_events)
     return [_memory_hit_event(r) for r in recorded]
 
@@ -181,6 +209,7 @@ def remove_listener(listener: Callable[[CacheEvent], None]) -> None:
 def stats() -> dict:
     """Counts and times per outcome, the memory level's size and the disk's."""
     with _lock:
+        _fold_hits()
         counts, seconds, in_memory = dict(_counts), dict(_seconds), len(_memory)
     root = store.directory()
     entries, size = store.disk_usage(root)
@@ -214,6 +243,7 @@ def clear(disk: bool = True) -> store.ClearResult:
     with _lock:
         in_memory = len(_memory)
         generation[0] += 1
+        del _pending_hits[:]
         for digest in list(_holders):
             _release(digest)
         _memory.clear()
@@ -322,6 +352,7 @@ def _remember(kernel_name: str, key: CacheKey, launcher: Any, replace: bool = Fa
     """Put ``launcher`` in the memory level (another thread's, if it got there
     first, wins unless ``replace``) and note the key in the kernel's history."""
     with _lock:
+        _fold_hits()  # the LRU order an eviction follows
         if replace:
             _memory[key.digest] = launcher
         else:

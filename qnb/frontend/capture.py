@@ -18,6 +18,7 @@ import importlib
 import math
 import sys
 import types
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -53,6 +54,30 @@ _FOREIGN_INTRINSICS = {
     **{getattr(math, name): name for name in ("log2", "sin", "cos", "tanh")},
     **{getattr(np, name): name for name in ("exp2", "log2", "sin", "cos", "tanh", "floor", "ceil")},
 }
+
+
+class CaptureKind(enum.Enum):
+    """What a captured value is to the compiler."""
+
+    CONST = "const"  # a compile-time constant: its canonical form enters the key
+    NAMESPACE = "namespace"  # a module: the kernel reads its attributes by name
+    INTRINSIC = "intrinsic"  # a language intrinsic, or its math/NumPy twin (np.exp)
+    CALLABLE = "callable"  # a @qnb.func or kernel: keyed by its own source and captures
+    UNDEFINED = "undefined"  # bound nowhere (yet)
+
+
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """:func:`classify`'s answer: the value's kind and, for a constant, its canonical form."""
+
+    kind: CaptureKind
+    form: list | None = None
+
+
+_NAMESPACE = Classified(CaptureKind.NAMESPACE)
+_INTRINSIC = Classified(CaptureKind.INTRINSIC)
+_CALLABLE = Classified(CaptureKind.CALLABLE)
+_UNDEFINED_NAME = Classified(CaptureKind.UNDEFINED)
 
 
 class CapturedRead(NamedTuple):
@@ -107,6 +132,11 @@ class Captures:
         for chain in parsed.chains:
             root = chain[0]
             self._readers.append((chain, cells.get(root)))
+        # Each root name once: (name, cell, whether every chain of it is the name alone).
+        whole: dict[str, bool] = {}
+        for chain in parsed.chains:
+            whole[chain[0]] = whole.get(chain[0], True) and len(chain) == 1
+        self._names = [(name, cells.get(name), alone) for name, alone in whole.items()]
 
     def _root(self, name, cell):
         if cell is not None:
@@ -149,8 +179,9 @@ class Captures:
         that function's :meth:`read` items), not the live ones: the launch memo stores a
         launcher under the values it was compiled from, whatever changed meanwhile."""
         out = []
+        qnb_module = _qnb_module()
         for chain, root, value, _ in keyed(self.parsed):
-            if root is _qnb_module():
+            if root is qnb_module:
                 out.append((chain, root))
                 continue
             if isinstance(value, QnbFunction):
@@ -175,9 +206,16 @@ class Captures:
     def snapshot(self, _seen=None) -> tuple:
         """A tuple equal to an earlier one only if no captured value changed."""
         out = []
+        qnb_module = _qnb_module()
+        find = self._globals.get
         for chain, cell in self._readers:
-            root = self._root(chain[0], cell)
-            if root is _qnb_module():  # qnb's own names are the language: fixed, not captured
+            if cell is None:  # a global (as _root reads it, inline: this is the launch path)
+                root = find(chain[0], UNDEFINED)
+                if root is UNDEFINED:
+                    root = getattr(builtins, chain[0], UNDEFINED)
+            else:
+                root = self._root(chain[0], cell)
+            if root is qnb_module:  # qnb's own names are the language: fixed, not captured
                 out.append((chain, root))
                 continue
             value = _walk_chain(root, chain)
@@ -199,6 +237,61 @@ class Captures:
                     return (_Unhashable(),)  # never equal: the slow path reports the error
             out.append((chain, kind, value))
         return tuple(out)
+
+    # The launch memo's hot entry (``Kernel._launch``): where every value the snapshot
+    # holds is a root itself (a name read whole, not through a module's attributes, and
+    # not a func, whose own captures may change) or the qnb module, the snapshot depends
+    # only on which objects the names are bound to, so "the same objects as at the last
+    # hit" is a cheaper test of "the same snapshot".
+
+    def plain_roots(self) -> tuple | None:
+        """One read of the root names (in ``_names`` order), or None where the snapshot
+        depends on more than which objects they are."""
+        qnb_module = _qnb_module()
+        roots = []
+        for name, cell, whole in self._names:
+            root = self._root(name, cell)
+            if root is not qnb_module and (not whole or isinstance(root, QnbFunction)):
+                return None
+            roots.append(root)
+        return tuple(roots)
+
+    def snapshot_of(self, roots: tuple) -> tuple | None:
+        """What :meth:`snapshot` gives when the names are bound to ``roots`` (from
+        :meth:`plain_roots`), computed from them alone; None where it would be unequal
+        to every snapshot."""
+        qnb_module = _qnb_module()
+        bound = {name: root for (name, _, _), root in zip(self._names, roots)}
+        out = []
+        for chain, _ in self._readers:
+            value = bound[chain[0]]
+            if value is qnb_module:
+                out.append((chain, value))
+                continue
+            kind = type(value)  # a plain root: the chain is the name alone
+            if kind is float:
+                if value != value or value == 0:
+                    value = value.hex()
+            elif kind not in _EQUAL_MEANS_SAME:
+                value = self._token(chain, value)
+                if value is None:
+                    return None
+            out.append((chain, kind, value))
+        return tuple(out)
+
+    def same_roots(self, roots: tuple) -> bool:
+        """Whether every root name is still bound to the very object in ``roots``."""
+        find = self._globals.get
+        for (name, cell, _), root in zip(self._names, roots):
+            if cell is None:
+                found = find(name, UNDEFINED)
+                if found is UNDEFINED:
+                    found = getattr(builtins, name, UNDEFINED)
+            else:
+                found = self._root(name, cell)
+            if found is not root:
+                return False
+        return True
 
     def _token(self, chain, value):
         """``_exact(value)``, or None if unhashable. A token depends only on immutable
@@ -383,33 +476,34 @@ def describe(value) -> str:
     return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
 
 
-def classify(owner: ParsedFunction, chain: tuple[str, ...], value):
-    """What a captured value is to the compiler: ("const", canonical), ("namespace",),
-    ("intrinsic",), ("callable",), ("undefined",). Raises QnbCaptureError otherwise.
+def classify(owner: ParsedFunction, chain: tuple[str, ...], value) -> Classified:
+    """What a captured value is to the compiler, a :class:`Classified` record (a constant
+    with its canonical form, a namespace, an intrinsic, a callable, or undefined). Raises
+    QnbCaptureError otherwise.
 
     A library function read only inside ``qnb.static(...)`` (``sum``, ``math.ceil``,
     ``np.prod``) is a constant named by its qualified name: its result depends only on its
     arguments, which are captured themselves."""
     if value is UNDEFINED:
-        return ("undefined",)
+        return _UNDEFINED_NAME
     if isinstance(value, types.ModuleType):
-        return ("namespace",)
+        return _NAMESPACE
     if getattr(value, "_qnb_intrinsic", None) is not None or foreign_intrinsic(value):
-        return ("intrinsic",)
+        return _INTRINSIC
     if is_qnb_callable(value):
-        return ("callable",)
+        return _CALLABLE
     if any(value is b for b in _BUILTIN_VALUES) and len(chain) == 1:
-        return ("intrinsic",)
+        return _INTRINSIC
     if getattr(value, "_qnb_annotation", False):
-        return ("intrinsic",)
+        return _INTRINSIC
     form = canonical(value)
     if form is not None:
-        return ("const", form)
+        return Classified(CaptureKind.CONST, form)
     name = ".".join(chain)
     if chain in owner.static_chains and callable(value):
         library = library_name(value)
         if library is not None:
-            return ("const", ["library", library])
+            return Classified(CaptureKind.CONST, ["library", library])
         raise QnbCaptureError(
             f"kernel {owner.name!r} uses {name!r} ({describe(value)}) inside qnb.static(...); "
             "only functions of Python's builtins, math and NumPy whose result depends on "

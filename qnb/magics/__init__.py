@@ -15,10 +15,6 @@ def load_ipython_extension(ip) -> None:
 def _start_devices() -> None:
     """Start the wgpu device while the user writes the next cell (see
     ``qnb.backends.wgpu.start_device_in_background``); ``QNB_EARLY_DEVICE=0`` opts out."""
-    import os
-
-    if os.environ.get("QNB_EARLY_DEVICE", "1").strip().lower() in ("0", "false", "no", "off"):
-        return
     from qnb.backends import wgpu
 
     wgpu.start_device_in_background()
