@@ -61,3 +61,51 @@ def gpu_backend_name(request):
     """Each non-reference backend in turn (to compare against cpu)."""
     require_backend(request.param)
     return request.param
+
+
+# --------------------------------------------------------------------------- test distribution
+
+# `make test` runs the tests on pytest-xdist workers with --dist loadgroup, which here (the
+# scheduler below) keeps a file's tests on one worker, as --dist loadfile does: some share a
+# module's fixture (an IPython shell, a race report) or its state. The files named here are
+# the exceptions: long ones whose tests each stand alone (no module state, cheap fixtures),
+# handed out test by test, so no worker waits idle at the end on one long file.
+SPLIT_FILES = frozenset(
+    {
+        "tests/backends/test_cuda_compile.py",
+        "tests/backends/test_gpu_shapes.py",
+    }
+)
+
+
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup: one work unit per file, per test in SPLIT_FILES. (pytest-xdist's
+    own loadgroup reads ``xdist_group`` marks through ``Item._nodeid``, which pytest 9 no
+    longer reads: there every test would be a unit of its own.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = _file(nodeid)
+            return nodeid if path in SPLIT_FILES else path
+
+    return FileScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    # The scheduler hands out the files largest (most tests) first, then the single tests
+    # in this order: the slow ones of the split files first, so the last are short ones.
+    slow = [
+        item
+        for item in items
+        if _file(item.nodeid) in SPLIT_FILES and item.get_closest_marker("slow")
+    ]
+    if slow:
+        chosen = set(map(id, slow))
+        items[:] = slow + [item for item in items if id(item) not in chosen]

@@ -105,6 +105,7 @@ def test_key_components_name_arch_and_compiler(backend):
 # --------------------------------------------------------------------------- real NVRTC compiles
 
 
+@pytest.mark.slow
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_op_at_every_dtype_compiles(backend, arch):
@@ -207,6 +208,7 @@ def _load_suite():
     return suite
 
 
+@pytest.mark.slow
 @needs_nvrtc
 def test_suite_kernels_compile():
     """Every kernel of the shared suite (``tests/suite.py``) at each of its dtypes, through

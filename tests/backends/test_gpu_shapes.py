@@ -113,6 +113,7 @@ def _nvrtc_reason():
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_nvrtc_reason() is not None, reason=f"NVRTC missing: {_nvrtc_reason()}")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_shape_case_compiles_with_nvrtc(arch):
