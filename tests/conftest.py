@@ -74,6 +74,7 @@ SPLIT_FILES = frozenset(
     {
         "tests/backends/test_cuda_compile.py",
         "tests/backends/test_gpu_shapes.py",
+        "tests/frontend/test_property.py",
     }
 )
 
@@ -82,30 +83,40 @@ def _file(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def _scope(nodeid: str) -> str:
+    path = _file(nodeid)
+    return nodeid if path in SPLIT_FILES else path
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadgroup: one work unit per file, per test in SPLIT_FILES. (pytest-xdist's
-    own loadgroup reads ``xdist_group`` marks through ``Item._nodeid``, which pytest 9 no
-    longer reads: there every test would be a unit of its own.)"""
+    """--dist loadgroup: one work unit per file, per test in SPLIT_FILES, handed out in the
+    order pytest_collection_modifyitems puts them. (pytest-xdist's own loadgroup reads
+    ``xdist_group`` marks through ``Item._nodeid``, which pytest 9 no longer reads: there
+    every test would be a unit of its own.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class FileScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = _file(nodeid)
-            return nodeid if path in SPLIT_FILES else path
+            return _scope(nodeid)
 
+    config.option.loadscopereorder = False  # the collection's order, below
     return FileScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    # The scheduler hands out the files largest (most tests) first, then the single tests
-    # in this order: the slow ones of the split files first, so the last are short ones.
-    slow = [
-        item
-        for item in items
-        if _file(item.nodeid) in SPLIT_FILES and item.get_closest_marker("slow")
-    ]
-    if slow:
-        chosen = set(map(id, slow))
-        items[:] = slow + [item for item in items if id(item) not in chosen]
+    """The files with a test marked slow first (a long file started last keeps one worker
+    busy while the other waits), then the others, most tests first; then the single tests
+    of SPLIT_FILES, the slow ones first, so the last handed out are short. Within a file
+    the order stays."""
+    scopes: dict[str, list] = {}
+    for item in items:
+        scopes.setdefault(_scope(item.nodeid), []).append(item)
+
+    def order(scope):
+        members = scopes[scope]
+        slow = any(item.get_closest_marker("slow") for item in members)
+        return (_file(scope) in SPLIT_FILES, not slow, -len(members))
+
+    items[:] = [item for scope in sorted(scopes, key=order) for item in scopes[scope]]
