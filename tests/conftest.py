@@ -88,6 +88,7 @@ def _scope(nodeid: str) -> str:
     return nodeid if path in SPLIT_FILES else path
 
 
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without the plugin
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadgroup: one work unit per file, per test in SPLIT_FILES, handed out in the
     order pytest_collection_modifyitems puts them. (pytest-xdist's own loadgroup reads
