@@ -26,10 +26,14 @@ RUN_ENV := XDG_RUNTIME_DIR=$(RUNTIME_DIR)
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
 # The tests and the notebooks run on pytest-xdist workers, one per CPU (TEST_WORKERS=1:
-# in this process, one after another). A file's tests stay on one worker (--dist loadfile):
-# some share a module's fixture (an IPython shell, a race report) or its state.
+# in this process, one after another). The tests: --dist loadgroup, where tests/conftest.py
+# keeps each file's tests on one worker (some share a module's fixture, an IPython shell or
+# a race report, or its state) except the long files it names, handed out test by test. A
+# notebook's cells run in order in one kernel: --dist loadfile.
 TEST_WORKERS ?= auto
-PARALLEL := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+WORKERS := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
+PARALLEL := $(if $(WORKERS),$(WORKERS) --dist loadgroup)
+NOTEBOOK_PARALLEL := $(if $(WORKERS),$(WORKERS) --dist loadfile)
 LINT_PATHS := qnb tests benchmarks
 
 .PHONY: venv system-deps test test-notebooks lab demo bench lint format runtime-dir clean
@@ -65,7 +69,7 @@ test: system-deps venv runtime-dir
 # notebooks share no kernel, so each can run on its own worker against that one cache.
 test-notebooks: venv runtime-dir
 ifneq ($(NOTEBOOKS),)
-	$(RUN_ENV) $(PY) scripts/run_notebooks.py --check --pytest-args "$(PARALLEL)" $(NOTEBOOKS)
+	$(RUN_ENV) $(PY) scripts/run_notebooks.py --check --pytest-args "$(NOTEBOOK_PARALLEL)" $(NOTEBOOKS)
 else
 	@echo "no notebooks/*.ipynb yet: skipping the notebook check"
 endif

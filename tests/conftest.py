@@ -61,3 +61,63 @@ def gpu_backend_name(request):
     """Each non-reference backend in turn (to compare against cpu)."""
     require_backend(request.param)
     return request.param
+
+
+# --------------------------------------------------------------------------- test distribution
+
+# `make test` runs the tests on pytest-xdist workers with --dist loadgroup, which here (the
+# scheduler below) keeps a file's tests on one worker, as --dist loadfile does: some share a
+# module's fixture (an IPython shell, a race report) or its state. The files named here are
+# the exceptions: long ones whose tests each stand alone (no module state, cheap fixtures),
+# handed out test by test, so no worker waits idle at the end on one long file.
+SPLIT_FILES = frozenset(
+    {
+        "tests/backends/test_cuda_compile.py",
+        "tests/backends/test_gpu_shapes.py",
+        "tests/frontend/test_property.py",
+    }
+)
+
+
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _scope(nodeid: str) -> str:
+    path = _file(nodeid)
+    return nodeid if path in SPLIT_FILES else path
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without the plugin
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup: one work unit per file, per test in SPLIT_FILES, handed out in the
+    order pytest_collection_modifyitems puts them. (pytest-xdist's own loadgroup reads
+    ``xdist_group`` marks through ``Item._nodeid``, which pytest 9 no longer reads: there
+    every test would be a unit of its own.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    config.option.loadscopereorder = False  # the collection's order, below
+    return FileScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files with a test marked slow first (a long file started last keeps one worker
+    busy while the other waits), then the others, most tests first; then the single tests
+    of SPLIT_FILES, the slow ones first, so the last handed out are short. Within a file
+    the order stays."""
+    scopes: dict[str, list] = {}
+    for item in items:
+        scopes.setdefault(_scope(item.nodeid), []).append(item)
+
+    def order(scope):
+        members = scopes[scope]
+        slow = any(item.get_closest_marker("slow") for item in members)
+        return (_file(scope) in SPLIT_FILES, not slow, -len(members))
+
+    items[:] = [item for scope in sorted(scopes, key=order) for item in scopes[scope]]

@@ -119,36 +119,98 @@ def test_cache_clear_then_list_in_a_private_dir(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("value", ["0", "off", "false", "no"])
-def test_doctor_says_the_disk_level_is_off_as_the_library_does(tmp_path, value):
-    result = run_qnb("doctor", cache_dir=tmp_path, env={"QNB_CACHE": value})
-    assert result.returncode == 0, result.stderr
-    assert f"disk level off (QNB_CACHE={value})" in result.stdout
-    report = json.loads(
-        run_qnb("doctor", "--json", cache_dir=tmp_path, env={"QNB_CACHE": value}).stdout
-    )
-    assert report["cache"]["disk_cache_enabled"] is False
+# `qnb doctor`'s cache lines under each setting below, text and --json: one process runs
+# the command (qnb.cli.main, as `python -m qnb` does) under each environment in turn, where
+# a process each spent ~6 s on the same imports and backend probes; the settings are read
+# at call time, as a launch reads them. The command itself runs in a process of its own in
+# the tests above.
+CACHE_OFF = ("0", "off", "false", "no")
+ALWAYS_COMPILE = ("1", "true", "yes", "on")
+
+_DOCTOR_IN_TURN = """
+import contextlib, io, json, os, sys
+from qnb.cli import main
+results = []
+for env, args in json.loads(sys.argv[1]):
+    saved = dict(os.environ)
+    os.environ.update(env)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = main(args)
+    os.environ.clear()
+    os.environ.update(saved)
+    results.append([status, printed.getvalue()])
+print(json.dumps(results))
+"""
 
 
-@pytest.mark.parametrize("value", ["1", "true", "yes", "on"])
-def test_doctor_says_every_launch_compiles_as_the_library_does(tmp_path, value):
-    result = run_qnb("doctor", cache_dir=tmp_path, env={"QNB_ALWAYS_COMPILE": value})
-    assert f"QNB_ALWAYS_COMPILE={value}: every launch compiles" in result.stdout
-
-
-def test_doctor_flags_a_cache_dir_that_is_a_regular_file(tmp_path):
-    blocker = tmp_path / "a-file"
+@pytest.fixture(scope="module")
+def doctor(tmp_path_factory):
+    """{(variable, value, format): (status, stdout)} of `qnb doctor` under each setting;
+    ``QNB_CACHE_DIR`` is a fresh directory, or a regular file for ("file", "", format)."""
+    base = tmp_path_factory.mktemp("doctor")
+    blocker = base / "a-file"
     blocker.write_text("")
-    result = run_qnb("doctor", cache_dir=blocker)
-    assert "NOT usable: it is not a directory" in result.stdout
-    assert "disk level off (the directory is not usable)" in result.stdout
-    cache = json.loads(run_qnb("doctor", "--json", cache_dir=blocker).stdout)["cache"]
+    runs = [(("QNB_CACHE", value), ["doctor"]) for value in CACHE_OFF]
+    runs += [(("QNB_CACHE", value), ["doctor", "--json"]) for value in CACHE_OFF]
+    runs += [(("QNB_ALWAYS_COMPILE", value), ["doctor"]) for value in ALWAYS_COMPILE]
+    runs += [(("QNB_CACHE_MAX_BYTES", "abc"), ["doctor"])]
+    runs += [(("file", ""), ["doctor"]), (("file", ""), ["doctor", "--json"])]
+    jobs = []
+    for number, ((variable, value), args) in enumerate(runs):
+        env = {"QNB_CACHE_DIR": str(blocker if variable == "file" else base / f"cache-{number}")}
+        if variable != "file":
+            env[variable] = value
+        jobs.append([env, args])
+    settings = ("QNB_CACHE", "QNB_ALWAYS_COMPILE", "QNB_CACHE_MAX_BYTES")
+    env = {k: v for k, v in os.environ.items() if k not in settings}
+    ran = subprocess.run(
+        [sys.executable, "-c", _DOCTOR_IN_TURN, json.dumps(jobs)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    results = json.loads(ran.stdout)
+    return {
+        (variable, value, "json" if "--json" in args else "text"): tuple(result)
+        for ((variable, value), args), result in zip(runs, results)
+    }
+
+
+@pytest.mark.parametrize("value", CACHE_OFF)
+def test_doctor_says_the_disk_level_is_off_as_the_library_does(doctor, value):
+    status, out = doctor["QNB_CACHE", value, "text"]
+    assert status == 0
+    assert f"disk level off (QNB_CACHE={value})" in out
+    status, out = doctor["QNB_CACHE", value, "json"]
+    assert status == 0 and json.loads(out)["cache"]["disk_cache_enabled"] is False
+
+
+@pytest.mark.parametrize("value", ALWAYS_COMPILE)
+def test_doctor_says_every_launch_compiles_as_the_library_does(doctor, value):
+    assert (
+        f"QNB_ALWAYS_COMPILE={value}: every launch compiles"
+        in doctor["QNB_ALWAYS_COMPILE", value, "text"][1]
+    )
+
+
+def test_doctor_flags_a_cache_dir_that_is_a_regular_file(doctor):
+    out = doctor["file", "", "text"][1]
+    assert "NOT usable: it is not a directory" in out
+    assert "disk level off (the directory is not usable)" in out
+    cache = json.loads(doctor["file", "", "json"][1])["cache"]
     assert cache["writable"] is False and cache["disk_cache_enabled"] is False
 
 
-def test_doctor_flags_an_invalid_size_bound(tmp_path):
-    result = run_qnb("doctor", cache_dir=tmp_path, env={"QNB_CACHE_MAX_BYTES": "abc"})
-    assert "QNB_CACHE_MAX_BYTES='abc' is not a number of bytes: ignored" in result.stdout
+def test_doctor_flags_an_invalid_size_bound(doctor):
+    out = doctor["QNB_CACHE_MAX_BYTES", "abc", "text"][1]
+    assert "QNB_CACHE_MAX_BYTES='abc' is not a number of bytes: ignored" in out
+
+
+def test_doctor_in_turn_reads_each_setting_afresh(doctor):
+    """The runs share a process: a setting of one run must not reach the next (the
+    next run, with another directory and no QNB_CACHE, keeps its disk level on)."""
+    out = doctor["QNB_ALWAYS_COMPILE", "1", "text"][1]
+    assert "disk level off" not in out and "cache-8" in out
 
 
 def test_cache_clear_reports_what_it_could_not_remove(tmp_path):

@@ -19,6 +19,7 @@ import pytest
 from qnb import ir
 from qnb.backends.base import Options
 from qnb.errors import BackendError, CompileError
+from tests.backends.nvrtc_batch import Unit, compile_units
 
 ARCHS = ("sm_80", "sm_90")
 
@@ -104,22 +105,40 @@ def test_key_components_name_arch_and_compiler(backend):
 # --------------------------------------------------------------------------- real NVRTC compiles
 
 
+@pytest.mark.slow
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_op_at_every_dtype_compiles(backend, arch):
-    """All hand-built IR cases (every op × dtype) through render + NVRTC → cubin."""
-    failures, compiled = [], 0
-    for case in CASES.all_cases():
-        try:
-            artifact = backend.compile_for_arch(case.kernel, Options(), arch=arch)
-        except CompileError as exc:
-            failures.append(f"{case.name}: {exc}\n{exc.log}")
-            continue
-        assert artifact.binary and artifact.binary[:4] == b"\x7fELF", case.name
-        assert f".target {arch}" in artifact.text["ptx"]
-        compiled += 1
+    """All hand-built IR cases (every op × dtype) through render + NVRTC → cubin: as a few
+    NVRTC programs, each kernel in a namespace of its own (``nvrtc_batch``); a failing
+    kernel is named with its own log."""
+    units = [Unit(case.name, backend.render(case.kernel, Options())) for case in CASES.all_cases()]
+    compiled, failures = compile_units(units, arch)
     assert not failures, "\n\n".join(failures[:5])
-    assert compiled == len(CASES.all_cases())
+    assert [c.label for c in compiled] == [case.name for case in CASES.all_cases()]
+
+
+def test_a_batched_compile_names_the_failing_kernel_and_shares_nothing(backend):
+    """The batch compiles alone to name what failed, and a kernel sees only its own
+    definitions and includes: another kernel's prelude or ``#include`` does not rescue a
+    kernel rendered without one."""
+    if _toolchain_reason() is not None:
+        pytest.skip(f"NVRTC toolchain missing: {_toolchain_reason()}")
+    f32, f16 = (
+        backend.render(next(c for c in CASES.all_cases() if c.name == name).kernel, Options())
+        for name in ("binary_add_f32", "binary_add_f16")
+    )
+    no_prelude = f32.replace("namespace qnb {", "namespace qnb_gone {")
+    no_include = f16.replace("#include <cuda_fp16.h>\n", "")
+    assert no_prelude != f32 and no_include != f16 and "__half" in no_include
+    units = [Unit("f32", f32), Unit("no_prelude", no_prelude), Unit("f16", f16)]
+    units.append(Unit("no_include", no_include))
+    compiled, failures = compile_units(units, "sm_80")
+    assert [f.split(":")[0] for f in failures] == ["no_prelude", "no_include"], failures
+    assert all("NVRTC rejected" in f for f in failures)
+    compiled, failures = compile_units([Unit("f32", f32), Unit("f16", f16)], "sm_80")
+    assert not failures and [c.label for c in compiled] == ["f32", "f16"]
+    assert all(f".entry {c.entry}(" in c.ptx for c in compiled)
 
 
 @needs_nvrtc
@@ -189,36 +208,31 @@ def _load_suite():
     return suite
 
 
+@pytest.mark.slow
 @needs_nvrtc
 def test_suite_kernels_compile():
     """Every kernel of the shared suite (``tests/suite.py``) at each of its dtypes, through
-    ``kernel.source("cuda", *args)`` and NVRTC, for sm_80 and sm_90."""
+    ``kernel.source("cuda", *args)`` and NVRTC (batched, ``nvrtc_batch``), for sm_80 and
+    sm_90."""
     import numpy as np
-
-    from qnb.backends.cuda import nvrtc_compile
 
     suite = _load_suite()
     assert suite.CASES, "tests/suite.py defines no kernels"
-    failures, compiled = [], 0
+    failures, units = [], []
     for case in suite.CASES:
         for dtype in case.dtypes:
             _grid, args = case.make(np.random.default_rng(0), dtype)
             label = f"{case.name}[{np.dtype(dtype).name}]"
             try:
-                source = case.kernel.source("cuda", *args)
+                units.append(Unit(label, case.kernel.source("cuda", *args)))
             except Exception as exc:  # a render failure is a failure too
                 failures.append(f"{label}: render: {type(exc).__name__}: {exc}")
-                continue
-            for arch in ARCHS:
-                try:
-                    cubin, _ptx, _log = nvrtc_compile(source, arch)
-                except CompileError as exc:
-                    failures.append(f"{label} [{arch}]: {exc}\n{exc.log}")
-                    continue
-                assert cubin[:4] == b"\x7fELF"
-                compiled += 1
+    for arch in ARCHS:
+        compiled, failed = compile_units(units, arch)
+        failures += [f"[{arch}] {failure}" for failure in failed]
+        assert [c.label for c in compiled] == [u.label for u in units] or failed
     assert not failures, f"{len(failures)} failed:\n" + "\n\n".join(failures[:5])
-    assert compiled > 0
+    assert units
 
 
 # --------------------------------------------------------------------------- prelude semantics

@@ -113,23 +113,29 @@ def _nvrtc_reason():
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_nvrtc_reason() is not None, reason=f"NVRTC missing: {_nvrtc_reason()}")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_shape_case_compiles_with_nvrtc(arch):
-    from qnb.backends.cuda import CudaBackend
+    """Every case at each of its thread counts, and the f16/bf16 products, through NVRTC
+    as a few programs (``nvrtc_batch``: each kernel alone in a namespace of its own)."""
+    from tests.backends.nvrtc_batch import Unit, compile_units
 
-    backend = CudaBackend()
-    kernels = [(case.name, case.kernel, t) for case in CASES for t in case.threads]
+    cuda = registry.get("cuda")
+    kernels = [(f"{case.name}-t{t}", case.kernel, t) for case in CASES for t in case.threads]
     kernels += [
         (name, SHAPES.matmul(*spec)[0], None) for name, spec in sorted(SHAPES.HALF_CASES.items())
     ]
-    for name, kernel, threads in kernels:
-        artifact = backend.compile_for_arch(kernel, Options(threads=threads), arch=arch)
-        assert artifact.text["ptx"], name
-        if "_f16" in name or "_bf16" in name:
-            tensor = "mma.sync" in artifact.text["ptx"]
-            m, k, n = SHAPES.HALF_CASES[name][:3]
-            assert tensor == (m % 16 == n % 16 == k % 16 == 0), name
+    units = [Unit(name, cuda.render(kernel, Options(threads=t))) for name, kernel, t in kernels]
+    compiled, failures = compile_units(units, arch)
+    assert not failures, "\n\n".join(failures[:5])
+    assert [c.label for c in compiled] == [name for name, _kernel, _t in kernels]
+    for unit in compiled:
+        assert unit.ptx, unit.label
+        if unit.label in SHAPES.HALF_CASES:
+            tensor = "mma.sync" in unit.ptx
+            m, k, n = SHAPES.HALF_CASES[unit.label][:3]
+            assert tensor == (m % 16 == n % 16 == k % 16 == 0), unit.label
 
 
 def test_thread_count_follows_the_shapes_and_the_option():

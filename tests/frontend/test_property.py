@@ -136,6 +136,7 @@ def test_random_kernels_match_numpy(stmts, seed):
 
 # Each example compiles (g++ ~0.3 s; WGSL + a pipeline on lavapipe); sums and exp run in
 # another order and library. WGSL has no f64: wgpu runs the kernels in f32.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("backend", "rtol", "dtype"), [("cuda-host", 1e-7, np.float64), ("wgpu", 2e-4, np.float32)]
 )

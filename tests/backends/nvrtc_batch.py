@@ -1,0 +1,117 @@
+"""Many generated CUDA kernels through NVRTC as few programs, for the every-op and
+every-shape compile checks.
+
+Most of a small kernel's NVRTC compile is the same fixed cost every time (starting the
+compiler, parsing ``cuda_fp16.h`` and ``mma.h``), so compiling 300 kernels one by one
+spends most of the time on it. Here the kernels that include the same headers go into one
+program, each in a namespace of its own (its prelude, its helpers) with its entry renamed,
+so each sees what it would alone: its own ``#include`` lines and its own definitions,
+nothing of the others'. Every renamed entry must then be in the PTX and in the cubin.
+When a program fails, each of its kernels is compiled alone, to name the failing ones
+with their own NVRTC log.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+from qnb.backends.base import Options
+from qnb.backends.cuda import nvrtc_compile
+from qnb.errors import CompileError
+
+_ENTRY = re.compile(r'^extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', re.M)
+# a PTX function or kernel starts a line; its name is on that line
+_PTX_FUNCTION = re.compile(r"^(?:\.visible |\.weak )?\.(?:entry|func)\b.*$", re.M)
+
+
+# kernels per program: past a few dozen, a bigger program saves no more (it compiles slower
+# per kernel)
+BATCH = 32
+
+
+@dataclass
+class Unit:
+    """One kernel's CUDA source (as ``render``/``kernel.source`` wrote it)."""
+
+    label: str  # the name a failure is reported under
+    source: str
+
+
+@dataclass
+class Compiled:
+    label: str
+    entry: str  # the renamed entry, as the PTX and cubin name it
+    ptx: str  # this kernel's own PTX functions (its entry, its namespace's helpers)
+
+
+def _entry(source: str) -> str:
+    found = _ENTRY.findall(source)
+    assert len(found) == 1, f"expected one kernel entry, found {found}"
+    return found[0]
+
+
+def _split(source: str) -> tuple[tuple[str, ...], str]:
+    """(the #include lines, the rest)."""
+    includes, rest = [], []
+    for line in source.splitlines():
+        (includes if line.startswith("#include") else rest).append(line)
+    return tuple(includes), "\n".join(rest)
+
+
+def _own_ptx(ptx: str, tag: str) -> str:
+    """The PTX functions whose header line names ``tag`` (a kernel's namespace)."""
+    starts = [m.start() for m in _PTX_FUNCTION.finditer(ptx)] + [len(ptx)]
+    chunks = [ptx[a:b] for a, b in itertools.pairwise(starts)]
+    return "".join(chunk for chunk in chunks if tag in chunk.split("\n", 1)[0])
+
+
+def compile_units(
+    units: list[Unit], arch: str, options: Options = Options()
+) -> tuple[list[Compiled], list[str]]:
+    """Compile ``units`` for ``arch``: (what compiled, in the order given; one message per
+    failing kernel)."""
+    groups: dict[tuple[str, ...], list[tuple[int, Unit]]] = {}
+    for index, unit in enumerate(units):
+        groups.setdefault(_split(unit.source)[0], []).append((index, unit))
+    compiled, failures = [], []
+    batches = [
+        (includes, members[start : start + BATCH])
+        for includes, members in groups.items()
+        for start in range(0, len(members), BATCH)
+    ]
+    for includes, members in batches:
+        parts, names = list(includes), []
+        for index, unit in members:
+            entry = _entry(unit.source)
+            tag = f"qnbk{index}x"  # ends in x: "qnbk1x" is no part of "qnbk17x"
+            renamed = f"{tag}_{entry}"
+            body = re.sub(rf"\b{entry}\(", f"{renamed}(", _split(unit.source)[1], count=1)
+            parts += [f"namespace {tag} {{", body, f"}}  // namespace {tag}"]
+            names.append((index, unit, tag, renamed))
+        try:
+            cubin, ptx, _log = nvrtc_compile("\n".join(parts), arch, options, name="batch.cu")
+        except CompileError:
+            failures += _alone([unit for _index, unit in members], arch, options)
+            continue
+        assert f".target sm_{arch.split('_')[1]}" in ptx
+        assert cubin is None or cubin[:4] == b"\x7fELF"
+        for index, unit, tag, renamed in names:
+            if f".entry {renamed}(" not in ptx:
+                failures.append(f"{unit.label}: entry {renamed} is not in the PTX")
+            elif cubin is not None and renamed.encode() not in cubin:
+                failures.append(f"{unit.label}: entry {renamed} is not in the cubin")
+            else:
+                compiled.append((index, Compiled(unit.label, renamed, _own_ptx(ptx, tag))))
+    return [unit for _index, unit in sorted(compiled, key=lambda pair: pair[0])], failures
+
+
+def _alone(units: list[Unit], arch: str, options: Options) -> list[str]:
+    failures = []
+    for unit in units:
+        try:
+            nvrtc_compile(unit.source, arch, options)
+        except CompileError as exc:
+            failures.append(f"{unit.label}: {exc}\n{exc.log}")
+    return failures or [f"{[u.label for u in units]}: fail together, compile alone"]
