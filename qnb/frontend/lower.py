@@ -22,6 +22,7 @@ from qnb.dtypes import DType, bool_, i32, is_dtype_like
 from qnb.errors import QnbCaptureError, QnbError, QnbSyntaxError, QnbTypeError
 from qnb.frontend import lists
 from qnb.frontend import semantics as sem
+from qnb.frontend.builder import Builder
 from qnb.frontend.capture import UNDEFINED, foreign_intrinsic, is_qnb_callable
 from qnb.frontend.parse import KERNEL_BUILTINS, ParsedFunction, is_negative_literal
 from qnb.frontend.reads import Recorder
@@ -186,6 +187,7 @@ class _Lowerer:
         self.kernel_parsed = parsed
         self.inline_stack: list[str] = []
         self.loop_watches: list[_LoopWatch] = []
+        self.builder = Builder(self)  # all the typing rules (semantics) may use of this walker
 
     # ------------------------------------------------------------------ helpers
 
@@ -722,7 +724,7 @@ class _Lowerer:
     def path_number_var(self, name: str, found: _PathNumber, node) -> _Var:
         """The runtime variable of a _PathNumber, made on first use."""
         if found.var is None:
-            first = sem.const(self, found.numbers[0], found.node).type
+            first = sem.const(self.builder, found.numbers[0], found.node).type
             found.var = self.bind_local(name, first, found.node)
             self.settle(name, found.var, found.numbers, node)
         self.frame.scope[name] = found.var
@@ -732,7 +734,7 @@ class _Lowerer:
         """``name``'s compile-time numbers become values of its runtime variable ``var``:
         typed with it, and assigned where each was bound (its _Pending)."""
         for number in numbers:
-            self.record_type(var.name, sem.const(self, number, node).type, var.type, node)
+            self.record_type(var.name, sem.const(self.builder, number, node).type, var.type, node)
         for pending in self.frame.pending.pop(name, []):
             value = self.coerce(Py(pending.value), var.type, node)
             pending.assign = ir.Assign(pending.loc, var.name, value)
@@ -1231,7 +1233,7 @@ class _Lowerer:
             if operand.type.kind != "scalar":
                 raise self.error(QnbTypeError, "'not' needs a scalar; use ~mask for tiles", node)
             return ir.Unary(ir.scalar(bool_), self.loc(node), "not", self.condition(operand, node))
-        return sem.invert(self, operand, node)
+        return sem.invert(self.builder, operand, node)
 
     def expr_BoolOp(self, node):
         """``a and b`` / ``a or b`` as in Python: the right side runs only where Python
@@ -1478,7 +1480,7 @@ class _Lowerer:
         values = self.ordered([*node.args, *(k.value for k in node.keywords)])
         args = values[: len(node.args)]
         kwargs = {k.arg: v for k, v in zip(node.keywords, values[len(node.args) :])}
-        return handler(self, node, target, args, kwargs)
+        return handler(self.builder, node, target, args, kwargs)
 
     def shaped_type(self, family, node):
         """``Tile[M, N]`` / ``Vec[N]`` in a kernel: the sizes are compile-time values."""
@@ -1522,7 +1524,7 @@ class _Lowerer:
         handler = sem.TILE_METHODS.get(method.name)
         if handler is None:
             raise self.error(QnbTypeError, _method_misuse(method), node)
-        return handler(self, node, method, args, kwargs)
+        return handler(self.builder, node, method, args, kwargs)
 
     # ------------------------------------------------------------------ static and funcs
 
@@ -1730,7 +1732,7 @@ class _Lowerer:
         if isinstance(value, ir.Expr):
             return value
         if isinstance(value, Py) and sem.is_number(value.value):
-            return sem.const(self, value.value, node, dtype)
+            return sem.const(self.builder, value.value, node, dtype)
         if isinstance(value, _Method):
             raise self.error(QnbTypeError, _method_misuse(value), node)
         raise self.error(QnbTypeError, f"{_value_name(value)} cannot be used as a value here", node)
@@ -1799,13 +1801,13 @@ class _Lowerer:
         return ir.Cast(expr.type.with_dtype(dtype), expr.loc, expr)
 
     def binary(self, op, left, right, node):
-        return sem.binary(self, op, left, right, node)
+        return sem.binary(self.builder, op, left, right, node)
 
     def where(self, cond, a, b, node):
-        return sem.where(self, cond, a, b, node)
+        return sem.where(self.builder, cond, a, b, node)
 
     def matmul(self, a, b, acc, node):
-        return sem.matmul(self, a, b, acc, node)
+        return sem.matmul(self.builder, a, b, acc, node)
 
     # ------------------------------------------------------------------ arrays
 
@@ -1915,7 +1917,7 @@ class _Lowerer:
     def slice_load(self, kind, view, window, node):
         if kind == "tile":
             r0, r1, c0, c1 = window
-            zeros = sem.fill(self, "tile", "full", 0, view.type.dtype, node)
+            zeros = sem.fill(self.builder, "tile", "full", 0, view.type.dtype, node)
             return self.load_window(zeros, view, r0, r1, c0, c1, node)
         start, stop, col, axis = window
         vec = ir.vec(view.type.dtype)
