@@ -46,19 +46,18 @@ def _stub_name(stub) -> str:
     return f"qnb.{getattr(stub, '__qualname__', repr(stub))}"
 
 
-def is_method(stub) -> bool:
-    """A stub for a method of a tile or vec value (its first parameter is ``self``)."""
-    if isinstance(stub, type):
-        return False
-    parameters = list(inspect.signature(stub).parameters)
-    return bool(parameters) and parameters[0] == "self"
+def _call_parameters(stub) -> tuple[bool, list[inspect.Parameter]]:
+    """Whether ``stub`` is a method of a tile or vec value (its first parameter is
+    ``self``), and the parameters a call passes (a class: its ``__init__``'s)."""
+    parameters = list(inspect.signature(stub).parameters.values())
+    method = not isinstance(stub, type) and bool(parameters) and parameters[0].name == "self"
+    return method, parameters[1:] if method else parameters
 
 
 def stub_parameters(stub) -> list[inspect.Parameter]:
     """What a call of ``stub`` passes: its parameters without ``self`` (a class: its
     ``__init__``'s)."""
-    parameters = list(inspect.signature(stub).parameters.values())
-    return parameters[1:] if is_method(stub) else parameters
+    return _call_parameters(stub)[1]
 
 
 class Rule:
@@ -115,36 +114,45 @@ class Rule:
     def bind(self, builder, node, target, args, kwargs) -> list:
         """The arguments of a call, one per parameter, as Python binds them (defaults as
         :class:`Py`); arity errors in Python's words."""
-        name = self.spelled(target)
+        names = self.names
+        if not kwargs and len(args) == self.positional == len(names):
+            return args  # every parameter given by position, the common call
         if self.keyword_only and len(args) > self.positional:
             keywords = self.keyword_only
             raise builder.error(
                 QnbTypeError,
-                f"{name}() takes {self.positional} positional arguments ({len(args)} given); "
-                f"{' and '.join(keywords)} are keyword arguments ({keywords[0]}=...)",
+                f"{self.spelled(target)}() takes {self.positional} positional arguments "
+                f"({len(args)} given); {' and '.join(keywords)} are keyword arguments "
+                f"({keywords[0]}=...)",
                 node,
             )
-        names = self.names
         if len(args) > len(names):
             raise builder.error(
                 QnbTypeError,
-                f"{name}() takes at most {len(names)} arguments ({len(args)} given)",
+                f"{self.spelled(target)}() takes at most {len(names)} arguments "
+                f"({len(args)} given)",
                 node,
             )
         bound = dict(zip(names, args))
         for key, value in kwargs.items():
             if key not in names:
                 raise builder.error(
-                    QnbTypeError, f"{name}() got an unexpected keyword argument {key!r}", node
+                    QnbTypeError,
+                    f"{self.spelled(target)}() got an unexpected keyword argument {key!r}",
+                    node,
                 )
             if key in bound:
-                raise builder.error(QnbTypeError, f"{name}() got multiple values for {key!r}", node)
+                raise builder.error(
+                    QnbTypeError, f"{self.spelled(target)}() got multiple values for {key!r}", node
+                )
             bound[key] = value
         for key in names:
             if key not in bound:
                 if key not in self.defaults:
                     raise builder.error(
-                        QnbTypeError, f"{name}() is missing the argument {key!r}", node
+                        QnbTypeError,
+                        f"{self.spelled(target)}() is missing the argument {key!r}",
+                        node,
                     )
                 bound[key] = self.defaults[key]
         return [bound[n] for n in names]
@@ -188,9 +196,11 @@ def _spelled(parameters: list[inspect.Parameter]) -> str:
     return str(inspect.Signature(parameters))
 
 
-def signature_mismatch(rule_: Rule, stub) -> str | None:
-    """Why ``rule_``'s parameters differ from ``stub``'s signature (None if they agree)."""
-    mine, theirs = rule_.parameters, stub_parameters(stub)
+def signature_mismatch(rule_: Rule, stub, theirs: list | None = None) -> str | None:
+    """Why ``rule_``'s parameters differ from ``stub``'s signature (None if they agree);
+    ``theirs``: the stub's :func:`stub_parameters`, where the caller has them."""
+    mine = rule_.parameters
+    theirs = stub_parameters(stub) if theirs is None else theirs
     for position, (a, b) in enumerate(zip(mine, theirs)):
         if a.name != b.name:
             why = f"parameter {position + 1} is {a.name!r} in the rule, {b.name!r} in the stub"
@@ -234,10 +244,11 @@ def check_bindings(rules: list[Rule], stubs: list) -> None:
                     f"{_stub_name(stub)} has two rules: {bound[id(stub)]!r} and {rule_!r}"
                 )
             bound[id(stub)] = rule_
-            mismatch = signature_mismatch(rule_, stub)
+            method, parameters = _call_parameters(stub)
+            mismatch = signature_mismatch(rule_, stub, parameters)
             if mismatch is not None:
                 raise BindingError(mismatch)
-            if is_method(stub):
+            if method:
                 other = method_rules.setdefault(stub.__name__, rule_)
                 if other is not rule_:
                     raise BindingError(

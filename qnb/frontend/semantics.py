@@ -145,7 +145,10 @@ def _cast_through(builder, through, *exprs) -> list:
 
 def const(builder, value, node, dtype: DType | None = None) -> ir.Const:
     """A typed constant for a Python number; ``dtype`` is the weak-typing hint."""
-    chosen = _typed(builder, node, typing_rules.constant_dtype, value, dtype)
+    try:  # (_typed, inline: constants are the commonest node)
+        chosen = typing_rules.constant_dtype(value, dtype)
+    except typing_rules.TypeRefusal as refusal:
+        raise builder.error(QnbTypeError, str(refusal), node) from None
     return ir.Const(ir.scalar(chosen), builder.loc(node), convert_value(value, chosen))
 
 
@@ -211,7 +214,8 @@ def binary(builder, op, left, right, node):
     left, right, dtype = _typed_pair(builder, left, right, node)
     shape, (left, right) = broadcast_operands(builder, node, left, right)
     through, result = _typed(builder, node, typing_rules.binary_dtypes, op, dtype)
-    left, right = _cast_through(builder, through, left, right)
+    if through:
+        left, right = _cast_through(builder, through, left, right)
     return ir.Binary(ir.value_type(result, shape), builder.loc(node), op, left, right)
 
 
@@ -238,8 +242,9 @@ def _power(builder, base, exponent, node):
         return result
     left, right, dtype = _typed_pair(builder, base, exponent, node)
     through = typing_rules.power_dtypes(dtype, constant)
-    left, right = _cast_through(builder, through, left, right)
-    dtype = through[-1] if through else dtype
+    if through:
+        left, right = _cast_through(builder, through, left, right)
+        dtype = through[-1]
     shape, (left, right) = broadcast_operands(builder, node, left, right)
     return ir.Binary(ir.value_type(dtype, shape), builder.loc(node), "pow", left, right)
 
@@ -490,21 +495,22 @@ def _type_name(kind, shape) -> str:
     return (ir.tile(f32, shape) if kind == "tile" else ir.vec(f32, shape[0])).shape_name
 
 
-def _called(kind, method):
+def _called_name(kind, method, target) -> str:
     """The name of a shaped constructor call (``Tile[8, 32].zeros``), from its target."""
+    return f"{_type_name(kind, _shape_of(target, kind))}.{method}"
 
-    def spelled(target) -> str:
-        return f"{_type_name(kind, _shape_of(target, kind))}.{method}"
 
-    return spelled
+def _called(kind, method):
+    """:func:`_called_name` as a rule's ``name=`` (spelled only for a message)."""
+    return lambda target: _called_name(kind, method, target)
 
 
 def _new(builder, node, target, kind, how, value, dtype):
-    name = _called(kind, how)(target)
     shape = _shape_of(target, kind)
     dtype = _dtype_arg(builder, dtype, node)
     if how == "eye":
         if shape[0] != shape[1]:
+            name = _called_name(kind, how, target)
             raise builder.error(
                 QnbTypeError,
                 f"eye is the identity of a square tile type, not {name[:-4]}",
@@ -513,6 +519,7 @@ def _new(builder, node, target, kind, how, value, dtype):
         return fill(builder, kind, "eye", None, dtype, node, shape)
     if isinstance(value, Py):
         if not is_number(value.value):
+            name = _called_name(kind, how, target)
             raise builder.error(QnbTypeError, f"{name} needs a number, got {value.value!r}", node)
         return fill(builder, kind, "full", value.value, dtype, node, shape)
     return fill(builder, kind, "full", value, dtype, node, shape)
@@ -576,7 +583,7 @@ def _other_arg(builder, other, dtype, node, name):
 @_bound(language.Tile16.load, name=_called("tile", "load"))
 def _tile_load(builder, node, target, arr, row, col, *, other=0, dtype=None):
     shape = _shape_of(target, "tile")
-    name = _called("tile", "load")(target)
+    name = _called_name("tile", "load", target)
     view = _array_arg(builder, arr, node)
     if view.view_ndim != 2:
         raise builder.error(
@@ -646,7 +653,7 @@ def _vec_load_line(axis):
 
     def load_line(builder, node, target, arr, row, col, *, other=0):
         (n,) = _shape_of(target, "vec")
-        name = _called("vec", method)(target)
+        name = _called_name("vec", method, target)
         view = _array_arg(builder, arr, node)
         if view.view_ndim != 2:
             raise builder.error(

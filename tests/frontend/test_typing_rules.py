@@ -230,3 +230,33 @@ def test_line_and_fill_types():
     assert rules.fill_type("vec", f32) == ir.vec(f32, 16)
     assert rules.fill_type("tile", f16, (1, 64)) == ir.tile(f16, (1, 64))
     assert rules.fill_type("vec", bool_, (128,)) == ir.vec(bool_, 128)
+
+
+# ---------------------------------------------------------------------------- the builder
+
+
+def test_the_builder_offers_the_rules_its_few_operations_and_nothing_else_of_the_walker():
+    from qnb.frontend import lower
+    from qnb.frontend.builder import Builder, RuleBuilder
+
+    operations = {
+        "error",
+        "loc",
+        "require_value",
+        "to_index",
+        "condition",
+        "py_truth",
+        "coerce",
+        "cast_elements",
+        "emit",
+        "load_window",
+        "update_in_place",
+    }
+    assert set(Builder.__slots__) == operations
+    assert {n for n in vars(RuleBuilder) if not n.startswith("_")} == operations
+    walker = lower._Lowerer(None, None, [], {})
+    builder = walker.builder
+    for name in operations:
+        assert getattr(builder, name) == getattr(walker, name)
+    for reach in ("lower_expr", "frame", "frames", "block", "ordered", "inline", "_walker"):
+        assert not hasattr(builder, reach)
