@@ -235,3 +235,61 @@ def test_every_way_of_naming_an_intrinsic_reaches_its_rule():
         + 1.0
     )
     np.testing.assert_allclose(out, expected, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------- binding a call's arguments
+
+# What a bad call says (the messages the rules gave when each bound its own arguments,
+# kept word for word), at the user's line.
+BAD_CALLS = [
+    ("qnb.exp()", "exp() is missing the argument 'x'"),
+    ("qnb.abs(t, x=t)", "abs() got multiple values for 'x'"),
+    ("qnb.floor(y=t)", "floor() got an unexpected keyword argument 'y'"),
+    ("qnb.maximum(t, t, t)", "max() takes at most 2 arguments (3 given)"),
+    ("qnb.where(mask=t > 0, a=t)", "qnb.where() is missing the argument 'b'"),
+    ("qnb.program_id(ax=0)", "qnb.program_id() got an unexpected keyword argument 'ax'"),
+    (
+        "Tile16.load(x, 0, 0, 0)",
+        "Tile16.load() takes 3 positional arguments (4 given); other and dtype are keyword "
+        "arguments (other=...)",
+    ),
+    ("qnb.Tile[8, 32].load(x, 0)", "Tile[8, 32].load() is missing the argument 'col'"),
+    ("qnb.Tile[8, 16](qnb.f32, 1)", "Tile[8, 16].zeros() takes at most 1 arguments (2 given)"),
+    ("Tile16.zeros(dtpye=qnb.f32)", "Tile16.zeros() got an unexpected keyword argument 'dtpye'"),
+    (
+        "Vec16.load_row(x, 0, 0, 1)",
+        "Vec16.load_row() takes 3 positional arguments (4 given); other are keyword arguments "
+        "(other=...)",
+    ),
+    ("Vec16.load(arr=v, start=0)", "Vec16.load() got an unexpected keyword argument 'arr'"),
+    ("t.load_(x, 0, 16, 0, 16, 1)", "load_() takes at most 5 arguments (6 given)"),
+    ("u.load_(x, 0, 16, 0, 16)", "load_ is a tile method, not one of a Vec16[f32]"),
+    ("u.store_col(x, 0)", "store_col() is missing the argument 'col'"),
+    ("t.store_col(x, 0)", ".store_col() is a vec method, not one of a Tile16[f32]"),
+    ("t.sum(0, True, 1)", "sum() takes at most 2 arguments (3 given)"),
+    ("t.col(i=0)", "col() got an unexpected keyword argument 'i'"),
+    ("t.cholesky_(e=1)", "cholesky_() got an unexpected keyword argument 'e'"),
+    (
+        "t.solve_triangular_(B=t, lower=True, x=1)",
+        "solve_triangular_() got an unexpected keyword argument 'x'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "message"), BAD_CALLS, ids=[c for c, _ in BAD_CALLS])
+def test_a_bad_call_says_what_python_would_at_the_users_line(call, message):
+    from tests.helpers import define
+
+    scope, filename = define(
+        f"""
+        @qnb.kernel(backend="cpu")
+        def k(x: qnb.Array[qnb.f32, 2], v: qnb.Array[qnb.f32, 1]):
+            t = Tile16.load(x, 0, 0)
+            u = t.row(0)
+            r = {call}
+        """
+    )
+    with pytest.raises(qnb.QnbTypeError) as info:
+        scope["k"].source("ir")
+    assert info.value.message == message
+    assert (info.value.filename, info.value.lineno) == (filename, 6)
