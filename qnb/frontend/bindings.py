@@ -31,7 +31,10 @@ class BindingError(TypeError):
 
 
 class Py:
-    """A compile-time Python value (a captured constant, a Template value, a literal…)."""
+    """A compile-time Python value (a captured constant, a Template value, a literal…).
+
+    The walker's and the rules' (``qnb.frontend.semantics.Py`` is this class); it lives
+    here because a binding passes a parameter's default as one."""
 
     __slots__ = ("value",)
 
