@@ -77,6 +77,7 @@ class Rule:
         "parameters",
         "positional",
         "reads_arguments",
+        "simple",
         "stubs",
     )
 
@@ -94,6 +95,9 @@ class Rule:
         self.positional = sum(p.kind is p.POSITIONAL_OR_KEYWORD for p in self.parameters)
         self.keyword_only = [p.name for p in self.parameters if p.kind is p.KEYWORD_ONLY]
         self.defaults = {p.name: Py(p.default) for p in self.parameters if p.default is not p.empty}
+        # every parameter positional-or-keyword, nothing before binding: a call that gives
+        # each by position passes its arguments straight through
+        self.simple = before is None and accepts is None and self.positional == len(self.names)
 
     def __repr__(self):
         return f"<rule {self.fn.__qualname__} for {', '.join(map(_stub_name, self.stubs))}>"
@@ -103,6 +107,8 @@ class Rule:
         return self.name(target) if callable(self.name) else self.name
 
     def __call__(self, builder, node, target, args, kwargs):
+        if self.simple and not kwargs and len(args) == self.positional:
+            return self.fn(builder, node, target, *args)
         if self.before is not None:
             self.before(builder, node, target)
         if self.reads_arguments:

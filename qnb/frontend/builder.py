@@ -78,5 +78,9 @@ class Builder:
     __slots__ = _OPERATIONS
 
     def __init__(self, walker):
-        for name in _OPERATIONS:
-            setattr(self, name, getattr(walker, name))
+        self.error, self.loc = walker.error, walker.loc
+        self.require_value, self.to_index = walker.require_value, walker.to_index
+        self.condition, self.py_truth = walker.condition, walker.py_truth
+        self.coerce, self.cast_elements = walker.coerce, walker.cast_elements
+        self.emit, self.load_window = walker.emit, walker.load_window
+        self.update_in_place = walker.update_in_place

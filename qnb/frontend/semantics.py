@@ -156,7 +156,10 @@ def broadcast_operands(builder, node, *operands) -> tuple[tuple[int, ...], list]
     """NumPy's broadcast of the operands' shapes (:func:`typing_rules.broadcast`), and
     the operands with every tile/vec stretched to it by :class:`ir.Broadcast` (so
     backends see only equal shapes or scalars)."""
-    shape = _typed(builder, node, typing_rules.broadcast, *(o.type for o in operands))
+    try:  # (_typed, inline: every elementwise op comes here)
+        shape = typing_rules.broadcast(*[o.type for o in operands])
+    except typing_rules.TypeRefusal as refusal:
+        raise builder.error(QnbTypeError, str(refusal), node) from None
     stretched = [
         operand
         if operand.type.kind == "scalar" or operand.type.shape == shape
@@ -213,7 +216,10 @@ def binary(builder, op, left, right, node):
         return _power(builder, left, right, node)
     left, right, dtype = _typed_pair(builder, left, right, node)
     shape, (left, right) = broadcast_operands(builder, node, left, right)
-    through, result = _typed(builder, node, typing_rules.binary_dtypes, op, dtype)
+    try:  # (_typed, inline)
+        through, result = typing_rules.binary_dtypes(op, dtype)
+    except typing_rules.TypeRefusal as refusal:
+        raise builder.error(QnbTypeError, str(refusal), node) from None
     if through:
         left, right = _cast_through(builder, through, left, right)
     return ir.Binary(ir.value_type(result, shape), builder.loc(node), op, left, right)
