@@ -13,14 +13,12 @@ from qnb.errors import QnbOutsideKernelError, QnbTypeError, caller_position
 TILE_SIZE = 16
 
 
-def intrinsic(name: str):
-    """Tag a function as the language intrinsic ``name``."""
-
-    def tag(fn):
-        fn._qnb_intrinsic = name
-        return fn
-
-    return tag
+def intrinsic(fn):
+    """Tag ``fn`` as a language intrinsic, named by its qualified name (``exp``,
+    ``Tile16.zeros``): the front end finds it by the tag, and its typing rule is bound to
+    the function itself (``@rule(language.exp)`` in ``qnb.frontend.semantics``)."""
+    fn._qnb_intrinsic = fn.__qualname__
+    return fn
 
 
 def _kernel_only(name) -> QnbOutsideKernelError:
@@ -46,19 +44,19 @@ def _kernel_only(name) -> QnbOutsideKernelError:
 # --------------------------------------------------------------------- program coordinates
 
 
-@intrinsic("program_id")
+@intrinsic
 def program_id(axis: int = 0):
     """This program's coordinate along ``axis`` (0, 1 or 2) of the launch grid."""
     raise _kernel_only("program_id")
 
 
-@intrinsic("num_programs")
+@intrinsic
 def num_programs(axis: int = 0):
     """The number of programs along ``axis`` of the launch grid."""
     raise _kernel_only("num_programs")
 
 
-@intrinsic("static")
+@intrinsic
 def static(value):
     """Evaluate ``value`` at compile time.
 
@@ -73,7 +71,7 @@ def static(value):
 # --------------------------------------------------------------------- elementwise math
 
 
-@intrinsic("where")
+@intrinsic
 def where(mask, a, b):
     """Elementwise ``a`` where ``mask`` is true, else ``b`` (tiles, vecs or scalars).
 
@@ -82,79 +80,79 @@ def where(mask, a, b):
     raise _kernel_only("where")
 
 
-@intrinsic("exp")
+@intrinsic
 def exp(x):
     """Elementwise eˣ."""
     raise _kernel_only("exp")
 
 
-@intrinsic("log")
+@intrinsic
 def log(x):
     """Elementwise natural logarithm."""
     raise _kernel_only("log")
 
 
-@intrinsic("sqrt")
+@intrinsic
 def sqrt(x):
     """Elementwise square root."""
     raise _kernel_only("sqrt")
 
 
-@intrinsic("abs")
+@intrinsic
 def abs(x):  # noqa: A001 - the language's own abs
     """Elementwise absolute value."""
     raise _kernel_only("abs")
 
 
-@intrinsic("exp2")
+@intrinsic
 def exp2(x):
     """Elementwise 2ˣ (``exp2(-inf) == 0``). Integers compute in f32."""
-    _kernel_only("exp2")
+    raise _kernel_only("exp2")
 
 
-@intrinsic("log2")
+@intrinsic
 def log2(x):
     """Elementwise base-2 logarithm (``log2(0) == -inf``; NaN below 0)."""
-    _kernel_only("log2")
+    raise _kernel_only("log2")
 
 
-@intrinsic("sin")
+@intrinsic
 def sin(x):
     """Elementwise sine of ``x`` in radians (NaN for ±inf)."""
-    _kernel_only("sin")
+    raise _kernel_only("sin")
 
 
-@intrinsic("cos")
+@intrinsic
 def cos(x):
     """Elementwise cosine of ``x`` in radians (NaN for ±inf)."""
-    _kernel_only("cos")
+    raise _kernel_only("cos")
 
 
-@intrinsic("tanh")
+@intrinsic
 def tanh(x):
     """Elementwise hyperbolic tangent (``tanh(±inf) == ±1``)."""
-    _kernel_only("tanh")
+    raise _kernel_only("tanh")
 
 
-@intrinsic("floor")
+@intrinsic
 def floor(x):
     """Elementwise largest integer ≤ ``x``, as a float of ``x``'s dtype (NumPy's floor)."""
-    _kernel_only("floor")
+    raise _kernel_only("floor")
 
 
-@intrinsic("ceil")
+@intrinsic
 def ceil(x):
     """Elementwise smallest integer ≥ ``x``, as a float of ``x``'s dtype (NumPy's ceil)."""
-    _kernel_only("ceil")
+    raise _kernel_only("ceil")
 
 
-@intrinsic("maximum")
+@intrinsic
 def maximum(a, b):
     """Elementwise maximum."""
     raise _kernel_only("maximum")
 
 
-@intrinsic("minimum")
+@intrinsic
 def minimum(a, b):
     """Elementwise minimum."""
     raise _kernel_only("minimum")
@@ -163,21 +161,21 @@ def minimum(a, b):
 # --------------------------------------------------------------------- linear algebra
 
 
-@intrinsic("mma")
+@intrinsic
 def mma(a, b, acc):
     """``acc + a @ b`` for ``Tile[M, K]``, ``Tile[K, N]`` and an M×N ``acc``. f16 and bf16
     inputs accumulate in f32 (tensor cores on CUDA)."""
     raise _kernel_only("mma")
 
 
-@intrinsic("outer")
+@intrinsic
 def outer(u, v):
     """The tile ``[i, j] = u[i] * v[j]``: ``Tile[len(u), len(v)]`` of two vecs of any lengths.
     ``t -= qnb.outer(u, v)`` updates in place."""
     raise _kernel_only("outer")
 
 
-@intrinsic("arange")
+@intrinsic
 def arange(n, dtype=None):
     """``Vec[n]`` with ``v[i] = i`` (``n`` a compile-time power of two; i32 unless ``dtype``)."""
     raise _kernel_only("qnb.arange")
@@ -204,31 +202,31 @@ class Tile16:
         raise _kernel_only("Tile16(...)")
 
     @staticmethod
-    @intrinsic("Tile16.zeros")
+    @intrinsic
     def zeros(dtype=f32):
         """A tile of zeros."""
         raise _kernel_only("Tile16.zeros")
 
     @staticmethod
-    @intrinsic("Tile16.ones")
+    @intrinsic
     def ones(dtype=f32):
         """A tile of ones."""
         raise _kernel_only("Tile16.ones")
 
     @staticmethod
-    @intrinsic("Tile16.full")
+    @intrinsic
     def full(value, dtype=f32):
         """A tile with every element ``value``."""
         raise _kernel_only("Tile16.full")
 
     @staticmethod
-    @intrinsic("Tile16.eye")
+    @intrinsic
     def eye(dtype=f32):
         """The identity tile."""
         raise _kernel_only("Tile16.eye")
 
     @staticmethod
-    @intrinsic("Tile16.load")
+    @intrinsic
     def load(arr, row, col, *, other=0, dtype=None):
         """A new tile ``t[i, j] = arr[row + i, col + j]`` where that element exists
         (``0 <= row + i < rows`` and ``0 <= col + j < cols``), else ``other``.
@@ -262,39 +260,45 @@ class Tile16:
         and sends NaN to 0)."""
         raise _kernel_only("t.astype")
 
-    def sum(self, axis=None):
-        """The sum of all elements (a scalar), or along ``axis`` 0 / 1 (a Vec16). f16 sums
-        accumulate in f32."""
+    def sum(self, axis=None, keepdims=False):
+        """The sum of all elements (a scalar), or along ``axis`` 0 / 1 (a vec: ``axis=0``
+        sums each column). ``keepdims=True`` keeps the reduced sides as 1 (a
+        ``Tile[1, N]``, ``Tile[M, 1]`` or ``Tile[1, 1]``). f16 sums accumulate in f32;
+        bools count as i32."""
         raise _kernel_only("t.sum")
 
-    def max(self, axis=None):
-        """The largest element (a scalar), or along ``axis`` (a Vec16); NaN propagates."""
+    def max(self, axis=None, keepdims=False):
+        """The largest element (a scalar), or along ``axis`` (a vec); NaN propagates.
+        ``keepdims`` as for ``sum``."""
         raise _kernel_only("t.max")
 
-    def min(self, axis=None):
-        """The smallest element (a scalar), or along ``axis`` (a Vec16); NaN propagates."""
+    def min(self, axis=None, keepdims=False):
+        """The smallest element (a scalar), or along ``axis`` (a vec); NaN propagates.
+        ``keepdims`` as for ``sum``."""
         raise _kernel_only("t.min")
 
-    def row(self, i):
-        """Row ``i`` as a Vec16."""
+    def row(self, index):
+        """Row ``index`` (a runtime or compile-time integer) as a vec of the tile's width."""
         raise _kernel_only("t.row")
 
-    def col(self, j):
-        """Column ``j`` as a Vec16."""
+    def col(self, index):
+        """Column ``index`` as a vec of the tile's height."""
         raise _kernel_only("t.col")
 
     def eye_(self):
         """In place: the tile becomes the identity."""
         raise _kernel_only("t.eye_")
 
-    def cholesky_(self, eps):
+    def cholesky_(self, eps=0.0):
         """In place: the lower-triangular L with ``L @ L.T == t``, diagonal
-        ``sqrt(max(a_jj - s, eps))``; the strict upper triangle becomes 0."""
+        ``sqrt(max(a_jj - s, eps))``; the strict upper triangle becomes 0. The tile is a
+        square float tile (and a variable)."""
         raise _kernel_only("t.cholesky_")
 
-    def solve_triangular_(self, rhs, lower=True):
-        """``L.solve_triangular_(B)``: B is overwritten with X where ``X @ L.T == B``
-        (L = this lower-triangular tile; only ``lower=True``)."""
+    def solve_triangular_(self, B, lower=True):  # noqa: N803 - the B of X @ L.T == B
+        """``L.solve_triangular_(B)``: B (a variable) is overwritten with X where
+        ``X @ L.T == B`` (L = this lower-triangular N×N tile, B an M×N float tile; only
+        ``lower=True``)."""
         raise _kernel_only("t.solve_triangular_")
 
     @property
@@ -315,25 +319,25 @@ class Vec16:
     _qnb_intrinsic = "Vec16"
 
     @staticmethod
-    @intrinsic("Vec16.zeros")
+    @intrinsic
     def zeros(dtype=f32):
         """A vector of zeros."""
         raise _kernel_only("Vec16.zeros")
 
     @staticmethod
-    @intrinsic("Vec16.ones")
+    @intrinsic
     def ones(dtype=f32):
         """A vector of ones."""
         raise _kernel_only("Vec16.ones")
 
     @staticmethod
-    @intrinsic("Vec16.full")
+    @intrinsic
     def full(value, dtype=f32):
         """A vector with every element ``value``."""
         raise _kernel_only("Vec16.full")
 
     @staticmethod
-    @intrinsic("Vec16.load")
+    @intrinsic
     def load(arr, *window, other=0):
         """``v[i] = arr[start + i]`` (1-D: ``load(arr, start, *, other=0)``) where that
         element exists, else ``other`` (a number, NaN and ±inf too, or a runtime scalar);
@@ -342,21 +346,23 @@ class Vec16:
         raise _kernel_only("Vec16.load")
 
     @staticmethod
-    @intrinsic("Vec16.load_col")
+    @intrinsic
     def load_col(arr, row, col, *, other=0):
         """``v[i] = arr[row + i, col]`` where that element exists, else ``other``
         (``row`` and ``col`` may be negative)."""
         raise _kernel_only("Vec16.load_col")
 
     @staticmethod
-    @intrinsic("Vec16.load_row")
+    @intrinsic
     def load_row(arr, row, col, *, other=0):
         """``v[j] = arr[row, col + j]`` where that element exists, else ``other``
         (``row`` and ``col`` may be negative)."""
         raise _kernel_only("Vec16.load_row")
 
-    def store(self, arr, start):
-        """``arr[start + i] = v[i]`` (1-D arrays) where that element exists."""
+    def store(self, arr, *window):
+        """``v.store(arr, start)``: ``arr[start + i] = v[i]`` (1-D arrays) where that
+        element exists (``start`` may be negative); ``v.store(arr, start, stop)``: only
+        the elements ``start + i < min(stop, len(arr))``. Also ``arr[s0:s1] = v``."""
         raise _kernel_only("v.store")
 
     def store_col(self, arr, row, col):
@@ -371,16 +377,17 @@ class Vec16:
         """The vector converted to ``dtype``."""
         raise _kernel_only("v.astype")
 
-    def sum(self):
-        """The sum of the elements (f16 accumulates in f32)."""
+    def sum(self, axis=None, keepdims=False):
+        """The sum of the elements, a scalar (``axis`` None or 0; ``keepdims=True``
+        gives a ``Vec[1]``). f16 accumulates in f32."""
         raise _kernel_only("v.sum")
 
-    def max(self):
-        """The largest element; NaN propagates."""
+    def max(self, axis=None, keepdims=False):
+        """The largest element; NaN propagates (``axis`` and ``keepdims`` as for ``sum``)."""
         raise _kernel_only("v.max")
 
-    def min(self):
-        """The smallest element; NaN propagates."""
+    def min(self, axis=None, keepdims=False):
+        """The smallest element; NaN propagates (``axis`` and ``keepdims`` as for ``sum``)."""
         raise _kernel_only("v.min")
 
 
@@ -456,6 +463,7 @@ def _stub(kind, shape, method, template):
 
     stub.__name__ = stub.__qualname__ = method
     stub.__doc__ = template.__doc__
+    stub.__wrapped__ = template  # help() and inspect.signature show the template's parameters
     return _tag(stub, kind, shape, method)
 
 

@@ -152,7 +152,7 @@ class Expressions:
                 raise lower.error(QnbTypeError, "'not' needs a scalar; use ~mask for tiles", node)
             condition = lower.condition(operand, node)
             return ir.Unary(ir.scalar(bool_), lower.loc(node), "not", condition)
-        return sem.invert(lower, operand, node)
+        return sem.invert(lower.builder, operand, node)
 
     def expr_BoolOp(self, node):
         """``a and b`` / ``a or b`` as in Python: the right side runs only where Python
@@ -359,7 +359,7 @@ class Expressions:
         values = lower.order.ordered([*node.args, *(k.value for k in node.keywords)])
         args = values[: len(node.args)]
         kwargs = {k.arg: v for k, v in zip(node.keywords, values[len(node.args) :])}
-        return handler(lower, node, target, args, kwargs)
+        return handler(lower.builder, node, target, args, kwargs)
 
     def call_method(self, method: _Method, node):
         lower = self.lower
@@ -373,7 +373,7 @@ class Expressions:
         handler = sem.TILE_METHODS.get(method.name)
         if handler is None:
             raise lower.error(QnbTypeError, method_misuse(method), node)
-        return handler(lower, node, method, args, kwargs)
+        return handler(lower.builder, node, method, args, kwargs)
 
 
 def _not_callable(name: str, target) -> str:

@@ -200,7 +200,7 @@ class Indexing:
         lower = self.lower
         if kind == "tile":
             r0, r1, c0, c1 = window
-            zeros = sem.fill(lower, "tile", "full", 0, view.type.dtype, node)
+            zeros = sem.fill(lower.builder, "tile", "full", 0, view.type.dtype, node)
             return self.load_window(zeros, view, r0, r1, c0, c1, node)
         start, stop, col, axis = window
         vec = ir.vec(view.type.dtype)

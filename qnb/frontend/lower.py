@@ -34,6 +34,7 @@ from qnb import ir
 from qnb.dtypes import DType, bool_, i32
 from qnb.errors import QnbSyntaxError, QnbTypeError
 from qnb.frontend import semantics as sem
+from qnb.frontend.builder import Builder
 from qnb.frontend.scopes import Frame, Scopes, Var, settle_pending
 from qnb.frontend.compile_time import CompileTime
 from qnb.frontend.expressions import Expressions
@@ -97,6 +98,7 @@ class _Lowerer:
         self.compile_time = CompileTime(self)
         self.statements = Statements(self)
         self.expressions = Expressions(self)
+        self.builder = Builder(self)  # all the typing rules (semantics) may use of this walker
 
     # ------------------------------------------------------------------ entry
 
@@ -215,7 +217,7 @@ class _Lowerer:
         if isinstance(value, ir.Expr):
             return value
         if isinstance(value, Py) and sem.is_number(value.value):
-            return sem.const(self, value.value, node, dtype)
+            return sem.const(self.builder, value.value, node, dtype)
         if isinstance(value, _Method):
             raise self.error(QnbTypeError, method_misuse(value), node)
         raise self.error(QnbTypeError, f"{value_name(value)} cannot be used as a value here", node)
@@ -266,13 +268,13 @@ class _Lowerer:
         return ir.Cast(expr.type.with_dtype(dtype), expr.loc, expr)
 
     def binary(self, op, left, right, node):
-        return sem.binary(self, op, left, right, node)
+        return sem.binary(self.builder, op, left, right, node)
 
     def where(self, cond, a, b, node):
-        return sem.where(self, cond, a, b, node)
+        return sem.where(self.builder, cond, a, b, node)
 
     def matmul(self, a, b, acc, node):
-        return sem.matmul(self, a, b, acc, node)
+        return sem.matmul(self.builder, a, b, acc, node)
 
     # ------------------------------------------------------------------ for the rules and lists
     # (semantics.py and lists.py call these on the walker; each is its helper's)

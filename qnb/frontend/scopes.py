@@ -412,7 +412,7 @@ class Scopes:
     def path_number_var(self, name: str, found: PathNumber, node) -> Var:
         """The runtime variable of a PathNumber, made on first use."""
         if found.var is None:
-            first = sem.const(self.lower, found.numbers[0], found.node).type
+            first = sem.const(self.lower.builder, found.numbers[0], found.node).type
             found.var = self.bind_local(name, first, found.node)
             self.settle(name, found.var, found.numbers, node)
         self.frame.scope[name] = found.var
@@ -423,7 +423,7 @@ class Scopes:
         typed with it, and assigned where each was bound (its Pending)."""
         lower = self.lower
         for number in numbers:
-            self.record_type(var.name, sem.const(lower, number, node).type, var.type, node)
+            self.record_type(var.name, sem.const(lower.builder, number, node).type, var.type, node)
         for pending in self.frame.pending.pop(name, []):
             value = lower.coerce(Py(pending.value), var.type, node)
             pending.assign = ir.Assign(pending.loc, var.name, value)

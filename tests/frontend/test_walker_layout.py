@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from qnb.frontend import lists, lower, semantics
+from qnb.frontend.builder import Builder
 
 FRONTEND = Path(lower.__file__).parent
 WALK_MODULES = [
@@ -25,26 +26,35 @@ WALK_MODULES = [
 ]
 
 
-def walker_calls(module) -> set[str]:
-    """The attributes ``module`` reads on a name ``lower`` (how it calls the walker)."""
+def calls_on(module, name: str) -> set[str]:
+    """The attributes ``module`` reads on a name ``name`` (how it calls the walker or the
+    builder)."""
     tree = ast.parse(inspect.getsource(module))
     return {
         node.attr
         for node in ast.walk(tree)
         if isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
-        and node.value.id == "lower"
+        and node.value.id == name
     }
 
 
-@pytest.mark.parametrize("module", [semantics, lists], ids=lambda m: m.__name__)
-def test_every_walker_method_the_rules_call_exists(module):
+def test_every_walker_method_the_lists_call_exists():
     walker = lower._Lowerer(None, None, [], {}, None)
-    calls = walker_calls(module)
-    assert calls, "the module no longer calls the walker: update this test"
+    calls = calls_on(lists, "lower")
+    assert calls, "lists.py no longer calls the walker: update this test"
     found = set(dir(type(walker))) | set(vars(walker))  # methods, properties, attributes
     missing = sorted(calls - found)
-    assert not missing, f"{module.__name__} calls walker methods that do not exist: {missing}"
+    assert not missing, f"lists.py calls walker methods that do not exist: {missing}"
+
+
+def test_the_rules_reach_the_walker_only_through_the_builder():
+    walker = lower._Lowerer(None, None, [], {}, None)
+    assert isinstance(walker.builder, Builder)  # made from the walker's own methods
+    calls = calls_on(semantics, "builder")
+    assert calls, "the rules no longer use the builder: update this test"
+    missing = sorted(calls - set(Builder.__slots__))
+    assert not missing, f"semantics.py uses what the builder does not offer: {missing}"
 
 
 @pytest.mark.parametrize("filename", WALK_MODULES)
