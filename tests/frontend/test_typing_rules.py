@@ -254,7 +254,7 @@ def test_the_builder_offers_the_rules_its_few_operations_and_nothing_else_of_the
     }
     assert set(Builder.__slots__) == operations
     assert {n for n in vars(RuleBuilder) if not n.startswith("_")} == operations
-    walker = lower._Lowerer(None, None, [], {})
+    walker = lower._Lowerer(None, None, [], {}, None)
     builder = walker.builder
     for name in operations:
         assert getattr(builder, name) == getattr(walker, name)
