@@ -14,11 +14,11 @@ from qnb.dtypes import DType, bool_, is_dtype_like
 from qnb.errors import QnbSyntaxError, QnbTypeError
 from qnb.frontend import lists
 from qnb.frontend import semantics as sem
-from qnb.frontend.scopes import UNBOUND
 from qnb.frontend.capture import UNDEFINED, foreign_intrinsic, is_qnb_callable
 from qnb.frontend.compile_time import is_static
 from qnb.frontend.indexing import new_axis
 from qnb.frontend.parse import KERNEL_BUILTINS
+from qnb.frontend.scopes import UNBOUND
 from qnb.frontend.semantics import Py
 from qnb.frontend.values import (
     COMPARISON_SPELLING,

@@ -8,9 +8,9 @@ import ast
 
 from qnb import ir
 from qnb.errors import QnbSyntaxError, QnbTypeError
-from qnb.frontend.scopes import Var
 from qnb.frontend.order import reads_state
 from qnb.frontend.parse import ParsedFunction
+from qnb.frontend.scopes import Var
 from qnb.frontend.semantics import Py
 from qnb.frontend.values import plural
 

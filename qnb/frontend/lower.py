@@ -35,7 +35,6 @@ from qnb.dtypes import DType, bool_, i32
 from qnb.errors import QnbSyntaxError, QnbTypeError
 from qnb.frontend import semantics as sem
 from qnb.frontend.builder import Builder
-from qnb.frontend.scopes import Frame, Scopes, Var, settle_pending
 from qnb.frontend.compile_time import CompileTime
 from qnb.frontend.expressions import Expressions
 from qnb.frontend.indexing import Indexing
@@ -43,6 +42,7 @@ from qnb.frontend.inline import Inliner, without_docstring
 from qnb.frontend.order import EvaluationOrder
 from qnb.frontend.parse import ParsedFunction
 from qnb.frontend.reads import Recorder
+from qnb.frontend.scopes import Frame, Scopes, Var, settle_pending
 from qnb.frontend.semantics import Py
 from qnb.frontend.statements import Statements
 from qnb.frontend.values import _Method, method_misuse, value_name

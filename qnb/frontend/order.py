@@ -10,8 +10,8 @@ import ast
 from qnb import ir
 from qnb.dtypes import i32
 from qnb.errors import QnbTypeError
-from qnb.frontend.scopes import Pending, Var
 from qnb.frontend.parse import is_negative_literal
+from qnb.frontend.scopes import Pending, Var
 from qnb.frontend.semantics import Py
 from qnb.frontend.values import _Known, _Method, plural, unparse
 

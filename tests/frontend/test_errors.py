@@ -407,4 +407,3 @@ def test_location_fields_are_declared_on_every_error(kind):
     err = kind("message")
     assert (err.ir_loc, err.ir_unit, err.param) == (None, None, None)
     assert {"ir_loc", "ir_unit", "param"} <= set(qnb.QnbError.__annotations__)
-
