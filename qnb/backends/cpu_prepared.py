@@ -887,6 +887,14 @@ class _Compiler:
                 return out
 
             return load_slabs
+        strided = self.strided_load(e, base) if base_uniform else None
+        if strided is not None:
+            plain = generic
+
+            def generic(st):
+                out = strided(st)
+                return plain(st) if out is None else out
+
         if pattern is None:
             return generic
         row_axis, col_axis = pattern
@@ -918,6 +926,150 @@ class _Compiler:
             return _Blocks(a4, ra)
 
         return load_blocks
+
+    def lane_linear(self, e):
+        """``(axis, factor, offset, sign)`` when ``e`` is ``program_id(axis) * factor``
+        plus or minus (``sign``) an ``offset`` the same in every program (a closure, or
+        None for 0); ``factor`` 0 where ``e`` is itself the same in every program; else
+        None."""
+        if not self.is_varying(e):
+            return None, 0, self.expr(e), 1
+        found = self.pid_factor(e)
+        if found is not None:
+            return found[0], found[1], None, 1
+        if isinstance(e, ir.Binary) and e.op in ("add", "sub"):
+            found = self.pid_factor(e.left)
+            if found is not None and not self.is_varying(e.right):
+                return found[0], found[1], self.expr(e.right), 1 if e.op == "add" else -1
+            found = self.pid_factor(e.right)
+            if found is not None and e.op == "add" and not self.is_varying(e.left):
+                return found[0], found[1], self.expr(e.left), 1
+        return None
+
+    def strided_window(self, node, shape):
+        """``window(st) -> (a2, r0, dr, c0, dc)`` for a window whose bounds step by a
+        fixed amount from program to program (``program_id(a) * f + u``): every lane's
+        tile is ``a2[r0 + lane * dr + i, c0 + lane * dc + j]``, and all of them lie in
+        the array and inside their window bounds, so no element is masked and no bound
+        check can fail. None (at a launch) where that is not so; None (now) where the
+        bounds are not of that form."""
+        v = node.view
+        if v.batch is not None and self.is_varying(v.batch):
+            return None
+        linear = [self.lane_linear(x) for x in (node.r0, node.r1, node.c0, node.c1)]
+        if None in linear or all(f == 0 for _, f, _, _ in linear):
+            return None
+        view = self.view(v, node)
+        m, n = shape
+        limit = 2**31
+
+        def window(st):
+            count = st.n
+            one = count == 1
+            if not one and st.grid[1] * st.grid[2] != 1:
+                return None
+            ends = []  # each bound at the first lane and its step per lane
+            for axis, factor, offset, sign in linear:
+                off = 0 if offset is None else sign * int(offset(st)[0])
+                if factor == 0:
+                    ends.append((off, 0))
+                    continue
+                p = int(st.pid[axis][0])
+                step = 0 if one or axis != 0 else factor
+                scaled = factor * p
+                last = scaled + step * (count - 1)
+                # the bounds are int32 arithmetic: where it could wrap, leave it
+                if not (-limit <= min(scaled + off, last + off) and max(last, last + off) < limit):
+                    return None
+                ends.append((scaled + off, step))
+            array, b = view(st)
+            _, height, width = array.shape
+            (r0, dr), (r1, dr1), (c0, dc), (c1, dc1) = ends
+            lane = count - 1
+            for lo, dlo, hi, dhi, side, extent in (
+                (r0, dr, r1, dr1, m, height),
+                (c0, dc, c1, dc1, n, width),
+            ):
+                for k in (0, lane):  # linear in the lane: both ends decide
+                    start, end = lo + dlo * k, hi + dhi * k
+                    if start < 0 or start + side > end or start + side > extent:
+                        return None
+            return array[b], r0, dr, c0, dc
+
+        return window
+
+    def strided_load(self, e, base):
+        """The generic load's fast path for a strided window (:meth:`strided_window`):
+        the tiles are one strided view of the array, copied once."""
+        shape = m, n = e.type.shape
+        dtype = e.type.dtype.numpy
+        if not self.constant(e.base):
+            return None
+        try:
+            fill = base(None)
+        except Exception:  # noqa: BLE001 - the generic load raises it at launch
+            return None
+        if not isinstance(fill, np.ndarray) or np.result_type(dtype, fill.dtype) != dtype:
+            return None
+        window = self.strided_window(e, shape)
+        if window is None:
+            return None
+
+        def load(st):
+            found = window(st)
+            if found is None:
+                return None
+            a2, r0, dr, c0, dc = found
+            s0, s1 = a2.strides
+            tiles = np.lib.stride_tricks.as_strided(
+                a2[r0:, c0:], (st.n, m, n), (dr * s0 + dc * s1, s0, s1), writeable=False
+            )
+            return tiles.astype(dtype)  # (a copy, as the interpreter's gather)
+
+        return load
+
+    def strided_store(self, s):
+        """``store(st, v) -> done``: the generic store's fast path for a strided window
+        (:meth:`strided_window`) and no mask: tiles that do not overlap are assigned
+        through one strided view; tiles that overlap along one side keep the last lane's
+        elements, as the interpreter's scatter does."""
+        shape = m, n = s.value.type.shape
+        window = self.strided_window(s, shape)
+        if window is None:
+            return None
+
+        def store(st, v):
+            if st.mask is not None:
+                return False
+            found = window(st)
+            if found is None:
+                return False
+            a2, r0, dr, c0, dc = found
+            count = st.n
+            v = _tiles(st, v)
+            if np.may_share_memory(v, a2):
+                v = v.copy()
+            if count == 1 or dr >= m or dc >= n:  # the tiles do not overlap
+                s0, s1 = a2.strides
+                tiles = np.lib.stride_tricks.as_strided(
+                    a2[r0:, c0:], (count, m, n), (dr * s0 + dc * s1, s0, s1)
+                )
+                tiles[...] = v
+                return True
+            if dc == 0:
+                dst, step, side, width = a2[r0 : r0 + dr * (count - 1) + m, c0 : c0 + n], dr, m, n
+            elif dr == 0:
+                dst, step, side, width = a2[r0 : r0 + m, c0 : c0 + dc * (count - 1) + n].T, dc, n, m
+                v = np.swapaxes(v, -1, -2)
+            else:
+                return False
+            v = np.broadcast_to(v, (count, side, width))
+            # lane p's first `step` lines are its own; the last lane keeps all its lines
+            dst[: step * (count - 1)] = v[:-1, :step].reshape(-1, width)
+            dst[step * (count - 1) :] = v[-1]
+            return True
+
+        return store
 
     def generic_load(self, e, base, window):
         """The interpreter's window load, for any lanes."""
@@ -1037,6 +1189,7 @@ class _Compiler:
 
             return store_slabs
 
+        strided = self.strided_store(s)
         if pattern is not None:
             row_axis, col_axis = pattern
             ra = row_axis if row_axis is not None else 1 - col_axis
@@ -1071,6 +1224,11 @@ class _Compiler:
                                     : re - rs, : ce - cs
                                 ]
                         return
+            if strided is not None:
+                array = st.arrays[s.view.param]
+                compiler.detach(st, array)
+                if strided(st, v):
+                    return
             array, b, r0, r1, c0, c1 = window(st)
             compiler.detach(st, array)
             generic(st, v, array, b, r0, r1, c0, c1)
