@@ -49,6 +49,7 @@ class _Continue(Exception):
 
 
 _ONE_PROGRAM = (1, 1, 1)
+_INT32 = 2**31
 
 
 class _State:
@@ -928,23 +929,47 @@ class _Compiler:
         return load_blocks
 
     def lane_linear(self, e):
-        """``(axis, factor, offset, sign)`` when ``e`` is ``program_id(axis) * factor``
-        plus or minus (``sign``) an ``offset`` the same in every program (a closure, or
-        None for 0); ``factor`` 0 where ``e`` is itself the same in every program; else
-        None."""
+        """``(axis, factor, at)`` when ``e`` is ``program_id(axis) * factor`` plus and
+        minus values the same in every program (``factor`` 0, ``axis`` None where ``e``
+        is itself the same in every program); ``at(st, p)`` is its value, as a Python
+        int, where ``program_id(axis) == p``, or None where its int32 arithmetic would
+        wrap. Else None."""
         if not self.is_varying(e):
-            return None, 0, self.expr(e), 1
+            fn = self.expr(e)
+            return None, 0, lambda st, p: int(fn(st)[0])
         found = self.pid_factor(e)
         if found is not None:
-            return found[0], found[1], None, 1
-        if isinstance(e, ir.Binary) and e.op in ("add", "sub"):
-            found = self.pid_factor(e.left)
-            if found is not None and not self.is_varying(e.right):
-                return found[0], found[1], self.expr(e.right), 1 if e.op == "add" else -1
-            found = self.pid_factor(e.right)
-            if found is not None and e.op == "add" and not self.is_varying(e.left):
-                return found[0], found[1], self.expr(e.left), 1
-        return None
+            factor = found[1]
+
+            def scaled(st, p):
+                v = factor * p
+                return v if -_INT32 <= v < _INT32 else None
+
+            return found[0], factor, scaled
+        if not (isinstance(e, ir.Binary) and e.op in ("add", "sub")):
+            return None
+        left, right = self.lane_linear(e.left), self.lane_linear(e.right)
+        if left is None or right is None:
+            return None
+        if left[1] and right[1]:  # (program_id on both sides: not one term)
+            return None
+        axis, factor = left[:2] if left[1] else right[:2]
+        if e.op == "sub":
+            if right[1]:
+                return None
+            sign = -1
+        else:
+            sign = 1
+        lat, rat = left[2], right[2]
+
+        def at(st, p):
+            x, y = lat(st, p), rat(st, p)
+            if x is None or y is None:
+                return None
+            v = x + sign * y
+            return v if -_INT32 <= v < _INT32 else None
+
+        return axis, factor, at
 
     def strided_window(self, node, shape):
         """``window(st) -> (a2, r0, dr, c0, dc)`` for a window whose bounds step by a
@@ -957,11 +982,10 @@ class _Compiler:
         if v.batch is not None and self.is_varying(v.batch):
             return None
         linear = [self.lane_linear(x) for x in (node.r0, node.r1, node.c0, node.c1)]
-        if None in linear or all(f == 0 for _, f, _, _ in linear):
+        if None in linear or all(f == 0 for _, f, _ in linear):
             return None
         view = self.view(v, node)
         m, n = shape
-        limit = 2**31
 
         def window(st):
             count = st.n
@@ -969,19 +993,17 @@ class _Compiler:
             if not one and st.grid[1] * st.grid[2] != 1:
                 return None
             ends = []  # each bound at the first lane and its step per lane
-            for axis, factor, offset, sign in linear:
-                off = 0 if offset is None else sign * int(offset(st)[0])
+            for axis, factor, at in linear:
                 if factor == 0:
-                    ends.append((off, 0))
+                    ends.append((at(st, 0), 0))
                     continue
                 p = int(st.pid[axis][0])
                 step = 0 if one or axis != 0 else factor
-                scaled = factor * p
-                last = scaled + step * (count - 1)
-                # the bounds are int32 arithmetic: where it could wrap, leave it
-                if not (-limit <= min(scaled + off, last + off) and max(last, last + off) < limit):
+                first = at(st, p)
+                # (linear in p: where neither end wraps, no lane between does)
+                if first is None or (step and at(st, p + count - 1) is None):
                     return None
-                ends.append((scaled + off, step))
+                ends.append((first, step))
             array, b = view(st)
             _, height, width = array.shape
             (r0, dr), (r1, dr1), (c0, dc), (c1, dc1) = ends

@@ -1,0 +1,177 @@
+"""The prepared path's strided windows (``program_id(a) * f + u`` bounds) against the
+interpreter, bit for bit and error for error: in-bounds grids (one strided view), grids
+whose edge programs leave the array (the generic masked path), overlapping stores (the
+last program's elements win), negative offsets, uniform offsets from a scalar, 3-D slabs,
+2-D grids and masked stores."""
+
+import numpy as np
+import pytest
+
+import qnb
+from qnb import Tile16, f32, i32
+from qnb.backends import cpu_prepared
+from tests.backends.test_cpu_prepared import _poison, _rand, both_ways
+
+
+@qnb.kernel
+def rows_step(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    t = Tile16.load(x, qnb.program_id(0), 0)
+    (t * 2.0 + 1.0).store(y, qnb.program_id(0), 0)
+
+
+@qnb.kernel
+def rows_differ(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    # each program stores other values to rows that overlap its neighbours'
+    Tile16.load(x, qnb.program_id(0) * 3, 1).store(y, qnb.program_id(0) * 5 - 2, 0)
+
+
+@qnb.kernel
+def cols_differ(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    Tile16.load(x, 2, qnb.program_id(0) * 2 + 1).store(y, 1, 7 + qnb.program_id(0) * 3)
+
+
+@qnb.kernel
+def disjoint(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0)
+    (Tile16.load(x, i * 20 + 3, i * 2) - 0.5).store(y, i * 17, 2)
+
+
+@qnb.kernel
+def diagonal(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0)
+    (Tile16.load(x, i, i) * 3.0).store(y, i, i)
+
+
+@qnb.kernel
+def scalar_offset(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2], s: i32):
+    i = qnb.program_id(0)
+    Tile16.load(x, i * 4 + s, s).store(y, i * 4 - s, 0)
+
+
+@qnb.kernel
+def windows(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2], s: i32):
+    i = qnb.program_id(0)
+    t = Tile16.full(-7.0, f32)
+    t.load_(x, i - s, i + 12, 0, 16)  # rows past the window end keep -7
+    t.store(y, i, i + 16, 0, 16)
+
+
+@qnb.kernel
+def slabs(x: qnb.Array[f32, 3], y: qnb.Array[f32, 3], s: i32):
+    i = qnb.program_id(0)
+    (Tile16.load(x[s], i * 8, 0) + 1.0).store(y[s], i * 8 + 1, 0)
+
+
+@qnb.kernel
+def slab_per_program(x: qnb.Array[f32, 3], y: qnb.Array[f32, 3]):
+    i = qnb.program_id(0)
+    Tile16.load(x[i], i, 0).store(y[i], i * 2, 0)
+
+
+@qnb.kernel
+def two_axes(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i, j = qnb.program_id(0), qnb.program_id(1)
+    (Tile16.load(x, i * 4, j * 16) * 2.0).store(y, i * 4, j * 16)
+
+
+@qnb.kernel
+def masked(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0)
+    t = Tile16.load(x, i * 2, 0)
+    if i % 3 != 1:
+        t.store(y, i * 2, 0)
+
+
+@qnb.kernel
+def in_place(x: qnb.Array[f32, 2]):
+    i = qnb.program_id(0)
+    (Tile16.load(x, 0, 0) + Tile16.load(x, i * 3, 0)).store(x, i * 3 + 1, 0)
+
+
+def _pair(shape):
+    return lambda: [_rand(shape), _poison(shape)]
+
+
+@pytest.mark.parametrize(
+    "shape,grid",
+    [
+        ((64, 16), 4),  # the tiles lie in the array
+        ((1024, 16), 64),
+        ((64, 16), 49),  # the last program's tile is the array's last rows
+        ((64, 16), 50),  # ... and one past: the edge programs are masked
+        ((64, 20), 70),
+        ((10, 16), 3),  # no whole tile at all
+        ((64, 16), 1),
+    ],
+)
+def test_rows_step(shape, grid):
+    both_ways(rows_step, grid, _pair(shape))
+
+
+@pytest.mark.parametrize("grid", [1, 2, 5, 12, 13, 30])
+@pytest.mark.parametrize(
+    "kernel", [rows_differ, cols_differ, disjoint, diagonal], ids=lambda k: k.name
+)
+def test_overlaps_and_edges(kernel, grid):
+    both_ways(kernel, grid, _pair((70, 80)))
+
+
+@pytest.mark.parametrize("s", [0, 3, 5, -2, -20])
+@pytest.mark.parametrize("grid", [1, 4, 9])
+def test_uniform_offsets(s, grid):
+    both_ways(scalar_offset, grid, lambda: [_rand((40, 30)), _poison((40, 30)), s])
+    both_ways(windows, grid, lambda: [_rand((40, 16)), _poison((40, 16)), s])
+
+
+def test_negative_window_bound_raises_the_same():
+    got = both_ways(windows, 6, lambda: [_rand((40, 16)), _poison((40, 16)), 2])
+    assert got is not None and "negative window bound" in got[2]
+    assert "(in program (0, 0, 0))" in got[2]
+
+
+def test_slabs():
+    for s in (0, 2):
+        both_ways(slabs, 4, lambda s=s: [_rand((3, 48, 16)), _poison((3, 48, 16)), s])
+    got = both_ways(slabs, 4, lambda: [_rand((3, 48, 16)), _poison((3, 48, 16)), 3])
+    assert got is not None and "batch index out of range" in got[2]
+    both_ways(slab_per_program, 3, lambda: [_rand((3, 40, 16)), _poison((3, 40, 16))])
+    got = both_ways(slab_per_program, 4, lambda: [_rand((3, 40, 16)), _poison((3, 40, 16))])
+    assert got is not None and "batch index out of range" in got[2]
+
+
+@pytest.mark.parametrize("grid", [(5, 2), (20, 1), (1, 3)])
+def test_two_axes_and_masks(grid):
+    both_ways(two_axes, grid, _pair((48, 32)))
+    both_ways(masked, grid[0], _pair((48, 16)))
+
+
+def test_aliasing():
+    both_ways(in_place, 5, lambda: [_rand((40, 16))])
+    both_ways(rows_step, 4, lambda: [x := _rand((64, 16)), x])
+    both_ways(rows_differ, 6, lambda: [x := _rand((70, 20)), x])
+
+    def shifted():
+        base = _rand((80, 16))
+        return [base[:64], base[3:67]]
+
+    both_ways(rows_step, 20, shifted)
+    both_ways(rows_differ, 6, shifted)
+
+
+def test_in_bounds_windows_take_no_masks(monkeypatch):
+    """In bounds, the strided path runs: the generic path's masks are never built."""
+
+    def no_masks(*args):
+        raise AssertionError("the generic window path ran")
+
+    monkeypatch.setattr(cpu_prepared, "_masks", no_masks)
+    x = _rand((64, 16))
+    y = _poison((64, 16))
+    rows_step[4](x, y)
+    want = _poison((64, 16))
+    for p in range(4):
+        want[p : p + 16] = x[p : p + 16] * np.float32(2.0) + np.float32(1.0)
+    np.testing.assert_array_equal(y, want)
+    y = _poison((70, 80))
+    cols_differ[5](_rand((70, 80)), y)  # overlapping columns
+    disjoint[3](_rand((70, 80)), y)
