@@ -929,14 +929,15 @@ class _Compiler:
         return load_blocks
 
     def lane_linear(self, e):
-        """``(axis, factor, at)`` when ``e`` is ``program_id(axis) * factor`` plus and
+        """``(axis, factor, at, pure)`` when ``e`` is ``program_id(axis) * factor`` plus and
         minus values the same in every program (``factor`` 0, ``axis`` None where ``e``
         is itself the same in every program); ``at(st, p)`` is its value, as a Python
         int, where ``program_id(axis) == p``, or None where its int32 arithmetic would
-        wrap. Else None."""
+        wrap; ``pure`` whether that value depends on nothing else (no scalar parameter,
+        no variable). Else None."""
         if not self.is_varying(e):
             fn = self.expr(e)
-            return None, 0, lambda st, p: int(fn(st)[0])
+            return None, 0, lambda st, p: int(fn(st)[0]), self.constant(e)
         found = self.pid_factor(e)
         if found is not None:
             factor = found[1]
@@ -945,7 +946,7 @@ class _Compiler:
                 v = factor * p
                 return v if -_INT32 <= v < _INT32 else None
 
-            return found[0], factor, scaled
+            return found[0], factor, scaled, True
         if not (isinstance(e, ir.Binary) and e.op in ("add", "sub")):
             return None
         left, right = self.lane_linear(e.left), self.lane_linear(e.right)
@@ -954,6 +955,7 @@ class _Compiler:
         if left[1] and right[1]:  # (program_id on both sides: not one term)
             return None
         axis, factor = left[:2] if left[1] else right[:2]
+        pure = left[3] and right[3]
         if e.op == "sub":
             if right[1]:
                 return None
@@ -969,12 +971,12 @@ class _Compiler:
             v = x + sign * y
             return v if -_INT32 <= v < _INT32 else None
 
-        return axis, factor, at
+        return axis, factor, at, pure
 
     def strided_window(self, node, shape):
-        """``window(st) -> (a2, r0, dr, c0, dc)`` for a window whose bounds step by a
-        fixed amount from program to program (``program_id(a) * f + u``): every lane's
-        tile is ``a2[r0 + lane * dr + i, c0 + lane * dc + j]``, and all of them lie in
+        """``window(st) -> (array, b, r0, dr, c0, dc)`` for a window whose bounds step by
+        a fixed amount from program to program (``program_id(a) * f + u``): every lane's
+        tile is ``array[b, r0 + lane * dr + i, c0 + lane * dc + j]``, and all of them lie in
         the array and inside their window bounds, so no element is masked and no bound
         check can fail. None (at a launch) where that is not so; None (now) where the
         bounds are not of that form."""
@@ -982,18 +984,33 @@ class _Compiler:
         if v.batch is not None and self.is_varying(v.batch):
             return None
         linear = [self.lane_linear(x) for x in (node.r0, node.r1, node.c0, node.c1)]
-        if None in linear or all(f == 0 for _, f, _ in linear):
+        if None in linear or all(f == 0 for _, f, _, _ in linear):
             return None
         view = self.view(v, node)
         m, n = shape
+        pure = all(x[3] for x in linear)
+        memo = {}  # (grid, first pids, lanes, array shape) -> the window, for pure bounds
 
         def window(st):
+            array, b = view(st)
+            if not pure:
+                found = find(st, array, b)
+            else:
+                key = (st.grid, int(st.pid[0][0]), int(st.pid[1][0]), st.n, array.shape, b)
+                found = memo.get(key, memo)
+                if found is memo:
+                    if len(memo) >= 32:
+                        memo.clear()
+                    found = memo[key] = find(st, array, b)
+            return None if found is None else (array, *found)
+
+        def find(st, array, b):
             count = st.n
             one = count == 1
             if not one and st.grid[1] * st.grid[2] != 1:
                 return None
             ends = []  # each bound at the first lane and its step per lane
-            for axis, factor, at in linear:
+            for axis, factor, at, _ in linear:
                 if factor == 0:
                     ends.append((at(st, 0), 0))
                     continue
@@ -1004,7 +1021,6 @@ class _Compiler:
                 if first is None or (step and at(st, p + count - 1) is None):
                     return None
                 ends.append((first, step))
-            array, b = view(st)
             _, height, width = array.shape
             (r0, dr), (r1, dr1), (c0, dc), (c1, dc1) = ends
             lane = count - 1
@@ -1016,7 +1032,7 @@ class _Compiler:
                     start, end = lo + dlo * k, hi + dhi * k
                     if start < 0 or start + side > end or start + side > extent:
                         return None
-            return array[b], r0, dr, c0, dc
+            return b, r0, dr, c0, dc
 
         return window
 
@@ -1041,11 +1057,8 @@ class _Compiler:
             found = window(st)
             if found is None:
                 return None
-            a2, r0, dr, c0, dc = found
-            s0, s1 = a2.strides
-            tiles = np.lib.stride_tricks.as_strided(
-                a2[r0:, c0:], (st.n, m, n), (dr * s0 + dc * s1, s0, s1), writeable=False
-            )
+            array, b, r0, dr, c0, dc = found
+            tiles = _tile_view(array, b, r0, dr, c0, dc, (st.n, m, n))
             return tiles.astype(dtype)  # (a copy, as the interpreter's gather)
 
         return load
@@ -1066,18 +1079,15 @@ class _Compiler:
             found = window(st)
             if found is None:
                 return False
-            a2, r0, dr, c0, dc = found
+            array, b, r0, dr, c0, dc = found
             count = st.n
             v = _tiles(st, v)
-            if np.may_share_memory(v, a2):
+            if v.base is not None and np.may_share_memory(v, array):
                 v = v.copy()
             if count == 1 or dr >= m or dc >= n:  # the tiles do not overlap
-                s0, s1 = a2.strides
-                tiles = np.lib.stride_tricks.as_strided(
-                    a2[r0:, c0:], (count, m, n), (dr * s0 + dc * s1, s0, s1)
-                )
-                tiles[...] = v
+                _tile_view(array, b, r0, dr, c0, dc, (count, m, n), True)[...] = v
                 return True
+            a2 = array[b]
             if dc == 0:
                 dst, step, side, width = a2[r0 : r0 + dr * (count - 1) + m, c0 : c0 + n], dr, m, n
             elif dr == 0:
@@ -1886,6 +1896,20 @@ def _add_tiles(result, value, ra, grid, shape):
         return
     blocks = result.reshape(result.shape[0] // m, m, result.shape[1] // n, n)
     blocks += _as_blocks(value, "tile", ra, grid)
+
+
+def _tile_view(array, b, r0, dr, c0, dc, shape, writeable=False):
+    """The ``(lanes, M, N)`` view of slab ``b`` of ``array`` whose lane ``p`` is the tile
+    at ``(r0 + p * dr, c0 + p * dc)`` (lanes may overlap: read such a view, or write it
+    where they do not). Made over the array's own buffer where it owns one (a few
+    times cheaper than ``as_strided``)."""
+    sb, s0, s1 = array.strides
+    strides = (dr * s0 + dc * s1, s0, s1)
+    root = array if array.base is None else array.base
+    if type(root) is np.ndarray and root.base is None and root.flags.c_contiguous:
+        offset = b * sb + r0 * s0 + c0 * s1
+        return np.ndarray(shape, array.dtype, root, offset, strides)
+    return np.lib.stride_tricks.as_strided(array[b, r0:, c0:], shape, strides, writeable=writeable)
 
 
 def _zero_padded(array, r0, r1, c0, c1):
