@@ -1095,7 +1095,8 @@ class _Compiler:
                 v = np.swapaxes(v, -1, -2)
             else:
                 return False
-            v = np.broadcast_to(v, (count, side, width))
+            if v.shape[0] != count:
+                v = np.broadcast_to(v, (count, side, width))
             # lane p's first `step` lines are its own; the last lane keeps all its lines
             dst[: step * (count - 1)] = v[:-1, :step].reshape(-1, width)
             dst[step * (count - 1) :] = v[-1]
@@ -1645,7 +1646,14 @@ class _Compiler:
         check = self.checker(tile_index_message(shape), node)
 
         def index(st):
-            i = fn(st).astype(np.int64)
+            i = fn(st)
+            if i.shape == (1,) and i.dtype != np.uint64:  # the same everywhere: no np.clip
+                k = int(i[0])
+                if not 0 <= k < limit:
+                    check(st, np.ones(1, bool))
+                    k = min(max(k, 0), limit - 1)
+                return np.array([k], np.int64)
+            i = i.astype(np.int64)
             check(st, (i < 0) | (i >= limit))
             return np.clip(i, 0, limit - 1)
 

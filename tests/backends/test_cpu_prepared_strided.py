@@ -175,3 +175,20 @@ def test_in_bounds_windows_take_no_masks(monkeypatch):
     y = _poison((70, 80))
     cols_differ[5](_rand((70, 80)), y)  # overlapping columns
     disjoint[3](_rand((70, 80)), y)
+
+
+@qnb.kernel
+def masked_index(x: qnb.Array[f32, 2], out: qnb.Array[f32, 1], i: i32):
+    t = Tile16.load(x, 0, 0)
+    p = qnb.program_id(0)
+    if p % 2 == 1:
+        out[p] = t[i, 3] + t[1, i] + t.row(i)[2]
+
+
+@pytest.mark.parametrize("i", [0, 15, 16, -1, 2**31 - 1])
+@pytest.mark.parametrize("grid", [1, 4])
+def test_uniform_tile_indices(i, grid):
+    """A tile index the same in every program is checked with Python ints: the same
+    values, and the same error only where a program that runs the access has it."""
+    got = both_ways(masked_index, grid, lambda: [_rand((16, 16)), _poison(4), i])
+    assert (got is not None) == (grid > 1 and not 0 <= i < 16)
