@@ -742,7 +742,7 @@ class _Compiler:
                         f"{message} (in program {compiler.first_active(st)})", node
                     )
                 return array, index
-            b = b.astype(np.int64)
+            b = b.astype(np.int64, copy=False)
             check(st, (b < 0) | (b >= slabs), message)
             return array, np.clip(b, 0, slabs - 1)
 
@@ -776,7 +776,7 @@ class _Compiler:
                         f"{message} (in program {compiler.first_active(st)})", node
                     )
                 return array, batch, r0, r1, c0, c1
-            r0, r1, c0, c1 = (f(st).astype(np.int64) for f in fns)
+            r0, r1, c0, c1 = (f(st).astype(np.int64, copy=False) for f in fns)
             if not padded:
                 check(st, (r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0))
             return array, batch, r0, r1, c0, c1
@@ -1285,8 +1285,8 @@ class _Compiler:
         def window(st):
             array, batch = view(st)
             batch = np.asarray(batch).reshape(-1)
-            lo = start_fn(st).astype(np.int64)
-            hi = stop_fn(st).astype(np.int64)
+            lo = start_fn(st).astype(np.int64, copy=False)
+            hi = stop_fn(st).astype(np.int64, copy=False)
             if not padded:
                 negative(st, (lo < 0) | (hi < 0))
             index = lo[:, None] + steps
@@ -1294,7 +1294,7 @@ class _Compiler:
             fixed = None
             ok = (index >= 0) & (index < np.minimum(hi, limit)[:, None])
             if col_fn is not None:
-                fixed = col_fn(st).astype(np.int64)
+                fixed = col_fn(st).astype(np.int64, copy=False)
                 extent = array.shape[1] if axis == 1 else array.shape[2]
                 outside = (fixed < 0) | (fixed >= extent)
                 if padded:  # a line outside the array has no elements
@@ -1417,7 +1417,7 @@ class _Compiler:
                 first = int(values[0][0])
                 if first >= 0 and first + st.n <= dims[0] and st.n == len(values[0]):
                     return array, batch, 0, slice(first, first + st.n)
-            idx = [x.astype(np.int64) for x in values]
+            idx = [x.astype(np.int64, copy=False) for x in values]
             bad = np.zeros(1, bool)
             for i, d in zip(idx, dims):
                 bad = bad | (i < 0) | (i >= d)
@@ -1653,7 +1653,7 @@ class _Compiler:
                     check(st, np.ones(1, bool))
                     k = min(max(k, 0), limit - 1)
                 return np.array([k], np.int64)
-            i = i.astype(np.int64)
+            i = i.astype(np.int64, copy=False)
             check(st, (i < 0) | (i >= limit))
             return np.clip(i, 0, limit - 1)
 
@@ -2003,7 +2003,7 @@ def _lane_arrays(batch, *bounds):
     return tuple(
         np.asarray(x, np.int64).reshape(-1)
         if not isinstance(x, np.ndarray)
-        else x.astype(np.int64).reshape(-1)
+        else x.astype(np.int64, copy=False).reshape(-1)
         for x in (batch, *bounds)
     )
 
