@@ -1281,6 +1281,26 @@ class _Compiler:
         outside_check = self.checker(f"{what} index out of range for {v.param!r}", node)
         steps = np.arange(size, dtype=np.int64)
         along_last = col is None or axis == 1
+        uniform = not any(self.is_varying(x) for x in (start, stop, col) if x is not None)
+        if v.batch is not None and self.is_varying(v.batch):
+            uniform = False
+
+        def line(st):
+            """``(array, batch, fixed, lo)`` where the line is the same in every program
+            and all its elements lie in the array and the window (no mask, no failing
+            check): the elements are ``array[batch, fixed, lo:lo + size]`` (along the last
+            axis) or ``array[batch, lo:lo + size, fixed]``; else None."""
+            array, batch = view(st)
+            lo, hi = int(start_fn(st)[0]), int(stop_fn(st)[0])
+            limit = array.shape[2] if along_last else array.shape[1]
+            if lo < 0 or lo + size > hi or lo + size > limit:
+                return None
+            if col_fn is None:
+                return array, batch, 0, lo
+            fixed = int(col_fn(st)[0])
+            if not 0 <= fixed < (array.shape[1] if axis == 1 else array.shape[2]):
+                return None
+            return array, batch, fixed, lo
 
         def window(st):
             array, batch = view(st)
@@ -1313,17 +1333,33 @@ class _Compiler:
             cols = np.clip(fixed, 0, array.shape[2] - 1)[:, None]
             return np.clip(index, 0, array.shape[1] - 1), cols
 
-        return window, elements
+        return window, elements, line if uniform else None
 
     def e_VecLoad(self, e):
-        window, elements = self.vec_window(
-            e, e.view, e.start, e.stop, e.col, e.padded, e.type.shape[0], e.axis
+        size = e.type.shape[0]
+        window, elements, line = self.vec_window(
+            e, e.view, e.start, e.stop, e.col, e.padded, size, e.axis
         )
         other_fn = None if e.other is None else self.expr(e.other)
         target = e.type.dtype
         dtype = target.numpy
+        along_last = e.col is None or e.axis == 1
+        if e.other is not None and (self.is_varying(e.other) or e.other.type.dtype.numpy != dtype):
+            line = None  # (np.where would give each lane its own value, or convert)
 
         def load(st):
+            found = None if line is None else line(st)
+            if found is not None:  # every element exists: the line itself, copied
+                if other_fn is not None:
+                    other_fn(st)
+                array, b, fixed, lo = found
+                if along_last:
+                    values = array[b, fixed, lo : lo + size]
+                else:
+                    values = array[b, lo : lo + size, fixed]
+                if values.dtype != dtype:
+                    return cpu.cast_values(values[None], target)
+                return values[None].copy()
             array, batch, index, ok, fixed = window(st)
             if other_fn is None:
                 other = np.zeros((), dtype)
@@ -1342,13 +1378,24 @@ class _Compiler:
     def s_VecStore(self, s):
         value = self.expr(s.value)
         size = s.value.type.shape[0]
-        window, elements = self.vec_window(
+        window, elements, line = self.vec_window(
             s, s.view, s.start, s.stop, s.col, s.padded, size, s.axis
         )
         compiler = self
+        along_last = s.col is None or s.axis == 1
 
         def store(st):
             v = value(st)
+            found = None if line is None or st.mask is not None else line(st)
+            if found is not None and v.shape[0] == 1:  # one line, every element in it
+                array, b, fixed, lo = found
+                if st.aliased:
+                    compiler.detach(st, array)
+                if along_last:
+                    array[b, fixed, lo : lo + size] = v[0]
+                else:
+                    array[b, lo : lo + size, fixed] = v[0]
+                return
             array, batch, index, ok, fixed = window(st)
             compiler.detach(st, array)
             lanes = max(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import qnb
-from qnb import Tile16, f32, i32
+from qnb import Tile16, Vec16, f32, i32
 from qnb.backends import cpu_prepared
 from tests.backends.test_cpu_prepared import _poison, _rand, both_ways
 
@@ -192,3 +192,56 @@ def test_uniform_tile_indices(i, grid):
     values, and the same error only where a program that runs the access has it."""
     got = both_ways(masked_index, grid, lambda: [_rand((16, 16)), _poison(4), i])
     assert (got is not None) == (grid > 1 and not 0 <= i < 16)
+
+
+# ---------------------------------------------------------------------- lines
+
+
+@qnb.kernel
+def lines(
+    v: qnb.Array[f32, 1], x: qnb.Array[f32, 2], out: qnb.Array[f32, 1], y: qnb.Array[f32, 2], s: i32
+):
+    a = Vec16.load(v, s, other=-3.0)
+    b = Vec16.load_row(x, s, 1)
+    c = Vec16.load_col(x, 2, s)
+    d = Vec16.load(x, s, s + 9, 3)  # the quadrants form: a column with a window end
+    (a + b + c).store(out, s)
+    (d * 2.0).store_row(y, s, 0)
+    (c - a).store_col(y, 1, s)
+
+
+@qnb.kernel
+def line_conversions(v: qnb.Array[qnb.f64, 1], out: qnb.Array[qnb.f64, 1], s: i32):
+    a = Vec16.load(v, s)
+    if qnb.program_id(0) == 1:
+        (a * 3.0).store(out, s)  # under a mask: the generic store
+    (a + 1.0).astype(f32).astype(qnb.f64).store(out, s + 20)
+
+
+@qnb.kernel
+def line_race(v: qnb.Array[f32, 1], out: qnb.Array[f32, 1]):
+    p = qnb.program_id(0)
+    (Vec16.load(v, 0) + Vec16.full(p * 1.0, f32)).store(out, 3)  # the last program's wins
+
+
+@pytest.mark.parametrize("s", [0, 1, 4, 10, 30, 40, -1, -16, 2**31 - 20])
+@pytest.mark.parametrize("grid", [1, 3])
+def test_lines_match(s, grid):
+    """Lines the same in every program: in bounds one slice; past an end, before the
+    start or outside the array, the generic path's masks and errors, as before."""
+    both_ways(
+        lines,
+        grid,
+        lambda: [_rand(48), _rand((30, 40)), _poison(48), _poison((30, 40)), s],
+    )
+    both_ways(
+        line_conversions,
+        grid,
+        lambda: [_rand(48).astype(np.float64), np.full(48, np.nan), s],
+    )
+
+
+def test_line_race_and_aliasing():
+    both_ways(line_race, 4, lambda: [_rand(30), _poison(30)])
+    both_ways(line_race, 4, lambda: [x := _rand(30), x])
+    both_ways(lines, 2, lambda: [x := _rand(48), _rand((30, 40)), x, _poison((30, 40)), 2])
