@@ -744,7 +744,7 @@ class _Compiler:
                 return array, index
             b = b.astype(np.int64, copy=False)
             check(st, (b < 0) | (b >= slabs), message)
-            return array, np.clip(b, 0, slabs - 1)
+            return array, _clamp(b, 0, slabs - 1)
 
         return view
 
@@ -1118,8 +1118,8 @@ class _Compiler:
             row_end = np.minimum(r1, array.shape[1])
             col_end = np.minimum(c1, array.shape[2])
             rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
-            r = np.clip(rows, 0, array.shape[1] - 1)
-            c = np.clip(cols, 0, array.shape[2] - 1)
+            r = _clamp(rows, 0, array.shape[1] - 1)
+            c = _clamp(cols, 0, array.shape[2] - 1)
             flat = array.reshape(-1)
             index = (batch[:, None, None] * array.shape[1] + r[:, :, None]) * array.shape[2] + c[
                 :, None, :
@@ -1326,12 +1326,12 @@ class _Compiler:
         def elements(array, index, fixed):
             """The (row, column) indices of a line's elements, clamped into the array."""
             if fixed is None:
-                return np.zeros((1, 1), np.int64), np.clip(index, 0, array.shape[2] - 1)
+                return np.zeros((1, 1), np.int64), _clamp(index, 0, array.shape[2] - 1)
             if axis == 1:
-                rows = np.clip(fixed, 0, array.shape[1] - 1)[:, None]
-                return rows, np.clip(index, 0, array.shape[2] - 1)
-            cols = np.clip(fixed, 0, array.shape[2] - 1)[:, None]
-            return np.clip(index, 0, array.shape[1] - 1), cols
+                rows = _clamp(fixed, 0, array.shape[1] - 1)[:, None]
+                return rows, _clamp(index, 0, array.shape[2] - 1)
+            cols = _clamp(fixed, 0, array.shape[2] - 1)[:, None]
+            return _clamp(index, 0, array.shape[1] - 1), cols
 
         return window, elements, line if uniform else None
 
@@ -1469,7 +1469,7 @@ class _Compiler:
             for i, d in zip(idx, dims):
                 bad = bad | (i < 0) | (i >= d)
             check(st, bad, message(st))
-            idx = [np.clip(i, 0, d - 1) for i, d in zip(idx, dims)]
+            idx = [_clamp(i, 0, d - 1) for i, d in zip(idx, dims)]
             if count == 1:
                 idx = [np.zeros(1, np.int64), *idx]
             return array, batch, idx[0], idx[1]
@@ -1694,7 +1694,7 @@ class _Compiler:
 
         def index(st):
             i = fn(st)
-            if i.shape == (1,) and i.dtype != np.uint64:  # the same everywhere: no np.clip
+            if i.shape == (1,) and i.dtype != np.uint64:  # the same everywhere: Python ints
                 k = int(i[0])
                 if not 0 <= k < limit:
                     check(st, np.ones(1, bool))
@@ -1702,7 +1702,7 @@ class _Compiler:
                 return np.array([k], np.int64)
             i = i.astype(np.int64, copy=False)
             check(st, (i < 0) | (i >= limit))
-            return np.clip(i, 0, limit - 1)
+            return _clamp(i, 0, limit - 1)
 
         return index
 
@@ -2026,6 +2026,12 @@ def _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape):
             end = max(start, min(stop, limit, start + side))
             out.append((start, end, 1))
     return out
+
+
+def _clamp(x, lo, hi):
+    """``np.clip(x, lo, hi)`` for an int array and Python int bounds, in two ufunc calls
+    (``np.clip``'s own checks cost more than the clamp on a launch's small arrays)."""
+    return np.minimum(np.maximum(x, lo), hi)
 
 
 def _op(table, name):
