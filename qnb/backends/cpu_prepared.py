@@ -973,13 +973,17 @@ class _Compiler:
 
         return axis, factor, at, pure
 
-    def strided_window(self, node, shape):
+    def strided_window(self, node, shape, edges=False):
         """``window(st) -> (array, b, r0, dr, c0, dc)`` for a window whose bounds step by
         a fixed amount from program to program (``program_id(a) * f + u``): every lane's
         tile is ``array[b, r0 + lane * dr + i, c0 + lane * dc + j]``, and all of them lie in
         the array and inside their window bounds, so no element is masked and no bound
         check can fail. None (at a launch) where that is not so; None (now) where the
-        bounds are not of that form."""
+        bounds are not of that form. With ``edges``, also ``(array, b, r0, dr, c0, dc,
+        rows, cols)`` where tiles leave the array but no check can fail and every
+        lane's window holds its first ``rows`` rows and ``cols`` columns (of the
+        elements in the array)."""
+        padded = getattr(node, "padded", False)
         v = node.view
         if v.batch is not None and self.is_varying(v.batch):
             return None
@@ -1024,6 +1028,7 @@ class _Compiler:
             _, height, width = array.shape
             (r0, dr), (r1, dr1), (c0, dc), (c1, dc1) = ends
             lane = count - 1
+            clean = True
             for lo, dlo, hi, dhi, side, extent in (
                 (r0, dr, r1, dr1, m, height),
                 (c0, dc, c1, dc1, n, width),
@@ -1031,8 +1036,18 @@ class _Compiler:
                 for k in (0, lane):  # linear in the lane: both ends decide
                     start, end = lo + dlo * k, hi + dhi * k
                     if start < 0 or start + side > end or start + side > extent:
-                        return None
-            return b, r0, dr, c0, dc
+                        clean = False
+                    if (start < 0 or end < 0) and not padded:
+                        return None  # (the generic path's check, for the lanes that run)
+            if clean:
+                return b, r0, dr, c0, dc
+            if not edges or dr1 != dr or dc1 != dc:
+                return None
+            # some tiles leave the array or their window: the window ends sit the same
+            # distance from the starts in every lane, so the elements that exist are
+            # the array's within [0, rows) x [0, cols) and the tiles' first r1 - r0 rows
+            # and c1 - c0 columns
+            return b, r0, dr, c0, dc, r1 - r0, c1 - c0
 
         return window
 
@@ -1049,7 +1064,12 @@ class _Compiler:
             return None
         if not isinstance(fill, np.ndarray) or np.result_type(dtype, fill.dtype) != dtype:
             return None
-        window = self.strided_window(e, shape)
+        flat = fill.reshape(-1)
+        same = np.array_equal(
+            flat, np.broadcast_to(flat[:1], flat.shape), equal_nan=fill.dtype.kind in "fc"
+        )
+        value = flat[0]  # the fill of every element outside, where it is one value
+        window = self.strided_window(e, shape, edges=same)
         if window is None:
             return None
 
@@ -1057,9 +1077,30 @@ class _Compiler:
             found = window(st)
             if found is None:
                 return None
-            array, b, r0, dr, c0, dc = found
-            tiles = _tile_view(array, b, r0, dr, c0, dc, (st.n, m, n))
-            return tiles.astype(dtype)  # (a copy, as the interpreter's gather)
+            if len(found) == 6:
+                array, b, r0, dr, c0, dc = found
+                tiles = _tile_view(array, b, r0, dr, c0, dc, (st.n, m, n))
+                return tiles.astype(dtype)  # (a copy, as the interpreter's gather)
+            array, b, r0, dr, c0, dc, rows, cols = found
+            # the region the tiles span, filled, with the array's part copied in: the
+            # tiles are then a strided view of it
+            count = st.n
+            height, width = dr * (count - 1) + m, dc * (count - 1) + n
+            if height * width > 4 * count * m * n + 4096:  # (tiles far apart: gather)
+                return None
+            region = np.empty((height, width), dtype)
+            region[...] = value
+            _, h, w = array.shape
+            rs, re = max(r0, 0), min(r0 + height, h)
+            cs, ce = max(c0, 0), min(c0 + width, w)
+            if rs < re and cs < ce:
+                region[rs - r0 : re - r0, cs - c0 : ce - c0] = array[b, rs:re, cs:ce]
+            tiles = _tile_view(region[None], 0, 0, dr, 0, dc, (count, m, n)).copy()
+            if rows < m:
+                tiles[:, max(rows, 0) :, :] = value
+            if cols < n:
+                tiles[:, :, max(cols, 0) :] = value
+            return tiles
 
         return load
 

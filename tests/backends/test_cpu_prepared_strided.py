@@ -245,3 +245,36 @@ def test_line_race_and_aliasing():
     both_ways(line_race, 4, lambda: [_rand(30), _poison(30)])
     both_ways(line_race, 4, lambda: [x := _rand(30), x])
     both_ways(lines, 2, lambda: [x := _rand(48), _rand((30, 40)), x, _poison((30, 40)), 2])
+
+
+@qnb.kernel
+def stencil(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0)
+    (Tile16.load(x, i * 2 - 3, 5, other=-2.0) + 1.0).store(y, i * 16, 0)
+
+
+@qnb.kernel
+def stencil_window(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    i = qnb.program_id(0)
+    t = Tile16.full(9.0, f32)
+    t.load_(x, i * 3, i * 3 + 11, 2, 30)  # a window of 11 rows, past the array's end
+    t.store(y, i * 16, 0)
+
+
+@pytest.mark.parametrize("grid", [1, 3, 8, 20])
+@pytest.mark.parametrize("shape", [(30, 16), (12, 10), (60, 40)])
+def test_windows_leaving_the_array(grid, shape):
+    """Tiles that leave the array (before its start or past its end) or their window:
+    the region they span, filled, then one strided view; the same as the masked path."""
+    both_ways(stencil, grid, lambda: [_rand(shape), _poison((320, 16))])
+    both_ways(stencil_window, grid, lambda: [_rand(shape), _poison((320, 16))])
+
+
+def test_edge_windows_take_no_masks(monkeypatch):
+    monkeypatch.setattr(cpu_prepared, "_masks", lambda *a: pytest.fail("masks built"))
+    x, y = _rand((30, 16)), _poison((320, 16))
+    stencil[8](x, y)
+    padded = np.full((60, 40), np.float32(-2.0))
+    padded[3:33, :16] = x
+    want = np.concatenate([padded[2 * i : 2 * i + 16, 5:21] for i in range(8)]) + np.float32(1)
+    np.testing.assert_array_equal(y[:128], want)
