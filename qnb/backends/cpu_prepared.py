@@ -1110,7 +1110,7 @@ class _Compiler:
         through one strided view; tiles that overlap along one side keep the last lane's
         elements, as the interpreter's scatter does."""
         shape = m, n = s.value.type.shape
-        window = self.strided_window(s, shape)
+        window = self.strided_window(s, shape, edges=True)
         if window is None:
             return None
 
@@ -1120,8 +1120,10 @@ class _Compiler:
             found = window(st)
             if found is None:
                 return False
-            array, b, r0, dr, c0, dc = found
             count = st.n
+            if len(found) == 8:
+                return store_edges(st, v, count, *found)
+            array, b, r0, dr, c0, dc = found
             v = _tiles(st, v)
             if v.base is not None and np.may_share_memory(v, array):
                 v = v.copy()
@@ -1141,6 +1143,30 @@ class _Compiler:
             # lane p's first `step` lines are its own; the last lane keeps all its lines
             dst[: step * (count - 1)] = v[:-1, :step].reshape(-1, width)
             dst[step * (count - 1) :] = v[-1]
+            return True
+
+        def store_edges(st, v, count, array, b, r0, dr, c0, dc, rows, cols):
+            """Tiles that leave the array or their window, stepping down the rows with
+            no gap between the rows they write: the lanes' elements composed into the
+            region they span (the last lane's where they overlap, as the scatter), and
+            the region's part in the array assigned at once."""
+            rows, cols = min(rows, m), min(cols, n)
+            if rows <= 0 or cols <= 0:
+                return True  # (no element is written)
+            if dc != 0 or not (count == 1 or 1 <= dr <= rows):
+                return False
+            v = _tiles(st, v)
+            if v.shape[0] != count:
+                v = np.broadcast_to(v, (count, m, n))
+            height = dr * (count - 1) + rows
+            region = np.empty((height, cols), v.dtype)
+            region[: dr * (count - 1)] = v[:-1, :dr, :cols].reshape(-1, cols)
+            region[dr * (count - 1) :] = v[-1, :rows, :cols]
+            _, h, w = array.shape
+            rs, re = max(r0, 0), min(r0 + height, h)
+            cs, ce = max(c0, 0), min(c0 + cols, w)
+            if rs < re and cs < ce:
+                array[b, rs:re, cs:ce] = region[rs - r0 : re - r0, cs - c0 : ce - c0]
             return True
 
         return store

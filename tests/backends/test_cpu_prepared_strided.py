@@ -278,3 +278,15 @@ def test_edge_windows_take_no_masks(monkeypatch):
     padded[3:33, :16] = x
     want = np.concatenate([padded[2 * i : 2 * i + 16, 5:21] for i in range(8)]) + np.float32(1)
     np.testing.assert_array_equal(y[:128], want)
+
+
+def test_partial_grid_stores_take_no_masks(monkeypatch):
+    """A store whose edge programs leave the array, rows overlapping or abutting: the
+    region composed once, no masks (and the interpreter's result, checked above)."""
+    monkeypatch.setattr(cpu_prepared, "_masks", lambda *a: pytest.fail("masks built"))
+    x, y = _rand((64, 16)), _poison((64, 16))
+    rows_step[60](x, y)
+    np.testing.assert_array_equal(y, x * np.float32(2.0) + np.float32(1.0))
+    y = _poison((70, 80))
+    rows_differ[13](_rand((70, 80)), y)  # starts at row -2, ends past row 70
+    assert not np.isnan(y[:70, :16]).any() and np.isnan(y[:, 16:]).all()
