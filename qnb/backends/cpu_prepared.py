@@ -16,6 +16,13 @@ what the walk learns once is not relearnt per launch:
   same grid is one assignment, and ``a @ b`` of a block row strip by a block column strip
   (the K loop of a tiled matmul) is one GEMM. Any other use gathers the programs' tiles.
 - *program-indexed elements*: ``x[program_id(0)]`` over a 1-D grid is a slice of ``x``.
+- *strided windows*: bounds ``program_id(a) * f + u`` (``u`` the same in every program)
+  step by a fixed amount from lane to lane, so over a 1-D grid the tiles are one strided
+  view of the array (loads copy it; stores assign it, or compose overlapping rows with
+  the last lane's winning, as the interpreter's scatter), decided per launch from the
+  grid and the shapes with Python ints (memoised where the bounds are constants). Where
+  tiles leave the array, a load reads a filled copy of the region they span; anything
+  else (a mask, gaps, a bound check that could fail) takes the generic masked path.
 
 A kernel with control flow that differs between programs inside a loop (a loop bound, a
 ``while`` condition, ``break``/``continue`` under a per-program branch) or an op this
