@@ -42,12 +42,15 @@ BODIES = [
 SCALES = [0.5, 1.5, 2.0, 3.25]
 
 
-def suite_source() -> str:
-    """A module defining kernels ``k0 … k23``, each reading its own captured constant."""
-    parts = ["import qnb\n"]
-    n = 0
-    for body in BODIES:
-        for scale in SCALES:
+def kernels_source(bodies, scales) -> tuple[list[str], list[str]]:
+    """The source of one kernel per body and captured constant (``k0``, ``k1`` … each
+    reading its own ``SCALE_n``), and their names: the suites of bench_cache and
+    bench_warm."""
+    parts, names = [], []
+    for body in bodies:
+        for scale in scales:
+            n = len(names)
+            names.append(f"k{n}")
             parts.append(
                 textwrap.dedent(
                     f"""
@@ -63,8 +66,14 @@ def suite_source() -> str:
                     """
                 )
             )
-            n += 1
-    parts.append(f"\nKERNELS = [{', '.join(f'k{i}' for i in range(n))}]\n")
+    return parts, names
+
+
+def suite_source() -> str:
+    """A module defining kernels ``k0 … k23``, each reading its own captured constant."""
+    kernels, names = kernels_source(BODIES, SCALES)
+    parts = ["import qnb\n", *kernels]
+    parts.append(f"\nKERNELS = [{', '.join(names)}]\n")
     parts.append(
         textwrap.dedent(
             """

@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -48,27 +47,10 @@ SCALES = [0.5, 2.0]
 
 def suite_source() -> str:
     """A module defining ``KERNELS``: 20 kernels, each reading its own captured constant."""
-    parts = ["import qnb\n"]
-    names = []
-    for body in BODIES:
-        for scale in SCALES:
-            n = len(names)
-            names.append(f"k{n}")
-            parts.append(
-                textwrap.dedent(
-                    f"""
-                    SCALE_{n} = {scale!r}
+    from benchmarks.bench_cache import kernels_source
 
-
-                    @qnb.kernel
-                    def k{n}(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
-                        i = qnb.program_id(0)
-                        t = qnb.Tile16.load(x, i * 16, 0)
-                        {body.replace("SCALE", f"SCALE_{n}")}
-                        t.store(y, i * 16, 0)
-                    """
-                )
-            )
+    kernels, names = kernels_source(BODIES, SCALES)
+    parts = ["import qnb\n", *kernels]
     parts.append(f"\nKERNELS = [{', '.join(names)}]\n")
     return "".join(parts)
 
