@@ -192,15 +192,10 @@ class Captures:
                 seen = seen | {id(value)}
                 out.append((chain, value, value.captures.keyed_snapshot(keyed, seen)))
                 continue
-            kind = type(value)
-            if kind is float:
-                if value != value or value == 0:
-                    value = value.hex()
-            elif kind not in _EQUAL_MEANS_SAME:
-                value = self._token(chain, value)
-                if value is None:
-                    return (_Unhashable(),)
-            out.append((chain, kind, value))
+            entry = self._entry(chain, value)
+            if entry is None:
+                return (_Unhashable(),)
+            out.append(entry)
         return tuple(out)
 
     def snapshot(self, _seen=None) -> tuple:
@@ -268,16 +263,25 @@ class Captures:
             if value is qnb_module:
                 out.append((chain, value))
                 continue
-            kind = type(value)  # a plain root: the chain is the name alone
-            if kind is float:
-                if value != value or value == 0:
-                    value = value.hex()
-            elif kind not in _EQUAL_MEANS_SAME:
-                value = self._token(chain, value)
-                if value is None:
-                    return None
-            out.append((chain, kind, value))
+            entry = self._entry(chain, value)  # a plain root: the chain is the name alone
+            if entry is None:
+                return None
+            out.append(entry)
         return tuple(out)
+
+    def _entry(self, chain, value):
+        """A snapshot's entry for ``value`` read at ``chain``: equal entries mean the same
+        value (a float's sign of zero and NaN kept in its hex form), None where it has no
+        such form."""
+        kind = type(value)
+        if kind is float:
+            if value != value or value == 0:
+                value = value.hex()
+        elif kind not in _EQUAL_MEANS_SAME:
+            value = self._token(chain, value)
+            if value is None:
+                return None
+        return (chain, kind, value)
 
     def same_roots(self, roots: tuple) -> bool:
         """Whether every root name is still bound to the very object in ``roots``."""
