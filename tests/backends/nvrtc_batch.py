@@ -17,9 +17,10 @@ import itertools
 import re
 from dataclasses import dataclass
 
+from qnb.backends import cuda
 from qnb.backends.base import Options
 from qnb.backends.cuda import nvrtc_compile
-from qnb.errors import CompileError
+from qnb.errors import BackendError, CompileError
 
 _ENTRY = re.compile(r'^extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', re.M)
 # a PTX function or kernel starts a line; its name is on that line
@@ -44,6 +45,16 @@ class Compiled:
     label: str
     entry: str  # the renamed entry, as the PTX and cubin name it
     ptx: str  # this kernel's own PTX functions (its entry, its namespace's helpers)
+
+
+def toolchain_reason() -> str | None:
+    """Why NVRTC cannot compile here (no wheel, no CUDA headers), or None when it can."""
+    try:
+        cuda.nvrtc_version()
+        cuda.include_dirs()
+    except BackendError as exc:
+        return exc.message
+    return None
 
 
 def _entry(source: str) -> str:

@@ -19,7 +19,7 @@ import pytest
 from qnb import ir
 from qnb.backends.base import Options
 from qnb.errors import BackendError, CompileError
-from tests.backends.nvrtc_batch import Unit, compile_units
+from tests.backends.nvrtc_batch import Unit, compile_units, toolchain_reason
 
 ARCHS = ("sm_80", "sm_90")
 
@@ -36,19 +36,8 @@ def _load_cases():
 CASES = _load_cases()
 
 
-def _toolchain_reason() -> str | None:
-    try:
-        from qnb.backends import cuda
-
-        cuda.nvrtc_version()
-        cuda.include_dirs()
-    except BackendError as exc:
-        return exc.message
-    return None
-
-
 needs_nvrtc = pytest.mark.skipif(
-    _toolchain_reason() is not None, reason=f"NVRTC toolchain missing: {_toolchain_reason()}"
+    toolchain_reason() is not None, reason=f"NVRTC toolchain missing: {toolchain_reason()}"
 )
 
 
@@ -88,7 +77,7 @@ def test_a_machine_without_the_nvidia_driver_says_so(backend):
         pytest.skip("the NVIDIA driver (libcuda) is installed here")
     info = backend.info()
     assert not info.available
-    if _toolchain_reason() is None:  # the runtime was asked, and found no driver
+    if toolchain_reason() is None:  # the runtime was asked, and found no driver
         assert info.reason == "no NVIDIA driver/GPU found"
         assert "insufficient" not in info.reason
     with pytest.raises(BackendError, match="backend 'cuda' is not available: ") as raised:
@@ -122,8 +111,8 @@ def test_a_batched_compile_names_the_failing_kernel_and_shares_nothing(backend):
     """The batch compiles alone to name what failed, and a kernel sees only its own
     definitions and includes: another kernel's prelude or ``#include`` does not rescue a
     kernel rendered without one."""
-    if _toolchain_reason() is not None:
-        pytest.skip(f"NVRTC toolchain missing: {_toolchain_reason()}")
+    if toolchain_reason() is not None:
+        pytest.skip(f"NVRTC toolchain missing: {toolchain_reason()}")
     f32, f16 = (
         backend.render(next(c for c in CASES.all_cases() if c.name == name).kernel, Options())
         for name in ("binary_add_f32", "binary_add_f16")

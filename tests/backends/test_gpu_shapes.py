@@ -18,6 +18,7 @@ from qnb import ir
 from qnb.backends import registry
 from qnb.backends.base import Options
 from qnb.errors import BackendError
+from tests.backends.nvrtc_batch import toolchain_reason
 from tests.conftest import require_backend
 
 
@@ -102,19 +103,8 @@ def test_cuda_host_half_products_match_numpy(name):
     _close(got["out"], expect(inputs)["out"], 1e-3, name)
 
 
-def _nvrtc_reason():
-    try:
-        from qnb.backends import cuda
-
-        cuda.nvrtc_version()
-        cuda.include_dirs()
-    except BackendError as exc:
-        return exc.message
-    return None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_nvrtc_reason() is not None, reason=f"NVRTC missing: {_nvrtc_reason()}")
+@pytest.mark.skipif(toolchain_reason() is not None, reason=f"NVRTC missing: {toolchain_reason()}")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_shape_case_compiles_with_nvrtc(arch):
     """Every case at each of its thread counts, and the f16/bf16 products, through NVRTC
