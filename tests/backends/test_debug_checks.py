@@ -99,9 +99,9 @@ def test_checks_are_ir_with_a_hidden_errors_parameter():
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_checked_kernels_compile_for_cuda(case):
     """The checked IR is real CUDA: NVRTC compiles it to a cubin (no GPU needed)."""
-    from tests.backends.test_cuda_compile import _toolchain_reason
+    from tests.backends.nvrtc_batch import toolchain_reason
 
-    reason = _toolchain_reason()
+    reason = toolchain_reason()
     if reason is not None:
         pytest.skip(f"NVRTC toolchain missing: {reason}")
     from qnb.backends.base import Options
