@@ -1043,8 +1043,14 @@ class _Executor:
 
 
 # Programs per lanes-last pass: a pass's arrays (16×16×512 f64 = 1 MiB) stay in cache
-# for its 16 steps, and the moves in and out are in-cache transposes.
+# for its 16 steps.
 LANE_CHUNK = 512
+# The moves in and out of a pass go through blocks of this many programs: NumPy's
+# strided copy is a cache and TLB miss per element when it transposes a whole pass
+# (a column of 512 programs spans 1 MiB), but a block of 16 programs is 32 KiB, so
+# transposing block by block and then moving whole rows of blocks costs about two
+# plain copies instead of four.
+LANE_BLOCK = 16
 
 
 def _lanes_last(fn, *operands, shape=(16, 16)):
@@ -1052,50 +1058,116 @@ def _lanes_last(fn, *operands, shape=(16, 16)):
     arrives as a contiguous ``(..., lanes)`` array; ``fn`` returns ``(*shape, lanes)``.
     The result is a contiguous ``(n, *shape)`` array."""
     n = max(op.shape[0] for op in operands)
+    chunk = min(n, LANE_CHUNK)
+    # Scratch reused by every chunk (fresh 1 MiB arrays per chunk cost page faults).
+    moves = [
+        _LaneMoves(op.shape[1:], op.dtype, chunk) if op.shape[0] > 1 else None for op in operands
+    ]
     out = None
-    for start in range(0, n, LANE_CHUNK):
-        stop = min(n, start + LANE_CHUNK)
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
         parts = [
-            np.ascontiguousarray(np.moveaxis(op[start:stop] if op.shape[0] > 1 else op, 0, -1))
-            for op in operands
+            move.to_lanes_last(op[start:stop]) if move else _one_lane(op)
+            for move, op in zip(moves, operands)
         ]
-        result = fn(*parts, stop - start)
+        if stop - start == 1:  # einsum sums a lone program's dot products in another order
+            result = fn(*[np.repeat(part, 2, axis=-1) for part in parts], 2)[..., :1]
+        else:
+            result = fn(*parts, stop - start)
         if out is None:
             out = np.empty((n, *shape), result.dtype)
-        out[start:stop] = np.moveaxis(result, -1, 0)
+            back = _LaneMoves(shape, result.dtype, chunk)
+        back.from_lanes_last(result, out[start:stop])
     return out
 
 
-def _einsum(spec, a, b):
-    """``np.einsum``; bf16 (which einsum does not take) accumulates in f32 and rounds once,
-    as f16 does."""
+def _one_lane(operand):
+    """A ``(1, ...)`` operand (the same in every program) as a contiguous ``(..., 1)``."""
+    return np.ascontiguousarray(np.moveaxis(operand, 0, -1))
+
+
+class _LaneMoves:
+    """Moves chunks of programs between ``(lanes, *inner)`` and a contiguous
+    ``(*inner, lanes)`` array, through blocks of LANE_BLOCK programs (see there), with
+    scratch sized for ``chunk`` programs and reused for every chunk."""
+
+    def __init__(self, inner, dtype, chunk):
+        self.inner = tuple(inner)
+        size = int(np.prod(self.inner, dtype=np.int64))
+        self.lanes_last = np.empty(size * chunk, dtype)
+        self.by_block = np.empty(size * chunk, dtype)
+
+    def _scratch(self, buffer, *shape):
+        return buffer[: int(np.prod(shape, dtype=np.int64))].reshape(shape)
+
+    def to_lanes_last(self, programs):
+        lanes, inner = programs.shape[0], self.inner
+        out = self._scratch(self.lanes_last, *inner, lanes)
+        if lanes % LANE_BLOCK or lanes == LANE_BLOCK:
+            np.copyto(out, np.moveaxis(programs, 0, -1))
+            return out
+        blocks = lanes // LANE_BLOCK
+        by_block = self._scratch(self.by_block, blocks, *inner, LANE_BLOCK)
+        np.copyto(by_block, np.moveaxis(programs.reshape(blocks, LANE_BLOCK, *inner), 1, -1))
+        np.copyto(out.reshape(*inner, blocks, LANE_BLOCK), np.moveaxis(by_block, 0, -2))
+        return out
+
+    def from_lanes_last(self, result, out):
+        """Writes ``result`` (contiguous ``(*inner, lanes)``) into ``out``
+        (contiguous ``(lanes, *inner)``)."""
+        lanes, inner = out.shape[0], self.inner
+        if lanes % LANE_BLOCK or lanes == LANE_BLOCK:
+            np.copyto(out, np.moveaxis(result, -1, 0))
+            return
+        blocks = lanes // LANE_BLOCK
+        by_block = self._scratch(self.by_block, blocks, *inner, LANE_BLOCK)
+        np.copyto(np.moveaxis(by_block, 0, -2), result.reshape(*inner, blocks, LANE_BLOCK))
+        np.copyto(out.reshape(blocks, LANE_BLOCK, *inner), np.moveaxis(by_block, -1, 1))
+
+
+def _einsum(spec, a, b, out):
+    """``np.einsum`` into ``out``; bf16 (which einsum does not take) accumulates in f32 and
+    rounds once, as f16 does."""
     if a.dtype.kind != "f" and a.dtype.name == "bfloat16":  # (.name is slow: f32/f64 first)
-        return np.einsum(spec, a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-    return np.einsum(spec, a, b)
+        out[...] = np.einsum(spec, a.astype(np.float32), b.astype(np.float32))
+        return out
+    return np.einsum(spec, a, b, out=out)
+
+
+# Both run column by column, each step a few ufuncs writing in place (out=) into the
+# result, so a step costs its arithmetic and not its temporaries.
 
 
 def _cholesky(a, eps, lanes):
-    dtype = a.dtype
     size = a.shape[0]
-    lower = np.zeros((size, size, lanes), dtype)
+    lower = np.zeros((size, size, lanes), a.dtype)
     for j in range(size):
-        row = lower[j, :j]  # L[j, k] for k < j, per program
-        s = _einsum("kn,kn->n", row, row) if j else 0
-        d = np.sqrt(np.maximum(a[j, j] - s, eps)).astype(dtype, copy=False)
-        lower[j, j] = d
-        if j < size - 1:
-            dots = _einsum("ikn,kn->in", lower[j + 1 :, :j], row) if j else 0
-            lower[j + 1 :, j] = (a[j + 1 :, j] - dots) / d
+        # Column j from the diagonal down: a[i, j] - L[i, :j] · L[j, :j]; the diagonal
+        # becomes sqrt(max(that, eps)), the rows below divide by it.
+        column = lower[j:, j]
+        if j:
+            _einsum("ikn,kn->in", lower[j:, :j], lower[j, :j], column)
+            np.subtract(a[j:, j], column, out=column)
+        else:
+            column[...] = a[j:, j]
+        diagonal = column[0]
+        np.maximum(diagonal, eps, out=diagonal)
+        np.sqrt(diagonal, out=diagonal)
+        np.divide(column[1:], diagonal, out=column[1:])
     return lower
 
 
 def _solve_lower(factor, rhs, lanes):
-    dtype = rhs.dtype
-    x = np.zeros((*rhs.shape[:2], lanes), dtype)
+    x = np.zeros((*rhs.shape[:2], lanes), rhs.dtype)
     for k in range(rhs.shape[1]):
         # X[:, k] = (B[:, k] - sum_{m<k} X[:, m] L[k, m]) / L[k, k]
-        dots = _einsum("imn,mn->in", x[:, :k], factor[k, :k]) if k else 0
-        x[:, k] = (rhs[:, k] - dots) / factor[k, k]
+        column = x[:, k]
+        if k:
+            _einsum("imn,mn->in", x[:, :k], factor[k, :k], column)
+            np.subtract(rhs[:, k], column, out=column)
+            np.divide(column, factor[k, k], out=column)
+        else:
+            np.divide(rhs[:, k], factor[k, k], out=column)
     return x
 
 
