@@ -60,6 +60,10 @@ class _Device:
         import wgpu
 
         self.wgpu = wgpu
+        with contextlib.suppress(ImportError):
+            from wgpu.backends.wgpu_native import ffi
+
+            parse_c_types_at_once(ffi, WGPU_NATIVE_C_TYPES)
         self.adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
         if self.adapter is None:
             raise BackendError("wgpu found no adapter")
@@ -83,6 +87,100 @@ class _Device:
         self.pipelines: collections.OrderedDict[str, tuple] = collections.OrderedDict()
         self.layouts: dict[tuple, tuple] = {}
         self.staging = _StagingPool(self)
+
+
+# The C types wgpu-py's wgpu_native backend (0.32) names through cffi (``ffi.new``,
+# ``ffi.callback``) while qnb makes its device and runs a launch, in that order, after
+# the two its import parses (tests/backends/test_wgpu_cffi_types.py checks the list).
+WGPU_NATIVE_C_TYPES = (
+    # the adapter and the device
+    "WGPURequestAdapterOptions *",
+    "void(WGPURequestAdapterStatus, WGPUAdapter, WGPUStringView, void *, void *)",
+    "WGPURequestAdapterCallbackInfo *",
+    "WGPUInstanceDescriptor *",
+    "WGPUAdapterInfo *",
+    "WGPUChainedStruct *",
+    "WGPUNativeLimits *",
+    "WGPULimits *",
+    "char []",
+    "WGPUQueueDescriptor *",
+    "WGPUDeviceExtras *",
+    "WGPUChainedStruct * ",
+    "void(WGPUDevice const *, WGPUDeviceLostReason, WGPUStringView, void *, void *)",
+    "WGPUDeviceLostCallbackInfo *",
+    "void(WGPUDevice const *, WGPUErrorType, WGPUStringView, void *, void *)",
+    "WGPUUncapturedErrorCallbackInfo *",
+    "WGPUFeatureName[]",
+    "WGPUDeviceDescriptor *",
+    "void(WGPURequestDeviceStatus, WGPUDevice, WGPUStringView, void *, void *)",
+    "WGPURequestDeviceCallbackInfo *",
+    "WGPUBufferDescriptor *",
+    # a pipeline
+    "WGPUShaderSourceWGSL *",
+    "WGPUShaderModuleDescriptor *",
+    "WGPUBufferBindingLayout *",
+    "WGPUBindGroupLayoutEntry *",
+    "WGPUBindGroupLayoutEntry[]",
+    "WGPUBindGroupLayoutDescriptor *",
+    "WGPUBindGroupLayout[]",
+    "WGPUPipelineLayoutDescriptor *",
+    "WGPUComputeState *",
+    "WGPUComputePipelineDescriptor *",
+    # a launch: copy in, dispatch, copy back
+    "uint8_t []",
+    "uintptr_t",
+    "uint8_t *",
+    "WGPUCommandEncoderDescriptor *",
+    "WGPUComputePassDescriptor *",
+    "WGPUBindGroupEntry *",
+    "WGPUBindGroupEntry[]",
+    "WGPUBindGroupDescriptor *",
+    "uint32_t []",
+    "WGPUCommandBufferDescriptor *",
+    "WGPUCommandBuffer[]",
+    "void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)",
+    "WGPUBufferMapCallbackInfo *",
+    "intptr_t",
+)
+
+
+def parse_c_types_at_once(ffi, types) -> int:
+    """Parse the C ``types`` not yet known to ``ffi`` (a ``cffi.FFI``) in one run of its C
+    parser; returns how many it parsed (0 where anything is unexpected).
+
+    In cffi's in-line ABI mode (wgpu-py's) a type is parsed on its first use, each by a
+    pycparser run over a prelude that redeclares every typedef of the cdef (webgpu.h's
+    ~450): 30-90 ms a type, and qnb's device and first launch name 45 (about 1.6 s of
+    every process, warm or cold). One run for all of them costs about as much as one.
+    This does what ``FFI._typeof_locked`` does for one type, through the same private
+    parts of cffi (2.x); any surprise leaves cffi to parse each type when first used,
+    exactly as without it."""
+    try:
+        with ffi._lock:
+            todo = [t for t in dict.fromkeys(types) if t not in ffi._parsed_types]
+        if not todo:
+            return 0
+        parser = ffi._parser
+        source = "\n".join(f"void __qnb_type_{i}(\n{t}\n);" for i, t in enumerate(todo))
+        declarations = parser._parse(source)[0].ext[-len(todo) :]
+        parsed = []
+        for i, (cdecl, declaration) in enumerate(zip(todo, declarations)):
+            if declaration.name != f"__qnb_type_{i}":
+                return 0
+            node = declaration.type.args.params[0]
+            if type(node).__name__ == "ID":  # an unknown name: cffi reports it on use
+                continue
+            parsed.append((cdecl, parser._get_type_and_quals(node.type)[0]))
+        with ffi._lock:
+            for cdecl, model in parsed:
+                if cdecl not in ffi._parsed_types:
+                    is_function = model.is_raw_function
+                    if is_function:
+                        model = model.as_function_pointer()
+                    ffi._parsed_types[cdecl] = (ffi._get_cached_btype(model), is_function)
+        return len(parsed)
+    except Exception:  # noqa: BLE001 - an optimisation only: cffi parses lazily instead
+        return 0
 
 
 class _StagingPool:
