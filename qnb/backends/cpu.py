@@ -1058,7 +1058,7 @@ def _lanes_last(fn, *operands, shape=(16, 16)):
     arrives as a contiguous ``(..., lanes)`` array; ``fn`` returns ``(*shape, lanes)``.
     The result is a contiguous ``(n, *shape)`` array."""
     n = max(op.shape[0] for op in operands)
-    chunk = min(n, LANE_CHUNK)
+    chunk = max(1, min(n, LANE_CHUNK))
     # Scratch reused by every chunk (fresh 1 MiB arrays per chunk cost page faults).
     moves = [
         _LaneMoves(op.shape[1:], op.dtype, chunk) if op.shape[0] > 1 else None for op in operands
