@@ -65,7 +65,7 @@ runtime-dir:
 # kernels take the CPU time the tests' workers leave idle (start-up, waits on subprocesses,
 # the last file) instead of adding their own time after the tests. TEST_WORKERS=1: one
 # after the other.
-NOTEBOOK_LOG := build/test-notebooks.log
+NOTEBOOK_LOG ?= build/test-notebooks.log
 test: system-deps venv runtime-dir
 ifeq ($(WORKERS),)
 	$(RUN_ENV) $(PY) -m pytest tests
