@@ -9,6 +9,10 @@ on TraceView's "next" button (up to the store, where an array's canvas changes) 
 CacheView row check the round trip to the kernel. Screenshots (the page and
 each widget) go to ``test-artifacts/``. Every wait is bounded; the server is stopped by its PID.
 
+The two tests read one page: the server, Chromium and the run of every cell are the
+module's (the notebook's CompareView cells come after the other widgets' and touch none of
+them), so the notebook runs once, not once per test.
+
 Needs Chromium (``/usr/bin/chromium`` or ``$QNB_CHROMIUM``) and the ``playwright``
 package (no ``playwright install``: the system Chromium is used). ``make test`` installs
 both; elsewhere the test is skipped with the reason.
@@ -100,7 +104,7 @@ def stop(proc) -> None:
         proc.wait(timeout=10)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser_tools():
     """(playwright.sync_api, chromium path), or skip saying what is missing."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
@@ -113,7 +117,7 @@ def browser_tools():
     return sync_api, executable
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def lab_server(browser_tools):
     """(base_url, token) of a JupyterLab serving a temp copy of widgets.ipynb."""
     pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
@@ -196,7 +200,9 @@ CANVAS_COLOURS = """(root) => {
 }"""
 
 
-def test_widgets_render_in_jupyterlab(browser_tools, lab_server):
+@pytest.fixture(scope="module")
+def lab_page(browser_tools, lab_server):
+    """(page, console errors) of widgets.ipynb in JupyterLab after running every cell."""
     sync_api, executable = browser_tools
     base, token = lab_server
     ARTIFACTS.mkdir(exist_ok=True)
@@ -212,14 +218,23 @@ def test_widgets_render_in_jupyterlab(browser_tools, lab_server):
             page.wait_for_function(KERNEL_IDLE, timeout=LAB_LOAD_MS, polling=250)
             page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
             page.wait_for_function(ALL_CELLS_RAN, timeout=RUN_ALL_MS, polling=250)
-            try:
-                check_widgets(page)
-            finally:
-                save_screenshots(page)
+            yield page, console_errors
         finally:
             browser.close()
+
+
+def assert_no_widget_errors(console_errors) -> None:
     widget_errors = [e for e in console_errors if "widget" in e.lower() or "qnb" in e.lower()]
     assert not widget_errors, widget_errors
+
+
+def test_widgets_render_in_jupyterlab(lab_page):
+    page, console_errors = lab_page
+    try:
+        check_widgets(page)
+    finally:
+        save_screenshots(page)
+    assert_no_widget_errors(console_errors)
 
 
 def save_screenshots(page) -> None:
@@ -392,39 +407,22 @@ def check_cache_view(page) -> None:
     assert "key" in cache.locator(".qnb-detail").inner_text()
 
 
-# CompareView (its own test: the same notebook, its own cells at the end) ------------------
+# CompareView (its own test: the same page, the notebook's own cells at the end) ----------
 
 
-def test_compare_view_renders_in_jupyterlab(browser_tools, lab_server):
+def test_compare_view_renders_in_jupyterlab(lab_page):
     """The notebook's ``CompareView`` of a real divergence on lavapipe: the diverging line
     highlighted, the step's value on cpu and wgpu and their difference drawn, differing
     elements outlined, and the mismatch map of ``out``."""
-    sync_api, executable = browser_tools
-    base, token = lab_server
-    ARTIFACTS.mkdir(exist_ok=True)
-    console_errors = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable, headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1800})
-            page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
-            page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?token={token}", timeout=LAB_LOAD_MS)
-            page.wait_for_function(KERNEL_IDLE, timeout=LAB_LOAD_MS, polling=250)
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            page.wait_for_function(ALL_CELLS_RAN, timeout=RUN_ALL_MS, polling=250)
-            view = page.locator(".qnb-compareview").first
-            try:
-                view.wait_for(state="attached", timeout=WIDGET_MS)
-                check_compare_view(page, view)
-            finally:
-                if view.count():
-                    view.screenshot(path=str(ARTIFACTS / "lab-compareview.png"), timeout=10_000)
-        finally:
-            browser.close()
-    widget_errors = [e for e in console_errors if "widget" in e.lower() or "qnb" in e.lower()]
-    assert not widget_errors, widget_errors
+    page, console_errors = lab_page
+    view = page.locator(".qnb-compareview").first
+    try:
+        view.wait_for(state="attached", timeout=WIDGET_MS)
+        check_compare_view(page, view)
+    finally:
+        if view.count():
+            view.screenshot(path=str(ARTIFACTS / "lab-compareview.png"), timeout=10_000)
+    assert_no_widget_errors(console_errors)
 
 
 # (every pixel: CANVAS_COLOURS samples every 16th, which on these 16-pixel cells is always

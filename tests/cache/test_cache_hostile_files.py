@@ -3,11 +3,15 @@
 a huge file under an entry name never hangs, never exhausts memory and never gives a
 traceback; a launch that meets one says so once and recompiles.
 
-The hang-prone runs are fresh processes with a timeout: a hang fails the test."""
+The hang-prone runs are fresh processes with a timeout: a hang fails the test. The real
+entry each test starts from is written once, by a cold launch of the module's script, and
+copied into each test's cache directory (the script's path is part of the key, so every
+launch runs the one script)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -38,9 +42,14 @@ print("RESULT", out[0], event.outcome, event.reason)
 """
 
 
-def _launch(cache_dir, scale):
-    script = cache_dir.parent / "fill_script.py"  # a kernel's source must be in a file
-    script.write_text(SCRIPT)
+@pytest.fixture(scope="module")
+def script(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hostile") / "fill_script.py"  # a kernel's source: a file
+    path.write_text(SCRIPT)
+    return path
+
+
+def _launch(script, cache_dir, scale):
     env = {"QNB_CACHE_DIR": str(cache_dir), "SCALE": str(scale)}
     runner = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
     return run_python(runner, env=env, timeout=TIMEOUT, args=[str(script)])
@@ -118,23 +127,33 @@ HOSTILE = {
 }
 
 
-def _cold_entry(cache_dir):
-    """A real entry for ``fill`` (SCALE=2) and a template copy of it."""
-    done = _launch(cache_dir, 2)
+@pytest.fixture(scope="module")
+def cold_cache(script, tmp_path_factory):
+    """A cache directory as a cold launch of ``fill`` (SCALE=2) left it."""
+    cache_dir = tmp_path_factory.mktemp("cold") / "cache"
+    done = _launch(script, cache_dir, 2)
     assert done.returncode == 0, done.stderr
+    return cache_dir
+
+
+def _cold_entry(cache_dir, cold_cache):
+    """The cold launch's real entry for ``fill`` in ``cache_dir``, and a template copy."""
+    shutil.copytree(cold_cache, cache_dir)
     (entry,) = cache_dir.glob("fill-*.json")
     (cache_dir / "template.json").write_bytes(entry.read_bytes())
     return entry
 
 
 @pytest.mark.parametrize("kind", list(HOSTILE))
-def test_a_warm_start_over_a_hostile_entry_recompiles_with_one_warning(tmp_path, kind):
+def test_a_warm_start_over_a_hostile_entry_recompiles_with_one_warning(
+    tmp_path, kind, script, cold_cache
+):
     cache_dir = tmp_path / "cache"
-    entry = _cold_entry(cache_dir)
+    entry = _cold_entry(cache_dir, cold_cache)
     entry.unlink()
     HOSTILE[kind](entry)
 
-    warm = _launch(cache_dir, 2)
+    warm = _launch(script, cache_dir, 2)
     assert warm.returncode == 0, warm.stderr
     assert "Traceback" not in warm.stderr
     assert "RESULT 2.0 miss the disk entry was discarded" in warm.stdout, warm.stdout
@@ -142,7 +161,7 @@ def test_a_warm_start_over_a_hostile_entry_recompiles_with_one_warning(tmp_path,
     assert f"discarding {entry.name}" in warm.stderr
     if kind != "directory":  # (it cannot be replaced: that launch compiles again)
         assert entry.is_file() and not entry.is_symlink()
-        again = _launch(cache_dir, 2)
+        again = _launch(script, cache_dir, 2)
         assert "RESULT 2.0 disk-hit" in again.stdout and again.stderr == "", again.stderr
     assert os.path.exists("/dev/zero") and stat.S_ISCHR(os.stat("/dev/zero").st_mode)
 
@@ -153,19 +172,19 @@ def _plant_everything(cache_dir):
         make(cache_dir / f"fill-{index:064x}.json")
 
 
-def test_the_miss_reason_lookup_skips_hostile_files_without_a_word(tmp_path):
+def test_the_miss_reason_lookup_skips_hostile_files_without_a_word(tmp_path, script, cold_cache):
     cache_dir = tmp_path / "cache"
-    _cold_entry(cache_dir)
+    _cold_entry(cache_dir, cold_cache)
     _plant_everything(cache_dir)
-    changed = _launch(cache_dir, 3)
+    changed = _launch(script, cache_dir, 3)
     assert changed.returncode == 0 and changed.stderr == "", changed.stderr
     # the closest earlier entry is still found among the hostile files
     assert "RESULT 3.0 miss captured.SCALE: 2.0 → 3.0" in changed.stdout, changed.stdout
 
 
-def test_qnb_cache_commands_skip_hostile_files(tmp_path):
+def test_qnb_cache_commands_skip_hostile_files(tmp_path, cold_cache):
     cache_dir = tmp_path / "cache"
-    entry = _cold_entry(cache_dir)
+    entry = _cold_entry(cache_dir, cold_cache)
     _plant_everything(cache_dir)
 
     listed = _qnb_cache(cache_dir, "list")
