@@ -50,6 +50,7 @@ from qnb.ir import KernelIR
 
 HERE = pathlib.Path(__file__).resolve().parent
 SHIM = HERE / "qnb_cuda_host.h"
+RUNTIME = HERE / "qnb_cuda_host_runtime.cpp"  # the block scheduler, built once per shim
 BUILD = HERE.parents[1] / "build" / "cuda-host"
 GUARD = 64  # bytes of guard pattern on each side of every array
 GUARD_BYTE = 0xA5
@@ -76,7 +77,7 @@ def compiler() -> tuple[str | None, str]:
 
 def _shim_digest() -> str:
     digest = hashlib.sha256()
-    for path in sorted([SHIM, *(HERE / "include").iterdir()]):
+    for path in sorted([SHIM, RUNTIME, *(HERE / "include").iterdir()]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -120,29 +121,39 @@ def _c_param_types(abi: list[dict]) -> list[str]:
     return types
 
 
-def _host_entry(entry: str, abi: list[dict], threads: int) -> str:
-    """``qnb_host_entry(blocks, grid, args)``: runs the kernel on every thread of every
-    block of ``blocks`` (``threads`` per block), passing it the launch ``grid`` (which the
-    cuda backend's ``dispatch`` may have folded into ``blocks``)."""
-    call = [f"*({t}*)args[{k}]" for k, t in enumerate(_c_param_types(abi))]
-    call += [f"(int)grid[{axis}]" for axis in range(3)]
+def _host_entry(entry: str, abi: list[dict], threads: int, name: str = "qnb_host_entry") -> str:
+    """``name(blocks, grid, args)`` (``qnb_host_entry``): runs the kernel on every thread of
+    every block of ``blocks`` (``threads`` per block), passing it the launch ``grid`` (which
+    the cuda backend's ``dispatch`` may have folded into ``blocks``)."""
+    call = [f"*({t}*)call.args[{k}]" for k, t in enumerate(_c_param_types(abi))]
+    call += [f"(int)call.grid[{axis}]" for axis in range(3)]
     return (
-        '\nextern "C" long qnb_host_entry(const unsigned int* blocks, const unsigned int* grid,'
+        "\nnamespace {\n"
+        "struct qnb_host_call { const unsigned int* grid; void** args; };\n"
+        "void qnb_host_body(void* context) {\n"
+        "  const qnb_host_call& call = *(const qnb_host_call*)context;\n"
+        f"  {entry}({', '.join(call)});\n"
+        "}\n"
+        "}  // namespace\n"
+        f'extern "C" long {name}(const unsigned int* blocks, const unsigned int* grid,'
         " void** args) {\n"
-        f"  return qnb_host::launch(blocks, {threads}, [&] {{ {entry}({', '.join(call)}); }});\n"
+        "  qnb_host_call call{grid, args};\n"
+        f"  return qnb_host::launch(blocks, {threads}, qnb_host_body, &call);\n"
         "}\n"
     )
 
 
-def compile_once(text: str, stem: str, flags: list[str]) -> pathlib.Path:
-    """``text`` compiled by g++ with ``flags`` (and the CUDA header stand-ins) into
-    ``build/cuda-host/<stem>-<digest>``, once per text, flags and shim. A compile error
-    raises BackendError with g++'s log."""
+def compile_once(
+    text: str, stem: str, flags: list[str], inputs: tuple[pathlib.Path, ...] = ()
+) -> pathlib.Path:
+    """``text`` compiled by g++ with ``flags`` (and the CUDA header stand-ins), linked with
+    ``inputs``, into ``build/cuda-host/<stem>-<digest>``, once per text, flags and shim.
+    A compile error raises BackendError with g++'s log."""
     cxx, why = compiler()
     if cxx is None:
         raise BackendError(f"backend 'cuda-host' is not available: {why}")
     flags = [*flags, f"-I{HERE / 'include'}"]
-    key = "\0".join([_shim_digest(), why, *flags, text])
+    key = "\0".join([_shim_digest(), why, *flags, *map(str, inputs), text])
     output = BUILD / f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
     if not output.exists():
         BUILD.mkdir(parents=True, exist_ok=True)
@@ -151,7 +162,9 @@ def compile_once(text: str, stem: str, flags: list[str]) -> pathlib.Path:
             cpp.write_text(text)
             partial = pathlib.Path(scratch) / output.name
             done = subprocess.run(
-                [cxx, *flags, str(cpp), "-o", str(partial)], capture_output=True, text=True
+                [cxx, *flags, str(cpp), *map(str, inputs), "-o", str(partial)],
+                capture_output=True,
+                text=True,
             )
             if done.returncode != 0:
                 raise BackendError(f"g++ rejected the generated CUDA code:\n{done.stderr}")
@@ -159,11 +172,19 @@ def compile_once(text: str, stem: str, flags: list[str]) -> pathlib.Path:
     return output
 
 
+@functools.cache
+def runtime(flags: tuple[str, ...] = (*CXXFLAGS, "-shared")) -> pathlib.Path:
+    """The block scheduler (``qnb_cuda_host_runtime.cpp``) built with ``flags``, once per
+    shim: a shared library for the kernel libraries, an object for the TSan programs."""
+    text = RUNTIME.read_text()
+    return compile_once(text, "runtime", [*flags, f"-I{HERE}"])
+
+
 def build(source: str, entry: str, abi: list[dict], threads: int) -> ctypes.CDLL:
     """Compile ``source`` (+ the host entry point) to a shared library and load it."""
     flags = [*CXXFLAGS, "-shared", "-include", str(_precompiled_shim())]
     text = source + _host_entry(entry, abi, threads)
-    return ctypes.CDLL(str(compile_once(text, entry, flags)))
+    return ctypes.CDLL(str(compile_once(text, entry, flags, (runtime(),))))
 
 
 def nvrtc_check(source: str, entry: str, options: Options) -> None:
