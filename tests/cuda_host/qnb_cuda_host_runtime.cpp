@@ -8,6 +8,8 @@
 // as on the hardware). Phases between barriers alternate the order the threads run in
 // (first ascending, then descending, ...), so a missing barrier shows whichever thread's
 // write it fails to order.
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <ucontext.h>
 
 #include <vector>
@@ -47,7 +49,7 @@ enum class State { runnable, waiting, done };
 
 struct Block {
   std::vector<ucontext_t> contexts;
-  std::vector<std::vector<char>> stacks;
+  std::vector<void*> stacks;  // mapped, not zero-filled: a page is touched when used
   std::vector<State> states;
   ucontext_t scheduler;
   void (*body)(void*) = nullptr;
@@ -86,9 +88,10 @@ void fiber_main() {
   setcontext(&b.scheduler);
 }
 
+constexpr size_t kStack = 256 * 1024;
+
 long launch(const unsigned int grid[3], unsigned int threads, void (*body)(void*),
             void* context) {
-  constexpr size_t kStack = 256 * 1024;
   Block& b = block();
   QNB_TSAN(b.tsan_scheduler = __tsan_get_current_fiber());
   QNB_TSAN(b.tsan_fibers.assign(threads, nullptr));
@@ -98,8 +101,12 @@ long launch(const unsigned int grid[3], unsigned int threads, void (*body)(void*
   b.barriers = 0;
   b.contexts.resize(threads);
   b.states.resize(threads);
-  if (b.stacks.size() < threads) b.stacks.resize(threads);
-  for (auto& s : b.stacks) s.resize(kStack);
+  while (b.stacks.size() < threads) {
+    void* stack = mmap(nullptr, kStack, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (stack == MAP_FAILED) abort();
+    b.stacks.push_back(stack);
+  }
   gridDim = {grid[0], grid[1], grid[2]};
   blockDim = {threads, 1, 1};
   for (unsigned int z = 0; z < grid[2]; ++z)
@@ -109,13 +116,15 @@ long launch(const unsigned int grid[3], unsigned int threads, void (*body)(void*
         for (unsigned int t = 0; t < threads; ++t) {
           ucontext_t& c = b.contexts[t];
           getcontext(&c);
-          c.uc_stack.ss_sp = b.stacks[t].data();
+          c.uc_stack.ss_sp = b.stacks[t];
           c.uc_stack.ss_size = kStack;
           c.uc_link = &b.scheduler;
           makecontext(&c, fiber_main, 0);
           b.states[t] = State::runnable;
-          QNB_TSAN(if (b.tsan_fibers[t]) __tsan_destroy_fiber(b.tsan_fibers[t]));
-          QNB_TSAN(b.tsan_fibers[t] = __tsan_create_fiber(0));
+          // A thread's fiber serves it in every block: the blocks are ordered anyway (each
+          // acquires what the one before released), and creating a TSan fiber costs more
+          // than the block it runs.
+          QNB_TSAN(if (!b.tsan_fibers[t]) b.tsan_fibers[t] = __tsan_create_fiber(0));
           QNB_TSAN(b.parity[t] = 0);
         }
         for (bool reverse = false;; reverse = !reverse) {
