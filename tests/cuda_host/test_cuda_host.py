@@ -37,12 +37,15 @@ def artifacts(cuda_host):
     builds them together (``prebuild``: one g++ and one NVRTC program for them all, a
     fraction of one run each), then each test compiles its own case from what was built;
     a case whose batch fails is compiled alone, by its test, which then fails naming it."""
-    names = list(CASES)
+    names, built = list(CASES), set()
 
     class Compiled(dict):
         def __missing__(self, name):
             start = names.index(name) // host.BATCH * host.BATCH
-            cuda_host.prebuild([(CASES[n].kernel, Options()) for n in names[start:][: host.BATCH]])
+            if start not in built:
+                built.add(start)
+                chunk = names[start : start + host.BATCH]
+                cuda_host.prebuild([(CASES[n].kernel, Options()) for n in chunk])
             self[name] = cuda_host.compile(CASES[name].kernel, Options())
             return self[name]
 
