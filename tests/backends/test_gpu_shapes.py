@@ -103,19 +103,45 @@ def test_cuda_layout_matches_numpy(case, threads):
 HOST_PARAMS = [p for p in PARAMS if any(tag in p.values[0].name for tag in HOST_TAGS)]
 
 
-@pytest.mark.parametrize(("case", "threads"), HOST_PARAMS)
-def test_cuda_host_layout_matches_numpy(case, threads):
+@pytest.fixture(scope="module")
+def cuda_host_prebuilt():
+    """``prebuild(name)``: builds the run of ``BATCH`` cuda-host kernels of this file that
+    holds ``name`` (one g++ and one NVRTC program for them all, a fraction of one run each),
+    the first time one of them is asked for; each test then compiles its own kernel from
+    what was built (a kernel whose batch fails is compiled alone, failing its own test)."""
     require_backend("cuda-host")
+    from tests.cuda_host import backend as host
+
+    kernels = {p.id: (p.values[0].kernel, Options(threads=p.values[1])) for p in HOST_PARAMS}
+    for name, spec in sorted(SHAPES.HALF_CASES.items()):
+        kernels[name] = (SHAPES.matmul(*spec)[0], Options())
+    names, done = list(kernels), set()
+
+    def prebuild(name):
+        start = names.index(name) // host.BATCH * host.BATCH
+        if start not in done:
+            done.add(start)
+            chunk = names[start : start + host.BATCH]
+            registry.get("cuda-host").prebuild([kernels[n] for n in chunk])
+
+    return prebuild
+
+
+@pytest.mark.parametrize(("case", "threads"), HOST_PARAMS)
+def test_cuda_host_layout_matches_numpy(request, cuda_host_prebuilt, case, threads):
+    require_backend("cuda-host")
+    cuda_host_prebuilt(request.node.callspec.id)
     got = _run("cuda-host", case, threads)
     for name, want in case.expect(case.inputs).items():
         _close(got[name], want, case.rtol, f"{case.name} {name}")
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES.HALF_CASES))
-def test_cuda_host_half_products_match_numpy(name):
+def test_cuda_host_half_products_match_numpy(cuda_host_prebuilt, name):
     """f16/bf16 products: on the tensor cores (WMMA, which the host model emulates) where
     M, N, K are multiples of 16, else the scalar path; f32 accumulation either way."""
     require_backend("cuda-host")
+    cuda_host_prebuilt(name)
     m, k, n, dtype = SHAPES.HALF_CASES[name]
     kernel, inputs, expect = SHAPES.matmul(m, k, n, dtype)
     source = registry.get("cuda").render(kernel, Options())

@@ -64,11 +64,40 @@ def assert_outputs(case, shape, inputs, args):
             np.testing.assert_array_equal(got, want, err_msg=f"output {index}")
 
 
+@pytest.fixture(scope="module")
+def cuda_host_prebuilt():
+    """``prebuild(id)``: builds the run of ``BATCH`` cuda-host cases of this file that
+    holds case ``id`` (one g++ and one NVRTC program for them all, a fraction of one
+    run each), the first time one of them is asked for; each test's launch then compiles
+    its kernel from what was built (a kernel whose batch fails is compiled alone, failing
+    its own test)."""
+    from qnb.backends import get
+    from tests.cuda_host import backend as host
+
+    host_params = {p.id: p.values[1:] for p in PARAMS if p.values[0] == "cuda-host"}
+    ids, done = list(host_params), set()
+
+    def lowered(case, dtype, shape):
+        _grid, args = case.make(np.random.default_rng(0), dtype, shape)
+        return case.kernel._lower_for(args)[0], case.kernel._options
+
+    def prebuild(param_id):
+        start = ids.index(param_id) // host.BATCH * host.BATCH
+        if start not in done:
+            done.add(start)
+            chunk = ids[start : start + host.BATCH]
+            get("cuda-host").prebuild([lowered(*host_params[i]) for i in chunk])
+
+    return prebuild
+
+
 @pytest.mark.parametrize(("backend", "case", "dtype", "shape"), PARAMS)
-def test_shape_case_matches_numpy(backend, case, dtype, shape):
+def test_shape_case_matches_numpy(request, backend, case, dtype, shape):
     if backend != "cpu":
         require_backend(backend)
         skip_unless_dtype_runs(backend, dtype)
+    if backend == "cuda-host":
+        request.getfixturevalue("cuda_host_prebuilt")(request.node.callspec.id)
     if backend == "wgpu" and (np.dtype(dtype) == np.float64 or case.name in USES_F64):
         with pytest.raises(qnb.BackendError, match="no f64"):
             run_case(backend, case, dtype, shape)

@@ -25,6 +25,7 @@ import functools
 import hashlib
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -50,6 +51,7 @@ from qnb.ir import KernelIR
 
 HERE = pathlib.Path(__file__).resolve().parent
 SHIM = HERE / "qnb_cuda_host.h"
+RUNTIME = HERE / "qnb_cuda_host_runtime.cpp"  # the block scheduler, built once per shim
 BUILD = HERE.parents[1] / "build" / "cuda-host"
 GUARD = 64  # bytes of guard pattern on each side of every array
 GUARD_BYTE = 0xA5
@@ -76,7 +78,7 @@ def compiler() -> tuple[str | None, str]:
 
 def _shim_digest() -> str:
     digest = hashlib.sha256()
-    for path in sorted([SHIM, *(HERE / "include").iterdir()]):
+    for path in sorted([SHIM, RUNTIME, *(HERE / "include").iterdir()]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -120,29 +122,39 @@ def _c_param_types(abi: list[dict]) -> list[str]:
     return types
 
 
-def _host_entry(entry: str, abi: list[dict], threads: int) -> str:
-    """``qnb_host_entry(blocks, grid, args)``: runs the kernel on every thread of every
-    block of ``blocks`` (``threads`` per block), passing it the launch ``grid`` (which the
-    cuda backend's ``dispatch`` may have folded into ``blocks``)."""
-    call = [f"*({t}*)args[{k}]" for k, t in enumerate(_c_param_types(abi))]
-    call += [f"(int)grid[{axis}]" for axis in range(3)]
+def _host_entry(entry: str, abi: list[dict], threads: int, name: str = "qnb_host_entry") -> str:
+    """``name(blocks, grid, args)`` (``qnb_host_entry``): runs the kernel on every thread of
+    every block of ``blocks`` (``threads`` per block), passing it the launch ``grid`` (which
+    the cuda backend's ``dispatch`` may have folded into ``blocks``)."""
+    call = [f"*({t}*)call.args[{k}]" for k, t in enumerate(_c_param_types(abi))]
+    call += [f"(int)call.grid[{axis}]" for axis in range(3)]
     return (
-        '\nextern "C" long qnb_host_entry(const unsigned int* blocks, const unsigned int* grid,'
+        "\nnamespace {\n"
+        "struct qnb_host_call { const unsigned int* grid; void** args; };\n"
+        "void qnb_host_body(void* context) {\n"
+        "  const qnb_host_call& call = *(const qnb_host_call*)context;\n"
+        f"  {entry}({', '.join(call)});\n"
+        "}\n"
+        "}  // namespace\n"
+        f'extern "C" long {name}(const unsigned int* blocks, const unsigned int* grid,'
         " void** args) {\n"
-        f"  return qnb_host::launch(blocks, {threads}, [&] {{ {entry}({', '.join(call)}); }});\n"
+        "  qnb_host_call call{grid, args};\n"
+        f"  return qnb_host::launch(blocks, {threads}, qnb_host_body, &call);\n"
         "}\n"
     )
 
 
-def compile_once(text: str, stem: str, flags: list[str]) -> pathlib.Path:
-    """``text`` compiled by g++ with ``flags`` (and the CUDA header stand-ins) into
-    ``build/cuda-host/<stem>-<digest>``, once per text, flags and shim. A compile error
-    raises BackendError with g++'s log."""
+def compile_once(
+    text: str, stem: str, flags: list[str], inputs: tuple[pathlib.Path, ...] = ()
+) -> pathlib.Path:
+    """``text`` compiled by g++ with ``flags`` (and the CUDA header stand-ins), linked with
+    ``inputs``, into ``build/cuda-host/<stem>-<digest>``, once per text, flags and shim.
+    A compile error raises BackendError with g++'s log."""
     cxx, why = compiler()
     if cxx is None:
         raise BackendError(f"backend 'cuda-host' is not available: {why}")
     flags = [*flags, f"-I{HERE / 'include'}"]
-    key = "\0".join([_shim_digest(), why, *flags, text])
+    key = "\0".join([_shim_digest(), why, *flags, *map(str, inputs), text])
     output = BUILD / f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
     if not output.exists():
         BUILD.mkdir(parents=True, exist_ok=True)
@@ -151,7 +163,9 @@ def compile_once(text: str, stem: str, flags: list[str]) -> pathlib.Path:
             cpp.write_text(text)
             partial = pathlib.Path(scratch) / output.name
             done = subprocess.run(
-                [cxx, *flags, str(cpp), "-o", str(partial)], capture_output=True, text=True
+                [cxx, *flags, str(cpp), *map(str, inputs), "-o", str(partial)],
+                capture_output=True,
+                text=True,
             )
             if done.returncode != 0:
                 raise BackendError(f"g++ rejected the generated CUDA code:\n{done.stderr}")
@@ -159,11 +173,86 @@ def compile_once(text: str, stem: str, flags: list[str]) -> pathlib.Path:
     return output
 
 
-def build(source: str, entry: str, abi: list[dict], threads: int) -> ctypes.CDLL:
-    """Compile ``source`` (+ the host entry point) to a shared library and load it."""
-    flags = [*CXXFLAGS, "-shared", "-include", str(_precompiled_shim())]
+@functools.cache
+def runtime(flags: tuple[str, ...] = (*CXXFLAGS, "-shared")) -> pathlib.Path:
+    """The block scheduler (``qnb_cuda_host_runtime.cpp``) built with ``flags``, once per
+    shim: a shared library for the kernel libraries, an object for the TSan programs."""
+    text = RUNTIME.read_text()
+    return compile_once(text, "runtime", [*flags, f"-I{HERE}"])
+
+
+# kernels per library in build_many: past a few dozen, a bigger one saves no more
+BATCH = 32
+# what build_many built: a kernel's host text -> (its library, its entry point there)
+_BUILT_MANY: dict[str, tuple[pathlib.Path, str]] = {}
+
+
+def build(source: str, entry: str, abi: list[dict], threads: int) -> ctypes._CFuncPtr:
+    """Compile ``source`` (+ the host entry point) to a shared library (or find it in one
+    ``build_many`` built), load it, and return its host entry point."""
     text = source + _host_entry(entry, abi, threads)
-    return ctypes.CDLL(str(compile_once(text, entry, flags)))
+    if text in _BUILT_MANY:
+        library, name = _BUILT_MANY[text]
+    else:
+        flags = [*CXXFLAGS, "-shared", "-include", str(_precompiled_shim())]
+        library, name = compile_once(text, entry, flags, (runtime(),)), "qnb_host_entry"
+    return getattr(ctypes.CDLL(str(library)), name)
+
+
+def _split_includes(source: str) -> tuple[set[str], str]:
+    lines = source.splitlines()
+    includes = {line for line in lines if line.startswith("#include")}
+    return includes, "\n".join(line for line in lines if not line.startswith("#include"))
+
+
+def build_many(kernels: list[tuple[str, str, list[dict], int]]) -> None:
+    """Build many kernels (``(source, entry, abi, threads)`` each) as few g++ runs, so that
+    ``build`` of each then only loads it: most of a kernel's compile is g++'s fixed cost
+    (starting, reading the precompiled shim). Up to ``BATCH`` kernels go into one library,
+    each in a namespace of its own (its prelude, its helpers) with its entry and host entry
+    renamed, so each sees what it would alone (the #include lines, the header stand-ins,
+    go first). A batch g++ rejects is left unbuilt: each of its kernels then compiles alone
+    in ``build``, where the error names it."""
+    pending = {}
+    for source, entry, abi, threads in kernels:
+        text = source + _host_entry(entry, abi, threads)
+        if text not in _BUILT_MANY:
+            pending[text] = (source, entry, abi, threads)
+    todo = list(pending.items())
+    flags = [*CXXFLAGS, "-shared", "-include", str(_precompiled_shim())]
+    for start in range(0, len(todo), BATCH):
+        includes, parts, names = set(), [], {}
+        for index, (text, (source, entry, abi, threads)) in enumerate(todo[start : start + BATCH]):
+            tag = f"qnbh{index}x"
+            own_includes, body = _split_includes(source)
+            includes |= own_includes
+            renamed = f"{tag}_{entry}"
+            body = re.sub(rf"\b{entry}\(", f"{renamed}(", body, count=1)
+            host_entry = f"qnb_host_entry_{index}"
+            parts += [f"namespace {tag} {{", body, _host_entry(renamed, abi, threads, host_entry)]
+            parts.append(f"}}  // namespace {tag}")
+            names[text] = host_entry
+        try:
+            library = compile_once(
+                "\n".join([*sorted(includes), *parts]), "batch", flags, (runtime(),)
+            )
+        except BackendError:
+            continue
+        for text, host_entry in names.items():
+            _BUILT_MANY[text] = (library, host_entry)
+
+
+def _nvrtc_marker(source: str, options: Options) -> pathlib.Path | None:
+    """Where the NVRTC check of ``source`` leaves its mark, or None without NVRTC."""
+    from qnb.backends import cuda
+
+    try:
+        cuda.nvrtc_version()
+        cuda.include_dirs()
+    except BackendError:
+        return None  # (test_cuda_compile.py says why NVRTC is missing, or fails in CI)
+    key = "\0".join([source, repr(options.as_component()), cuda.nvrtc_version()])
+    return BUILD / f"nvrtc-{hashlib.sha256(key.encode()).hexdigest()[:24]}.ok"
 
 
 def nvrtc_check(source: str, entry: str, options: Options) -> None:
@@ -173,18 +262,36 @@ def nvrtc_check(source: str, entry: str, options: Options) -> None:
     CompileError, and the test fails."""
     from qnb.backends import cuda
 
-    try:
-        cuda.nvrtc_version()
-        cuda.include_dirs()
-    except BackendError:
-        return  # (test_cuda_compile.py says why NVRTC is missing, or fails in CI)
-    key = "\0".join([source, repr(options.as_component()), cuda.nvrtc_version()])
-    marker = BUILD / f"nvrtc-{hashlib.sha256(key.encode()).hexdigest()[:24]}.ok"
-    if marker.exists():
+    marker = _nvrtc_marker(source, options)
+    if marker is None or marker.exists():
         return
     cuda.nvrtc_compile(source, "sm_90", options, name=f"{entry}.cu")
     BUILD.mkdir(parents=True, exist_ok=True)
     marker.touch()
+
+
+def nvrtc_check_many(kernels: list[tuple[str, Options]]) -> None:
+    """``nvrtc_check`` of many kernels (``(source, options)`` each) as few NVRTC programs
+    (``nvrtc_batch``: each kernel alone in a namespace). A kernel NVRTC rejects is left
+    unmarked: its own ``nvrtc_check`` then compiles it alone, and fails naming it."""
+    from tests.backends.nvrtc_batch import Unit, compile_units
+
+    groups: dict[str, tuple[Options, dict[str, pathlib.Path]]] = {}
+    for source, options in kernels:
+        marker = _nvrtc_marker(source, options)
+        if marker is not None and not marker.exists():
+            group = groups.setdefault(repr(options.as_component()), (options, {}))
+            group[1][source] = marker
+    for options, markers in groups.values():
+        units = [Unit(str(k), source) for k, source in enumerate(markers)]
+        # a unit not named by a failure compiled, in its batch or alone (after its batch
+        # failed, nvrtc_batch compiles each alone: what nvrtc_check does)
+        _compiled, failures = compile_units(units, "sm_90", options)
+        failed = {failure.split(":")[0] for failure in failures}
+        BUILD.mkdir(parents=True, exist_ok=True)
+        for unit in units:
+            if unit.label not in failed:
+                markers[unit.source].touch()
 
 
 class HostDeviceArray(DeviceArray):
@@ -256,14 +363,22 @@ class CudaHostBackend(Backend):
         return Artifact(text=text)
 
     @staticmethod
-    def _build(text: dict) -> ctypes.CDLL:
+    def _build(text: dict) -> ctypes._CFuncPtr:
         return build(text["source"], text["entry"], text["abi"], text["threads"])
+
+    def prebuild(self, kernels: list[tuple[KernelIR, Options]]) -> None:
+        """Compile many kernels ahead, as few g++ and NVRTC runs (``build_many``,
+        ``nvrtc_check_many``), so that ``compile`` and ``load`` of each then find it
+        built and checked. Changes nothing that is checked: a kernel whose batch fails
+        is built and checked alone when it is compiled."""
+        rendered = [(render_cuda(kernel, options), options) for kernel, options in kernels]
+        build_many([(r.text, r.entry, r.abi, r.threads) for r, _options in rendered])
+        nvrtc_check_many([(r.text, options) for r, options in rendered])
 
     def load(self, artifact: Artifact) -> Launcher:
         abi = artifact.text["abi"]
-        library = self._build(artifact.text)
+        entry = self._build(artifact.text)
         per_block = artifact.text["programs_per_block"]
-        entry = library.qnb_host_entry
         entry.argtypes = [
             ctypes.POINTER(ctypes.c_uint),
             ctypes.POINTER(ctypes.c_uint),
@@ -307,7 +422,6 @@ class CudaHostBackend(Backend):
                 buffer.check()
             hosts.write_back()
 
-        launch.library = library
         return launch
 
     def to_device(self, array) -> HostDeviceArray:

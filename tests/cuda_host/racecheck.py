@@ -70,7 +70,8 @@ def _program(source: str, entry: str, abi: list[dict], threads: int) -> pathlib.
         + f"\nstatic const int IS_POINTER[] = {{{flags}}};\n"
         + _MAIN
     )
-    return host.compile_once(text, f"tsan-{entry}", [*TSAN_FLAGS, "-include", str(host.SHIM)])
+    flags = [*TSAN_FLAGS, "-include", str(host.SHIM)]
+    return host.compile_once(text, f"tsan-{entry}", flags, (host.runtime((*TSAN_FLAGS, "-c")),))
 
 
 def _argument_bytes(abi: list[dict], args: list) -> list[bytes]:

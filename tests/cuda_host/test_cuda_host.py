@@ -16,6 +16,7 @@ import pytest
 import qnb
 from qnb.backends import cuda_render
 from qnb.backends.base import Artifact, Options
+from qnb.errors import BackendError, CompileError
 from tests import suite
 from tests.backends import cuda_ir_cases
 from tests.conftest import require_backend
@@ -32,12 +33,19 @@ def cuda_host():
 
 @pytest.fixture(scope="module")
 def artifacts(cuda_host):
-    """Each IR case compiled once, by the first test that needs it: one g++ run per test
-    keeps each within its timeout on a loaded machine (pytest-xdist spreads the files over
-    the cores), where compiling every case up front in one fixture did not."""
+    """Each IR case compiled once. The first test of each run of ``host.BATCH`` cases
+    builds them together (``prebuild``: one g++ and one NVRTC program for them all, a
+    fraction of one run each), then each test compiles its own case from what was built;
+    a case whose batch fails is compiled alone, by its test, which then fails naming it."""
+    names, built = list(CASES), set()
 
     class Compiled(dict):
         def __missing__(self, name):
+            start = names.index(name) // host.BATCH * host.BATCH
+            if start not in built:
+                built.add(start)
+                chunk = names[start : start + host.BATCH]
+                cuda_host.prebuild([(CASES[n].kernel, Options()) for n in chunk])
             self[name] = cuda_host.compile(CASES[name].kernel, Options())
             return self[name]
 
@@ -123,3 +131,58 @@ def test_device_arrays_and_scalars_through_the_kernel_api(cuda_host):
     with qnb.backend("cuda-host"):
         scale[1](qnb.to_device(x), out, 2.5)
     np.testing.assert_allclose(out, x * np.float32(2.5), rtol=1e-6)
+
+
+def test_kernels_built_together_each_run_as_alone(cuda_host, monkeypatch, tmp_path):
+    """``build_many`` puts kernels of one entry name in one library, each its own: the
+    probe with its barrier and the one without give their own results from it."""
+    monkeypatch.setattr(host, "BUILD", tmp_path)
+    monkeypatch.setattr(host, "_BUILT_MANY", {})
+    with_barrier, without = _handwritten(REVERSE).text, _handwritten(REVERSE, False).text
+    host.build_many(
+        [(t["source"], t["entry"], t["abi"], t["threads"]) for t in (with_barrier, without)]
+    )
+    built = list(host._BUILT_MANY.values())
+    assert len(built) == 2 and built[0][0] == built[1][0] and built[0][1] != built[1][1]
+    want = np.concatenate([np.arange(255, -1, -1), 1000 + np.arange(255, -1, -1)])
+    out, unordered = np.full(512, np.nan, np.float32), np.full(512, np.nan, np.float32)
+    cuda_host.load(Artifact(text=with_barrier))((2, 1, 1), [out])
+    cuda_host.load(Artifact(text=without))((2, 1, 1), [unordered])
+    np.testing.assert_array_equal(out, want)
+    assert not np.array_equal(unordered, want)
+    assert [p.name.split("-")[0] for p in tmp_path.iterdir() if p.is_file()] == ["batch"]
+
+
+def test_a_batch_with_a_bad_kernel_leaves_each_to_build_alone(cuda_host, monkeypatch, tmp_path):
+    """A batch g++ rejects builds nothing: the good kernel then builds and runs alone, and
+    the bad one fails at its own load, with g++'s log naming it."""
+    monkeypatch.setattr(host, "BUILD", tmp_path)
+    monkeypatch.setattr(host, "_BUILT_MANY", {})
+    good = _handwritten(REVERSE).text
+    bad = dict(good, source=good["source"].replace("__syncthreads();", "__syncthreads()"))
+    host.build_many([(t["source"], t["entry"], t["abi"], t["threads"]) for t in (good, bad)])
+    assert host._BUILT_MANY == {}
+    out = np.full(512, np.nan, np.float32)
+    cuda_host.load(Artifact(text=good))((2, 1, 1), [out])
+    assert out[0] == 255
+    with pytest.raises(BackendError, match="g\\+\\+ rejected") as raised:
+        cuda_host.load(Artifact(text=bad))
+    assert "qnb_probe.cpp" in raised.value.message
+
+
+def test_a_kernel_nvrtc_rejects_in_a_batch_fails_its_own_check(monkeypatch, tmp_path):
+    """``nvrtc_check_many`` marks only what NVRTC compiled: the rejected kernel is left to
+    its own ``nvrtc_check``, which compiles it alone and raises, naming its line."""
+    from tests.backends.nvrtc_batch import toolchain_reason
+
+    if toolchain_reason() is not None:
+        pytest.skip(f"NVRTC toolchain missing: {toolchain_reason()}")
+    monkeypatch.setattr(host, "BUILD", tmp_path)
+    good = _handwritten(REVERSE).text["source"]
+    bad = good.replace("__syncthreads();", "__syncthreads(); undefined_name = 1;")
+    host.nvrtc_check_many([(good, Options()), (bad, Options())])
+    assert host._nvrtc_marker(good, Options()).exists()
+    assert not host._nvrtc_marker(bad, Options()).exists()
+    host.nvrtc_check(good, "qnb_probe", Options())  # marked: no compile
+    with pytest.raises(CompileError, match="undefined_name"):
+        host.nvrtc_check(bad, "qnb_probe", Options())
