@@ -429,7 +429,7 @@ class Kernel(QnbFunction):
                 and hot[1] == signature
                 and captures.same_roots(hot[2])
             ):  # the names bound to the objects of the last hit: its snapshot, unread
-                prepared = hot[3]
+                prepared, snapshot = hot[3], None
             else:
                 snapshot = captures.snapshot()
                 prepared = memo.get((backend_name, snapshot, signature))
