@@ -59,12 +59,19 @@ _ONE_PROGRAM = (1, 1, 1)
 _INT32 = 2**31
 
 
+_NO_ALIASES = frozenset()  # the aliases of a kernel that assigns no variable: never any
+
+
 class _State:
-    """One chunk of programs being run: what the closures read besides their own nodes."""
+    """One chunk of programs being run: what the closures read besides their own nodes.
+
+    ``fresh`` makes the variables from the bound scalars (None: they are the variables,
+    a dict each launch binds anew); ``aliases`` says whether the body assigns variables
+    (else ``aliased`` is the empty frozenset nothing adds to)."""
 
     __slots__ = ("arrays", "shapes", "env", "n", "pid", "grid", "mask", "aliased", "whole", "run0")
 
-    def __init__(self, bound, grid, start, count, fresh, pid):
+    def __init__(self, bound, grid, start, count, fresh, pid, aliases=True):
         self.arrays, self.shapes, scalars = bound
         self.n = count
         self.mask = None
@@ -76,8 +83,20 @@ class _State:
             self.whole = start == 0 and count == grid[0] * grid[1] * grid[2]
             self.run0 = grid[1] * grid[2] == 1  # program_id(0) counts up by one
         self.pid = pid
-        self.env = fresh(scalars)
-        self.aliased = set()
+        self.env = scalars if fresh is None else fresh(scalars)
+        self.aliased = set() if aliases else _NO_ALIASES
+
+
+class _OneProgram(_State):
+    """The state of a launch of one program (grid (1, 1, 1)): what a chunk works out from
+    its grid is fixed here, in class attributes, so a launch sets five slots, not ten."""
+
+    __slots__ = ()
+    n, grid, whole, run0 = 1, _ONE_PROGRAM, True, True
+
+    def __init__(self, arrays, shapes, env, aliased):
+        self.arrays, self.shapes, self.env, self.aliased = arrays, shapes, env, aliased
+        self.mask = None
 
 
 def _fresh_env(kernel: ir.KernelIR):
@@ -200,6 +219,9 @@ def _program_ids(grid, start, count):
     return pid
 
 
+_OneProgram.pid = _program_ids(_ONE_PROGRAM, 0, 1)
+
+
 class _Blocks:
     """Every program's M×N tile at once, as a 4-D array ``(RB, M, CB, N)`` whose block
     ``[r, :, c, :]`` is the tile of the program with ``program_id(ra) == r`` and
@@ -292,18 +314,22 @@ class _Compiler:
             body = self.block(self.kernel.body, top=True)
         kernel = self.kernel
         fresh = _fresh_env(kernel)
+        if fresh is dict:  # no locals: the scalars bound anew at each launch are the variables
+            fresh = None
+        aliases = bool(self.assign_count)  # (only an assignment or a loop makes an alias)
         bind = _binder(kernel)
         holds_tiles = ir.holds_tiles(kernel)
         chunk_size = cpu.chunk_programs(kernel)
         quiet = not self.computes
         pids = {}  # (grid, start, count) -> program ids: a launch's ids are made once
         one = _ONE_PROGRAM
-        one_pid = _program_ids(one, 0, 1)
 
         def launch(grid, args, stored=default_stored):
             bound = bind(args, stored)
             if grid == one and quiet:  # a single program with nothing that could warn
-                body(_State(bound, one, 0, 1, fresh, one_pid))
+                arrays, shapes, scalars = bound
+                env = scalars if fresh is None else fresh(scalars)
+                body(_OneProgram(arrays, shapes, env, set() if aliases else _NO_ALIASES))
                 return
             total = grid[0] * grid[1] * grid[2]
             chunk = chunk_size if holds_tiles else total
@@ -316,7 +342,7 @@ class _Compiler:
                         if len(pids) > 16:
                             pids.clear()
                         pid = pids[key] = _program_ids(grid, start, count)
-                    body(_State(bound, grid, start, count, fresh, pid))
+                    body(_State(bound, grid, start, count, fresh, pid, aliases))
 
         return launch
 
