@@ -59,6 +59,29 @@ _ONE_PROGRAM = (1, 1, 1)
 _INT32 = 2**31
 
 
+def _ignoring_errors() -> tuple:
+    """``(context variable, value)`` that ``np.errstate(all="ignore")`` sets, made once
+    (entering an errstate makes its value anew, as long as a small ufunc call); empty
+    where this NumPy keeps its error state elsewhere (then a launch enters one)."""
+    try:
+        from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+
+        return (_extobj_contextvar, _make_extobj(all="ignore"))
+    except (ImportError, AttributeError, TypeError):
+        return ()
+
+
+_IGNORE_ERRORS = _ignoring_errors()
+
+
+def _expand_axes(kind, to_kind):
+    """The index ``cpu._expand`` applies to a ``kind`` value in a ``to_kind`` result (a
+    per-program scalar gains the trailing axes), or None where it returns it as it is."""
+    if kind == to_kind or kind != "scalar":
+        return None
+    return (slice(None), None, None) if to_kind == "tile" else (slice(None), None)
+
+
 _NO_ALIASES = frozenset()  # the aliases of a kernel that assigns no variable: never any
 
 
@@ -69,11 +92,14 @@ class _State:
     a dict each launch binds anew); ``aliases`` says whether the body assigns variables
     (else ``aliased`` is the empty frozenset nothing adds to)."""
 
-    __slots__ = ("arrays", "shapes", "env", "n", "pid", "grid", "mask", "aliased", "whole", "run0")
+    __slots__ = (
+        "arrays", "shapes", "env", "n", "pid", "grid", "mask", "aliased", "whole", "run0", "first"
+    )  # fmt: skip
 
     def __init__(self, bound, grid, start, count, fresh, pid, aliases=True):
         self.arrays, self.shapes, scalars = bound
         self.n = count
+        self.first = start  # (the flat index of the chunk's first program)
         self.mask = None
         self.grid = grid
         if count == 1:  # (the launch of a single program, the common small case)
@@ -92,7 +118,7 @@ class _OneProgram(_State):
     its grid is fixed here, in class attributes, so a launch sets five slots, not ten."""
 
     __slots__ = ()
-    n, grid, whole, run0 = 1, _ONE_PROGRAM, True, True
+    n, grid, whole, run0, first = 1, _ONE_PROGRAM, True, True, 0
 
     def __init__(self, arrays, shapes, env, aliased):
         self.arrays, self.shapes, self.env, self.aliased = arrays, shapes, env, aliased
@@ -331,18 +357,29 @@ class _Compiler:
                 env = scalars if fresh is None else fresh(scalars)
                 body(_OneProgram(arrays, shapes, env, set() if aliases else _NO_ALIASES))
                 return
+            if not _IGNORE_ERRORS:
+                with np.errstate(all="ignore"):
+                    run_chunks(grid, bound)
+                return
+            errors, ignore = _IGNORE_ERRORS  # np.errstate(all="ignore"), without its cost
+            token = errors.set(ignore)
+            try:
+                run_chunks(grid, bound)
+            finally:
+                errors.reset(token)
+
+        def run_chunks(grid, bound):
             total = grid[0] * grid[1] * grid[2]
             chunk = chunk_size if holds_tiles else total
-            with np.errstate(all="ignore"):
-                for start in range(0, total, chunk or 1):
-                    count = min(chunk, total - start)
-                    key = (grid, start, count)
-                    pid = pids.get(key)
-                    if pid is None:
-                        if len(pids) > 16:
-                            pids.clear()
-                        pid = pids[key] = _program_ids(grid, start, count)
-                    body(_State(bound, grid, start, count, fresh, pid, aliases))
+            for start in range(0, total, chunk or 1):
+                count = min(chunk, total - start)
+                key = (grid, start, count)
+                pid = pids.get(key)
+                if pid is None:
+                    if len(pids) > 16:
+                        pids.clear()
+                    pid = pids[key] = _program_ids(grid, start, count)
+                body(_State(bound, grid, start, count, fresh, pid, aliases))
 
         return launch
 
@@ -1033,7 +1070,7 @@ class _Compiler:
             if not pure:
                 found = find(st, array, b)
             else:
-                key = (st.grid, int(st.pid[0][0]), int(st.pid[1][0]), st.n, array.shape, b)
+                key = (st.grid, st.first, st.n, array.shape, b)  # (the lanes' program ids)
                 found = memo.get(key, memo)
                 if found is memo:
                     if len(memo) >= 32:
@@ -1694,16 +1731,23 @@ class _Compiler:
         # need no list of their own here
         dtype = e.type.dtype.numpy
 
+        # (cpu._expand, decided now: only a scalar side of a tile or vec result needs axes)
+        left_axes, right_axes = _expand_axes(left_kind, kind), _expand_axes(right_kind, kind)
+
         def binary(st):
             a, b = left(st), right(st)
-            if isinstance(a, _Blocks) or isinstance(b, _Blocks):
-                ra = a.ra if isinstance(a, _Blocks) else b.ra
+            if type(a) is _Blocks or type(b) is _Blocks:
+                ra = a.ra if type(a) is _Blocks else b.ra
                 result = fn(
                     _as_blocks(a, left_kind, ra, st.grid), _as_blocks(b, right_kind, ra, st.grid)
                 )
                 return _Blocks(result.astype(dtype, copy=False), ra)
-            result = fn(cpu._expand(a, left_kind, kind), cpu._expand(b, right_kind, kind))
-            return result.astype(dtype, copy=False)
+            if left_axes is not None:
+                a = a[left_axes]
+            if right_axes is not None:
+                b = b[right_axes]
+            result = fn(a, b)
+            return result if result.dtype is dtype else result.astype(dtype, copy=False)
 
         return binary
 
