@@ -20,7 +20,9 @@ what the walk learns once is not relearnt per launch:
   step by a fixed amount from lane to lane, so over a 1-D grid the tiles are one strided
   view of the array (loads copy it; stores assign it, or compose overlapping rows with
   the last lane's winning, as the interpreter's scatter), decided per launch from the
-  grid and the shapes with Python ints (memoised where the bounds are constants). Where
+  grid and the shapes with Python ints (memoised where the bounds are constants). Over
+  a 2-D grid (both program ids stepping) the tiles of the whole grid are one 4-D view
+  where every tile lies in the array and stores do not overlap. Where
   tiles leave the array, a load reads a filled copy of the region they span; anything
   else (a mask, gaps, a bound check that could fail) takes the generic masked path.
 
@@ -1082,7 +1084,7 @@ class _Compiler:
             count = st.n
             one = count == 1
             if not one and st.grid[1] * st.grid[2] != 1:
-                return None
+                return find_grid(st, array, b)
             ends = []  # each bound at the first lane and its step per lane
             for axis, factor, at, _ in linear:
                 if factor == 0:
@@ -1119,6 +1121,40 @@ class _Compiler:
             # and c1 - c0 columns
             return b, r0, dr, c0, dc, r1 - r0, c1 - c0
 
+        def find_grid(st, array, b):
+            """``(b, r0, c0, steps)`` for the whole 2-D grid at once (``steps``: the rows
+            and columns a tile moves per program along axis 1, then axis 0, none of them
+            negative), where every tile lies in the array and inside its window (no
+            element masked, no check that could fail); else None."""
+            gx, gy, gz = st.grid
+            if not st.whole or gz != 1:
+                return None
+            ends = []  # each bound at program (0, 0), and its step along axes 0 and 1
+            for axis, factor, at, _ in linear:
+                first = at(st, 0)
+                if first is None:
+                    return None
+                if factor == 0 or axis == 2:
+                    ends.append((first, 0, 0))
+                    continue
+                if factor < 0 or at(st, (gx if axis == 0 else gy) - 1) is None:
+                    return None  # (linear in p: where neither end wraps, no lane between does)
+                ends.append((first, factor, 0) if axis == 0 else (first, 0, factor))
+            _, height, width = array.shape
+            (r0, *r0_steps), (r1, *r1_steps), (c0, *c0_steps), (c1, *c1_steps) = ends
+            corners = ((0, 0), (gx - 1, 0), (0, gy - 1), (gx - 1, gy - 1))
+            for lo, lo_steps, hi, hi_steps, side, extent in (
+                (r0, r0_steps, r1, r1_steps, m, height),
+                (c0, c0_steps, c1, c1_steps, n, width),
+            ):
+                for px, py in corners:  # linear in each axis: the corners decide
+                    start = lo + lo_steps[0] * px + lo_steps[1] * py
+                    end = hi + hi_steps[0] * px + hi_steps[1] * py
+                    if start < 0 or start + side > end or start + side > extent:
+                        return None
+            steps = ((r0_steps[1], c0_steps[1]), (r0_steps[0], c0_steps[0]))
+            return b, r0, c0, steps
+
         return window
 
     def strided_load(self, e, base):
@@ -1151,6 +1187,11 @@ class _Compiler:
                 array, b, r0, dr, c0, dc = found
                 tiles = _tile_view(array, b, r0, dr, c0, dc, (st.n, m, n))
                 return tiles.astype(dtype)  # (a copy, as the interpreter's gather)
+            if len(found) == 5:  # the whole 2-D grid: (rows of programs, programs, M, N)
+                array, b, r0, c0, steps = found
+                gx, gy, _ = st.grid
+                tiles = _grid_view(array, b, r0, c0, steps, (gy, gx, m, n))
+                return tiles.astype(dtype).reshape(st.n, m, n)  # (launch order: x fastest)
             array, b, r0, dr, c0, dc, rows, cols = found
             # the region the tiles span, filled, with the array's part copied in: the
             # tiles are then a strided view of it
@@ -1193,6 +1234,8 @@ class _Compiler:
             count = st.n
             if len(found) == 8:
                 return store_edges(st, v, count, *found)
+            if len(found) == 5:
+                return store_grid(st, v, *found)
             array, b, r0, dr, c0, dc = found
             v = _tiles(st, v)
             if v.base is not None and np.may_share_memory(v, array):
@@ -1213,6 +1256,27 @@ class _Compiler:
             # lane p's first `step` lines are its own; the last lane keeps all its lines
             dst[: step * (count - 1)] = v[:-1, :step].reshape(-1, width)
             dst[step * (count - 1) :] = v[-1]
+            return True
+
+        def store_grid(st, v, array, b, r0, c0, steps):
+            """The whole 2-D grid's tiles through one view of the array, where no two
+            overlap: each axis of the grid moves them along one side of the array, by
+            at least a tile (else False: the generic store's scatter decides)."""
+            gx, gy, _ = st.grid
+            (dr_y, dc_y), (dr_x, dc_x) = steps
+            rows_by_y = (
+                dc_y == 0 and dr_x == 0 and (gy == 1 or dr_y >= m) and (gx == 1 or dc_x >= n)
+            )
+            rows_by_x = (
+                dr_y == 0 and dc_x == 0 and (gx == 1 or dr_x >= m) and (gy == 1 or dc_y >= n)
+            )
+            if not (rows_by_y or rows_by_x):
+                return False
+            v = _tiles(st, v)
+            if v.base is not None and np.may_share_memory(v, array):
+                v = v.copy()
+            view = _grid_view(array, b, r0, c0, steps, (gy, gx, m, n), True)
+            view[...] = v.reshape(gy, gx, m, n) if v.shape[0] == st.n else v[0]
             return True
 
         def store_edges(st, v, count, array, b, r0, dr, c0, dc, rows, cols):
@@ -2104,6 +2168,19 @@ def _tile_view(array, b, r0, dr, c0, dc, shape, writeable=False):
     times cheaper than ``as_strided``)."""
     sb, s0, s1 = array.strides
     strides = (dr * s0 + dc * s1, s0, s1)
+    root = array if array.base is None else array.base
+    if type(root) is np.ndarray and root.base is None and root.flags.c_contiguous:
+        offset = b * sb + r0 * s0 + c0 * s1
+        return np.ndarray(shape, array.dtype, root, offset, strides)
+    return np.lib.stride_tricks.as_strided(array[b, r0:, c0:], shape, strides, writeable=writeable)
+
+
+def _grid_view(array, b, r0, c0, steps, shape, writeable=False):
+    """The ``(gy, gx, M, N)`` view of slab ``b`` of ``array`` whose ``[y, x]`` is the
+    tile at ``(r0, c0)`` moved ``steps[0]`` (rows, columns) per ``y`` and ``steps[1]``
+    per ``x`` (steps not negative; write it only where the tiles do not overlap)."""
+    sb, s0, s1 = array.strides
+    strides = (*(dr * s0 + dc * s1 for dr, dc in steps), s0, s1)
     root = array if array.base is None else array.base
     if type(root) is np.ndarray and root.base is None and root.flags.c_contiguous:
         offset = b * sb + r0 * s0 + c0 * s1
