@@ -38,6 +38,12 @@ def scale_rows(x, y):  # a column of whole blocks
 
 
 @qnb.kernel
+def offset_grid(x, y):  # a 2-D grid of windows off the block grid (both ids stepping)
+    i, j = qnb.program_id(0), qnb.program_id(1)
+    (Tile16.load(x, j * 16 + 1, i * 16 + 1) * 2.0 + 1.0).store(y, j * 16, i * 16)
+
+
+@qnb.kernel
 def trivial(d):
     Tile16.full(4.0).store(d, 0, 0)
 
@@ -75,6 +81,16 @@ def measure():
     out["block column, grid 64 on 1024x16"] = (
         _per_launch(lambda: scale_rows[64](x, y)),
         _per_launch(lambda: np.add(np.multiply(x, 2.0, out=y), 1.0, out=y)),
+    )
+    x = rng.uniform(-1, 1, (80, 80)).astype(np.float32)
+    y = np.zeros_like(x)
+
+    def numpy_grid():
+        np.add(np.multiply(x[1:65, 1:65], 2.0, out=y[:64, :64]), 1.0, out=y[:64, :64])
+
+    out["2-D offset windows, grid (4, 4) on 80x80"] = (
+        _per_launch(lambda: offset_grid[4, 4](x, y)),
+        _per_launch(numpy_grid),
     )
     d = np.zeros((16, 16), np.float32)
     out["trivial (full(4.0).store)"] = (

@@ -413,7 +413,7 @@ class Kernel(QnbFunction):
             if signature is None:
                 signature, runtime_args = self._signature(args)
             else:
-                runtime_args = list(args)
+                runtime_args = args  # (a launcher reads its arguments, never changes them)
             cache = _CACHE_MODULE[0] if _CACHE_MODULE else _cache()
             memo = self._memo
             if self._memo_generation != cache.generation[0]:
@@ -429,7 +429,7 @@ class Kernel(QnbFunction):
                 and hot[1] == signature
                 and captures.same_roots(hot[2])
             ):  # the names bound to the objects of the last hit: its snapshot, unread
-                prepared = hot[3]
+                prepared, snapshot = hot[3], None
             else:
                 snapshot = captures.snapshot()
                 prepared = memo.get((backend_name, snapshot, signature))

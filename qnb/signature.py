@@ -254,6 +254,11 @@ class Parameters:
         if plan is None or len(args) != len(plan):
             return None
         fixed = self._fast_fixed
+        if fixed is None and len(plan) == 1:  # one array of any dtype or rank, unrolled
+            code, dtype, ndim, _ = plan[0]
+            if code is _FAST_ANY_ARRAY:
+                spec = _plain_array_spec(args[0], dtype, ndim)
+                return None if spec is None else (spec,)
         if fixed is not None:
             for value, (code, numpy_dtype, dtype, ndim) in zip(args, self._fast_checks):
                 if code is _FAST_ARRAY:

@@ -20,7 +20,9 @@ what the walk learns once is not relearnt per launch:
   step by a fixed amount from lane to lane, so over a 1-D grid the tiles are one strided
   view of the array (loads copy it; stores assign it, or compose overlapping rows with
   the last lane's winning, as the interpreter's scatter), decided per launch from the
-  grid and the shapes with Python ints (memoised where the bounds are constants). Where
+  grid and the shapes with Python ints (memoised where the bounds are constants). Over
+  a 2-D grid (both program ids stepping) the tiles of the whole grid are one 4-D view
+  where every tile lies in the array and stores do not overlap. Where
   tiles leave the array, a load reads a filled copy of the region they span; anything
   else (a mask, gaps, a bound check that could fail) takes the generic masked path.
 
@@ -59,14 +61,47 @@ _ONE_PROGRAM = (1, 1, 1)
 _INT32 = 2**31
 
 
+def _ignoring_errors() -> tuple:
+    """``(context variable, value)`` that ``np.errstate(all="ignore")`` sets, made once
+    (entering an errstate makes its value anew, as long as a small ufunc call); empty
+    where this NumPy keeps its error state elsewhere (then a launch enters one)."""
+    try:
+        from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+
+        return (_extobj_contextvar, _make_extobj(all="ignore"))
+    except (ImportError, AttributeError, TypeError):
+        return ()
+
+
+_IGNORE_ERRORS = _ignoring_errors()
+
+
+def _expand_axes(kind, to_kind):
+    """The index ``cpu._expand`` applies to a ``kind`` value in a ``to_kind`` result (a
+    per-program scalar gains the trailing axes), or None where it returns it as it is."""
+    if kind == to_kind or kind != "scalar":
+        return None
+    return (slice(None), None, None) if to_kind == "tile" else (slice(None), None)
+
+
+_NO_ALIASES = frozenset()  # the aliases of a kernel that assigns no variable: never any
+
+
 class _State:
-    """One chunk of programs being run: what the closures read besides their own nodes."""
+    """One chunk of programs being run: what the closures read besides their own nodes.
 
-    __slots__ = ("arrays", "shapes", "env", "n", "pid", "grid", "mask", "aliased", "whole", "run0")
+    ``fresh`` makes the variables from the bound scalars (None: they are the variables,
+    a dict each launch binds anew); ``aliases`` says whether the body assigns variables
+    (else ``aliased`` is the empty frozenset nothing adds to)."""
 
-    def __init__(self, bound, grid, start, count, fresh, pid):
+    __slots__ = (
+        "arrays", "shapes", "env", "n", "pid", "grid", "mask", "aliased", "whole", "run0", "first"
+    )  # fmt: skip
+
+    def __init__(self, bound, grid, start, count, fresh, pid, aliases=True):
         self.arrays, self.shapes, scalars = bound
         self.n = count
+        self.first = start  # (the flat index of the chunk's first program)
         self.mask = None
         self.grid = grid
         if count == 1:  # (the launch of a single program, the common small case)
@@ -76,8 +111,20 @@ class _State:
             self.whole = start == 0 and count == grid[0] * grid[1] * grid[2]
             self.run0 = grid[1] * grid[2] == 1  # program_id(0) counts up by one
         self.pid = pid
-        self.env = fresh(scalars)
-        self.aliased = set()
+        self.env = scalars if fresh is None else fresh(scalars)
+        self.aliased = set() if aliases else _NO_ALIASES
+
+
+class _OneProgram(_State):
+    """The state of a launch of one program (grid (1, 1, 1)): what a chunk works out from
+    its grid is fixed here, in class attributes, so a launch sets five slots, not ten."""
+
+    __slots__ = ()
+    n, grid, whole, run0, first = 1, _ONE_PROGRAM, True, True, 0
+
+    def __init__(self, arrays, shapes, env, aliased):
+        self.arrays, self.shapes, self.env, self.aliased = arrays, shapes, env, aliased
+        self.mask = None
 
 
 def _fresh_env(kernel: ir.KernelIR):
@@ -200,6 +247,9 @@ def _program_ids(grid, start, count):
     return pid
 
 
+_OneProgram.pid = _program_ids(_ONE_PROGRAM, 0, 1)
+
+
 class _Blocks:
     """Every program's M×N tile at once, as a 4-D array ``(RB, M, CB, N)`` whose block
     ``[r, :, c, :]`` is the tile of the program with ``program_id(ra) == r`` and
@@ -292,31 +342,46 @@ class _Compiler:
             body = self.block(self.kernel.body, top=True)
         kernel = self.kernel
         fresh = _fresh_env(kernel)
+        if fresh is dict:  # no locals: the scalars bound anew at each launch are the variables
+            fresh = None
+        aliases = bool(self.assign_count)  # (only an assignment or a loop makes an alias)
         bind = _binder(kernel)
         holds_tiles = ir.holds_tiles(kernel)
         chunk_size = cpu.chunk_programs(kernel)
         quiet = not self.computes
         pids = {}  # (grid, start, count) -> program ids: a launch's ids are made once
         one = _ONE_PROGRAM
-        one_pid = _program_ids(one, 0, 1)
 
         def launch(grid, args, stored=default_stored):
             bound = bind(args, stored)
             if grid == one and quiet:  # a single program with nothing that could warn
-                body(_State(bound, one, 0, 1, fresh, one_pid))
+                arrays, shapes, scalars = bound
+                env = scalars if fresh is None else fresh(scalars)
+                body(_OneProgram(arrays, shapes, env, set() if aliases else _NO_ALIASES))
                 return
+            if not _IGNORE_ERRORS:
+                with np.errstate(all="ignore"):
+                    run_chunks(grid, bound)
+                return
+            errors, ignore = _IGNORE_ERRORS  # np.errstate(all="ignore"), without its cost
+            token = errors.set(ignore)
+            try:
+                run_chunks(grid, bound)
+            finally:
+                errors.reset(token)
+
+        def run_chunks(grid, bound):
             total = grid[0] * grid[1] * grid[2]
             chunk = chunk_size if holds_tiles else total
-            with np.errstate(all="ignore"):
-                for start in range(0, total, chunk or 1):
-                    count = min(chunk, total - start)
-                    key = (grid, start, count)
-                    pid = pids.get(key)
-                    if pid is None:
-                        if len(pids) > 16:
-                            pids.clear()
-                        pid = pids[key] = _program_ids(grid, start, count)
-                    body(_State(bound, grid, start, count, fresh, pid))
+            for start in range(0, total, chunk or 1):
+                count = min(chunk, total - start)
+                key = (grid, start, count)
+                pid = pids.get(key)
+                if pid is None:
+                    if len(pids) > 16:
+                        pids.clear()
+                    pid = pids[key] = _program_ids(grid, start, count)
+                body(_State(bound, grid, start, count, fresh, pid, aliases))
 
         return launch
 
@@ -1007,7 +1072,7 @@ class _Compiler:
             if not pure:
                 found = find(st, array, b)
             else:
-                key = (st.grid, int(st.pid[0][0]), int(st.pid[1][0]), st.n, array.shape, b)
+                key = (st.grid, st.first, st.n, array.shape, b)  # (the lanes' program ids)
                 found = memo.get(key, memo)
                 if found is memo:
                     if len(memo) >= 32:
@@ -1019,7 +1084,7 @@ class _Compiler:
             count = st.n
             one = count == 1
             if not one and st.grid[1] * st.grid[2] != 1:
-                return None
+                return find_grid(st, array, b)
             ends = []  # each bound at the first lane and its step per lane
             for axis, factor, at, _ in linear:
                 if factor == 0:
@@ -1056,6 +1121,40 @@ class _Compiler:
             # and c1 - c0 columns
             return b, r0, dr, c0, dc, r1 - r0, c1 - c0
 
+        def find_grid(st, array, b):
+            """``(b, r0, c0, steps)`` for the whole 2-D grid at once (``steps``: the rows
+            and columns a tile moves per program along axis 1, then axis 0, none of them
+            negative), where every tile lies in the array and inside its window (no
+            element masked, no check that could fail); else None."""
+            gx, gy, gz = st.grid
+            if not st.whole or gz != 1:
+                return None
+            ends = []  # each bound at program (0, 0), and its step along axes 0 and 1
+            for axis, factor, at, _ in linear:
+                first = at(st, 0)
+                if first is None:
+                    return None
+                if factor == 0 or axis == 2:
+                    ends.append((first, 0, 0))
+                    continue
+                if factor < 0 or at(st, (gx if axis == 0 else gy) - 1) is None:
+                    return None  # (linear in p: where neither end wraps, no lane between does)
+                ends.append((first, factor, 0) if axis == 0 else (first, 0, factor))
+            _, height, width = array.shape
+            (r0, *r0_steps), (r1, *r1_steps), (c0, *c0_steps), (c1, *c1_steps) = ends
+            corners = ((0, 0), (gx - 1, 0), (0, gy - 1), (gx - 1, gy - 1))
+            for lo, lo_steps, hi, hi_steps, side, extent in (
+                (r0, r0_steps, r1, r1_steps, m, height),
+                (c0, c0_steps, c1, c1_steps, n, width),
+            ):
+                for px, py in corners:  # linear in each axis: the corners decide
+                    start = lo + lo_steps[0] * px + lo_steps[1] * py
+                    end = hi + hi_steps[0] * px + hi_steps[1] * py
+                    if start < 0 or start + side > end or start + side > extent:
+                        return None
+            steps = ((r0_steps[1], c0_steps[1]), (r0_steps[0], c0_steps[0]))
+            return b, r0, c0, steps
+
         return window
 
     def strided_load(self, e, base):
@@ -1088,6 +1187,11 @@ class _Compiler:
                 array, b, r0, dr, c0, dc = found
                 tiles = _tile_view(array, b, r0, dr, c0, dc, (st.n, m, n))
                 return tiles.astype(dtype)  # (a copy, as the interpreter's gather)
+            if len(found) == 5:  # the whole 2-D grid: (rows of programs, programs, M, N)
+                array, b, r0, c0, steps = found
+                gx, gy, _ = st.grid
+                tiles = _grid_view(array, b, r0, c0, steps, (gy, gx, m, n))
+                return tiles.astype(dtype).reshape(st.n, m, n)  # (launch order: x fastest)
             array, b, r0, dr, c0, dc, rows, cols = found
             # the region the tiles span, filled, with the array's part copied in: the
             # tiles are then a strided view of it
@@ -1130,6 +1234,8 @@ class _Compiler:
             count = st.n
             if len(found) == 8:
                 return store_edges(st, v, count, *found)
+            if len(found) == 5:
+                return store_grid(st, v, *found)
             array, b, r0, dr, c0, dc = found
             v = _tiles(st, v)
             if v.base is not None and np.may_share_memory(v, array):
@@ -1150,6 +1256,27 @@ class _Compiler:
             # lane p's first `step` lines are its own; the last lane keeps all its lines
             dst[: step * (count - 1)] = v[:-1, :step].reshape(-1, width)
             dst[step * (count - 1) :] = v[-1]
+            return True
+
+        def store_grid(st, v, array, b, r0, c0, steps):
+            """The whole 2-D grid's tiles through one view of the array, where no two
+            overlap: each axis of the grid moves them along one side of the array, by
+            at least a tile (else False: the generic store's scatter decides)."""
+            gx, gy, _ = st.grid
+            (dr_y, dc_y), (dr_x, dc_x) = steps
+            rows_by_y = (
+                dc_y == 0 and dr_x == 0 and (gy == 1 or dr_y >= m) and (gx == 1 or dc_x >= n)
+            )
+            rows_by_x = (
+                dr_y == 0 and dc_x == 0 and (gx == 1 or dr_x >= m) and (gy == 1 or dc_y >= n)
+            )
+            if not (rows_by_y or rows_by_x):
+                return False
+            v = _tiles(st, v)
+            if v.base is not None and np.may_share_memory(v, array):
+                v = v.copy()
+            view = _grid_view(array, b, r0, c0, steps, (gy, gx, m, n), True)
+            view[...] = v.reshape(gy, gx, m, n) if v.shape[0] == st.n else v[0]
             return True
 
         def store_edges(st, v, count, array, b, r0, dr, c0, dc, rows, cols):
@@ -1668,16 +1795,23 @@ class _Compiler:
         # need no list of their own here
         dtype = e.type.dtype.numpy
 
+        # (cpu._expand, decided now: only a scalar side of a tile or vec result needs axes)
+        left_axes, right_axes = _expand_axes(left_kind, kind), _expand_axes(right_kind, kind)
+
         def binary(st):
             a, b = left(st), right(st)
-            if isinstance(a, _Blocks) or isinstance(b, _Blocks):
-                ra = a.ra if isinstance(a, _Blocks) else b.ra
+            if type(a) is _Blocks or type(b) is _Blocks:
+                ra = a.ra if type(a) is _Blocks else b.ra
                 result = fn(
                     _as_blocks(a, left_kind, ra, st.grid), _as_blocks(b, right_kind, ra, st.grid)
                 )
                 return _Blocks(result.astype(dtype, copy=False), ra)
-            result = fn(cpu._expand(a, left_kind, kind), cpu._expand(b, right_kind, kind))
-            return result.astype(dtype, copy=False)
+            if left_axes is not None:
+                a = a[left_axes]
+            if right_axes is not None:
+                b = b[right_axes]
+            result = fn(a, b)
+            return result if result.dtype is dtype else result.astype(dtype, copy=False)
 
         return binary
 
@@ -2034,6 +2168,19 @@ def _tile_view(array, b, r0, dr, c0, dc, shape, writeable=False):
     times cheaper than ``as_strided``)."""
     sb, s0, s1 = array.strides
     strides = (dr * s0 + dc * s1, s0, s1)
+    root = array if array.base is None else array.base
+    if type(root) is np.ndarray and root.base is None and root.flags.c_contiguous:
+        offset = b * sb + r0 * s0 + c0 * s1
+        return np.ndarray(shape, array.dtype, root, offset, strides)
+    return np.lib.stride_tricks.as_strided(array[b, r0:, c0:], shape, strides, writeable=writeable)
+
+
+def _grid_view(array, b, r0, c0, steps, shape, writeable=False):
+    """The ``(gy, gx, M, N)`` view of slab ``b`` of ``array`` whose ``[y, x]`` is the
+    tile at ``(r0, c0)`` moved ``steps[0]`` (rows, columns) per ``y`` and ``steps[1]``
+    per ``x`` (steps not negative; write it only where the tiles do not overlap)."""
+    sb, s0, s1 = array.strides
+    strides = (*(dr * s0 + dc * s1 for dr, dc in steps), s0, s1)
     root = array if array.base is None else array.base
     if type(root) is np.ndarray and root.base is None and root.flags.c_contiguous:
         offset = b * sb + r0 * s0 + c0 * s1

@@ -105,13 +105,19 @@ def _walk_chain(root, chain: tuple[str, ...]):
     """Follow a chain through modules (and Enum classes) to the value the kernel uses."""
     value = root
     for attr in chain[1:]:
-        if isinstance(value, types.ModuleType) or (
-            isinstance(value, type) and issubclass(value, enum.Enum)
-        ):
+        if _is_namespace(value):
             value = getattr(value, attr, UNDEFINED)
         else:
             break
     return value
+
+
+def _is_namespace(value) -> bool:
+    """A module or an Enum class: a chain through it reaches an attribute's value, not
+    the object itself (``_walk_chain``)."""
+    return isinstance(value, types.ModuleType) or (
+        isinstance(value, type) and issubclass(value, enum.Enum)
+    )
 
 
 def _qnb_module():
@@ -234,10 +240,12 @@ class Captures:
         return tuple(out)
 
     # The launch memo's hot entry (``Kernel._launch``): where every value the snapshot
-    # holds is a root itself (a name read whole, not through a module's attributes, and
-    # not a func, whose own captures may change) or the qnb module, the snapshot depends
-    # only on which objects the names are bound to, so "the same objects as at the last
-    # hit" is a cheaper test of "the same snapshot".
+    # holds is a root itself (a name read whole, or through the attributes of an object
+    # the chain does not walk, ``Tile16.full`` or ``cfg.N``: not a module's or an Enum
+    # class's, and not a func, whose own captures may change) or the qnb module, the
+    # snapshot depends only on which objects the names are bound to, so "the same objects
+    # as at the last hit" is a cheaper test of "the same snapshot". (What lowering reads
+    # past the roots, ``cfg.N``, is the launch memo's re-checked reads, on either path.)
 
     def plain_roots(self) -> tuple | None:
         """One read of the root names (in ``_names`` order), or None where the snapshot
@@ -246,7 +254,9 @@ class Captures:
         roots = []
         for name, cell, whole in self._names:
             root = self._root(name, cell)
-            if root is not qnb_module and (not whole or isinstance(root, QnbFunction)):
+            if root is not qnb_module and (
+                isinstance(root, QnbFunction) or (not whole and _is_namespace(root))
+            ):
                 return None
             roots.append(root)
         return tuple(roots)
@@ -263,7 +273,7 @@ class Captures:
             if value is qnb_module:
                 out.append((chain, value))
                 continue
-            entry = self._entry(chain, value)  # a plain root: the chain is the name alone
+            entry = self._entry(chain, value)  # a plain root: the chain ends at the root
             if entry is None:
                 return None
             out.append(entry)
