@@ -105,26 +105,15 @@ HOST_PARAMS = [p for p in PARAMS if any(tag in p.values[0].name for tag in HOST_
 
 @pytest.fixture(scope="module")
 def cuda_host_prebuilt():
-    """``prebuild(name)``: builds the run of ``BATCH`` cuda-host kernels of this file that
-    holds ``name`` (one g++ and one NVRTC program for them all, a fraction of one run each),
-    the first time one of them is asked for; each test then compiles its own kernel from
-    what was built (a kernel whose batch fails is compiled alone, failing its own test)."""
+    """``prebuild(name)``: this file's cuda-host kernels, built ``BATCH`` at a time
+    (``prebuild_in_batches``)."""
     require_backend("cuda-host")
     from tests.cuda_host import backend as host
 
     kernels = {p.id: (p.values[0].kernel, Options(threads=p.values[1])) for p in HOST_PARAMS}
     for name, spec in sorted(SHAPES.HALF_CASES.items()):
         kernels[name] = (SHAPES.matmul(*spec)[0], Options())
-    names, done = list(kernels), set()
-
-    def prebuild(name):
-        start = names.index(name) // host.BATCH * host.BATCH
-        if start not in done:
-            done.add(start)
-            chunk = names[start : start + host.BATCH]
-            registry.get("cuda-host").prebuild([kernels[n] for n in chunk])
-
-    return prebuild
+    return host.prebuild_in_batches(registry.get("cuda-host"), kernels, kernels.__getitem__)
 
 
 @pytest.mark.parametrize(("case", "threads"), HOST_PARAMS)

@@ -66,29 +66,19 @@ def assert_outputs(case, shape, inputs, args):
 
 @pytest.fixture(scope="module")
 def cuda_host_prebuilt():
-    """``prebuild(id)``: builds the run of ``BATCH`` cuda-host cases of this file that
-    holds case ``id`` (one g++ and one NVRTC program for them all, a fraction of one
-    run each), the first time one of them is asked for; each test's launch then compiles
-    its kernel from what was built (a kernel whose batch fails is compiled alone, failing
-    its own test)."""
+    """``prebuild(id)``: the cuda-host cases of this file, built ``BATCH`` at a time
+    (``prebuild_in_batches``)."""
     from qnb.backends import get
     from tests.cuda_host import backend as host
 
     host_params = {p.id: p.values[1:] for p in PARAMS if p.values[0] == "cuda-host"}
-    ids, done = list(host_params), set()
 
-    def lowered(case, dtype, shape):
+    def lowered(param_id):
+        case, dtype, shape = host_params[param_id]
         _grid, args = case.make(np.random.default_rng(0), dtype, shape)
         return case.kernel._lower_for(args)[0], case.kernel._options
 
-    def prebuild(param_id):
-        start = ids.index(param_id) // host.BATCH * host.BATCH
-        if start not in done:
-            done.add(start)
-            chunk = ids[start : start + host.BATCH]
-            get("cuda-host").prebuild([lowered(*host_params[i]) for i in chunk])
-
-    return prebuild
+    return host.prebuild_in_batches(get("cuda-host"), host_params, lowered)
 
 
 @pytest.mark.parametrize(("backend", "case", "dtype", "shape"), PARAMS)

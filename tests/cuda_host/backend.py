@@ -187,6 +187,22 @@ BATCH = 32
 _BUILT_MANY: dict[str, tuple[pathlib.Path, str]] = {}
 
 
+def prebuild_in_batches(backend, keys, kernel_of):
+    """``prebuild(key)`` for a test file's cuda-host kernels: the first time a key is asked
+    for, ``backend.prebuild`` builds the run of ``BATCH`` keys that holds it (``kernel_of(key)``
+    gives each one's ``(KernelIR, Options)``), so each test then compiles its own kernel from
+    what was built; a kernel whose batch fails is compiled alone, failing its own test."""
+    keys, built = list(keys), set()
+
+    def prebuild(key) -> None:
+        start = keys.index(key) // BATCH * BATCH
+        if start not in built:
+            built.add(start)
+            backend.prebuild([kernel_of(k) for k in keys[start : start + BATCH]])
+
+    return prebuild
+
+
 def build(source: str, entry: str, abi: list[dict], threads: int) -> ctypes._CFuncPtr:
     """Compile ``source`` (+ the host entry point) to a shared library (or find it in one
     ``build_many`` built), load it, and return its host entry point."""

@@ -37,15 +37,11 @@ def artifacts(cuda_host):
     builds them together (``prebuild``: one g++ and one NVRTC program for them all, a
     fraction of one run each), then each test compiles its own case from what was built;
     a case whose batch fails is compiled alone, by its test, which then fails naming it."""
-    names, built = list(CASES), set()
+    prebuild = host.prebuild_in_batches(cuda_host, CASES, lambda n: (CASES[n].kernel, Options()))
 
     class Compiled(dict):
         def __missing__(self, name):
-            start = names.index(name) // host.BATCH * host.BATCH
-            if start not in built:
-                built.add(start)
-                chunk = names[start : start + host.BATCH]
-                cuda_host.prebuild([(CASES[n].kernel, Options()) for n in chunk])
+            prebuild(name)
             self[name] = cuda_host.compile(CASES[name].kernel, Options())
             return self[name]
 
