@@ -63,12 +63,21 @@ def _entry(source: str) -> str:
     return found[0]
 
 
-def _split(source: str) -> tuple[tuple[str, ...], str]:
+def split_includes(source: str) -> tuple[tuple[str, ...], str]:
     """(the #include lines, the rest)."""
     includes, rest = [], []
     for line in source.splitlines():
         (includes if line.startswith("#include") else rest).append(line)
     return tuple(includes), "\n".join(rest)
+
+
+def renamed_body(source: str, tag: str, entry: str | None = None) -> tuple[str, str]:
+    """A kernel's source without its ``#include`` lines (which a batch puts first, once)
+    and with its entry (found in ``source`` where not given) renamed ``{tag}_{entry}``, to
+    sit in ``namespace tag`` beside other kernels: (the renamed entry, the body)."""
+    entry = entry or _entry(source)
+    renamed = f"{tag}_{entry}"
+    return renamed, re.sub(rf"\b{entry}\(", f"{renamed}(", split_includes(source)[1], count=1)
 
 
 def _own_ptx(ptx: str, tag: str) -> str:
@@ -85,7 +94,7 @@ def compile_units(
     failing kernel)."""
     groups: dict[tuple[str, ...], list[tuple[int, Unit]]] = {}
     for index, unit in enumerate(units):
-        groups.setdefault(_split(unit.source)[0], []).append((index, unit))
+        groups.setdefault(split_includes(unit.source)[0], []).append((index, unit))
     compiled, failures = [], []
     batches = [
         (includes, members[start : start + BATCH])
@@ -95,10 +104,8 @@ def compile_units(
     for includes, members in batches:
         parts, names = list(includes), []
         for index, unit in members:
-            entry = _entry(unit.source)
             tag = f"qnbk{index}x"  # ends in x: "qnbk1x" is no part of "qnbk17x"
-            renamed = f"{tag}_{entry}"
-            body = re.sub(rf"\b{entry}\(", f"{renamed}(", _split(unit.source)[1], count=1)
+            renamed, body = renamed_body(unit.source, tag)
             parts += [f"namespace {tag} {{", body, f"}}  // namespace {tag}"]
             names.append((index, unit, tag, renamed))
         try:

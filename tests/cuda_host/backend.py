@@ -25,7 +25,6 @@ import functools
 import hashlib
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import tempfile
@@ -215,12 +214,6 @@ def build(source: str, entry: str, abi: list[dict], threads: int) -> ctypes._CFu
     return getattr(ctypes.CDLL(str(library)), name)
 
 
-def _split_includes(source: str) -> tuple[set[str], str]:
-    lines = source.splitlines()
-    includes = {line for line in lines if line.startswith("#include")}
-    return includes, "\n".join(line for line in lines if not line.startswith("#include"))
-
-
 def build_many(kernels: list[tuple[str, str, list[dict], int]]) -> None:
     """Build many kernels (``(source, entry, abi, threads)`` each) as few g++ runs, so that
     ``build`` of each then only loads it: most of a kernel's compile is g++'s fixed cost
@@ -229,6 +222,8 @@ def build_many(kernels: list[tuple[str, str, list[dict], int]]) -> None:
     renamed, so each sees what it would alone (the #include lines, the header stand-ins,
     go first). A batch g++ rejects is left unbuilt: each of its kernels then compiles alone
     in ``build``, where the error names it."""
+    from tests.backends.nvrtc_batch import renamed_body, split_includes
+
     pending = {}
     for source, entry, abi, threads in kernels:
         text = source + _host_entry(entry, abi, threads)
@@ -240,10 +235,8 @@ def build_many(kernels: list[tuple[str, str, list[dict], int]]) -> None:
         includes, parts, names = set(), [], {}
         for index, (text, (source, entry, abi, threads)) in enumerate(todo[start : start + BATCH]):
             tag = f"qnbh{index}x"
-            own_includes, body = _split_includes(source)
-            includes |= own_includes
-            renamed = f"{tag}_{entry}"
-            body = re.sub(rf"\b{entry}\(", f"{renamed}(", body, count=1)
+            includes.update(split_includes(source)[0])
+            renamed, body = renamed_body(source, tag, entry)
             host_entry = f"qnb_host_entry_{index}"
             parts += [f"namespace {tag} {{", body, _host_entry(renamed, abi, threads, host_entry)]
             parts.append(f"}}  // namespace {tag}")
