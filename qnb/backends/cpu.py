@@ -1039,7 +1039,9 @@ class _Executor:
         return _lanes_last(_cholesky, self.ev(e.operand), self.ev(e.eps), shape=e.type.shape)
 
     def e_SolveTriangular(self, e):
-        return _lanes_last(_solve_lower, self.ev(e.lower), self.ev(e.rhs), shape=e.type.shape)
+        lower = self.ev(e.lower)
+        rhs = self.ev(e.rhs)
+        return _lanes_last(_solve_lower, lower, rhs, shape=e.type.shape, dtype=rhs.dtype)
 
 
 # Programs per lanes-last pass: a pass's arrays (16×16×512 f64 = 1 MiB) stay in cache
@@ -1053,32 +1055,60 @@ LANE_CHUNK = 512
 LANE_BLOCK = 16
 
 
-def _lanes_last(fn, *operands, shape=(16, 16)):
-    """``fn`` over chunks of programs: each operand (``(n, ...)`` or ``(1, ...)``)
-    arrives as a contiguous ``(..., lanes)`` array; ``fn`` returns ``(*shape, lanes)``.
-    The result is a contiguous ``(n, *shape)`` array."""
+def _lanes_last(fn, *operands, shape=(16, 16), dtype=None):
+    """``fn(*parts, out)`` over chunks of programs: each operand (``(n, ...)`` or
+    ``(1, ...)``) arrives as a ``(..., lanes)`` array whose lane axis is contiguous, and
+    ``fn`` writes ``out`` (``(*shape, lanes)``, of ``dtype``, the first operand's where
+    None). The result is an ``(n, *shape)`` view of a lanes-last array (its program axis
+    the contiguous one): a following lanes-last op takes it without moving it, and a
+    store copies it straight into the array (one strided copy from that array costs
+    about a plain copy: the blocked moves below only pay on the way in)."""
     n = max(op.shape[0] for op in operands)
+    dtype = operands[0].dtype if dtype is None else np.dtype(dtype)
     chunk = max(1, min(n, LANE_CHUNK))
-    # Scratch reused by every chunk (fresh 1 MiB arrays per chunk cost page faults).
-    moves = [
-        _LaneMoves(op.shape[1:], op.dtype, chunk) if op.shape[0] > 1 else None for op in operands
-    ]
-    out = None
+    # Scratch reused by every chunk (fresh 1 MiB arrays per chunk cost page faults);
+    # an operand already lanes last needs none.
+    moves = []
+    for op in operands:
+        last = _as_lanes_last(op) if op.shape[0] > 1 else None
+        moves.append(last if last is not None else _LaneMoves(op.shape[1:], op.dtype, chunk))
+    result = _lanes_last_result(shape, dtype, n)
     for start in range(0, n, chunk):
         stop = min(n, start + chunk)
         parts = [
-            move.to_lanes_last(op[start:stop]) if move else _one_lane(op)
+            _one_lane(op)
+            if op.shape[0] == 1
+            else move.to_lanes_last(op[start:stop])
+            if isinstance(move, _LaneMoves)
+            else move[..., start:stop]
             for move, op in zip(moves, operands)
         ]
         if stop - start == 1:  # einsum sums a lone program's dot products in another order
-            result = fn(*[np.repeat(part, 2, axis=-1) for part in parts], 2)[..., :1]
+            two = np.empty((*shape, 2), dtype)
+            fn(*[np.repeat(part, 2, axis=-1) for part in parts], two)
+            result[..., start] = two[..., 0]
         else:
-            result = fn(*parts, stop - start)
-        if out is None:
-            out = np.empty((n, *shape), result.dtype)
-            back = _LaneMoves(shape, result.dtype, chunk)
-        back.from_lanes_last(result, out[start:stop])
-    return out
+            fn(*parts, result[..., start:stop])
+    return np.moveaxis(result, -1, 0)
+
+
+def _lanes_last_result(shape, dtype, n):
+    """An uninitialised ``(*shape, n)`` array whose rows do not start a whole 4 KiB apart
+    (rows a power of two apart would fall into the same cache sets, and a pass reads a
+    slice of every row)."""
+    dtype = np.dtype(dtype)
+    width = n
+    if n > LANE_CHUNK and (n * dtype.itemsize) % 4096 == 0:
+        width += max(1, 64 // dtype.itemsize)
+    return np.empty((*shape, width), dtype)[..., :n]
+
+
+def _as_lanes_last(programs):
+    """``programs`` (``(n, *inner)``) as its ``(*inner, n)`` view when the program axis
+    is the contiguous one (a lanes-last op's result); else None."""
+    if programs.ndim == 0 or programs.strides[0] != programs.itemsize:
+        return None
+    return np.moveaxis(programs, 0, -1)
 
 
 def _one_lane(operand):
@@ -1087,13 +1117,14 @@ def _one_lane(operand):
 
 
 class _LaneMoves:
-    """Moves chunks of programs between ``(lanes, *inner)`` and a contiguous
-    ``(*inner, lanes)`` array, through blocks of LANE_BLOCK programs (see there), with
-    scratch sized for ``chunk`` programs and reused for every chunk."""
+    """Moves chunks of programs between ``(lanes, *inner)`` and ``(*inner, lanes)``,
+    through blocks of LANE_BLOCK programs (see there), with scratch sized for ``chunk``
+    programs and reused for every chunk."""
 
     def __init__(self, inner, dtype, chunk):
         self.inner = tuple(inner)
         size = int(np.prod(self.inner, dtype=np.int64))
+        self.size = size
         self.lanes_last = np.empty(size * chunk, dtype)
         self.by_block = np.empty(size * chunk, dtype)
 
@@ -1101,6 +1132,7 @@ class _LaneMoves:
         return buffer[: int(np.prod(shape, dtype=np.int64))].reshape(shape)
 
     def to_lanes_last(self, programs):
+        """``programs`` as a contiguous ``(*inner, lanes)`` array (this scratch)."""
         lanes, inner = programs.shape[0], self.inner
         out = self._scratch(self.lanes_last, *inner, lanes)
         if lanes % LANE_BLOCK or lanes == LANE_BLOCK:
@@ -1113,8 +1145,8 @@ class _LaneMoves:
         return out
 
     def from_lanes_last(self, result, out):
-        """Writes ``result`` (contiguous ``(*inner, lanes)``) into ``out``
-        (contiguous ``(lanes, *inner)``)."""
+        """Writes ``result`` (``(*inner, lanes)``, its lane axis contiguous) into ``out``
+        (``(lanes, *inner)``, any strides)."""
         lanes, inner = out.shape[0], self.inner
         if lanes % LANE_BLOCK or lanes == LANE_BLOCK:
             np.copyto(out, np.moveaxis(result, -1, 0))
@@ -1134,18 +1166,19 @@ def _einsum(spec, a, b, out):
     return np.einsum(spec, a, b, out=out)
 
 
-# Both run column by column, each step a few ufuncs writing in place (out=) into the
-# result, so a step costs its arithmetic and not its temporaries.
+# Both run column by column into ``out`` (a pass of a lanes-last result), each step a
+# few ufuncs writing in place (out=), so a step costs its arithmetic and not its
+# temporaries.
 
 
-def _cholesky(a, eps, lanes):
+def _cholesky(a, eps, lower):
     size = a.shape[0]
-    lower = np.zeros((size, size, lanes), a.dtype)
     for j in range(size):
         # Column j from the diagonal down: a[i, j] - L[i, :j] · L[j, :j]; the diagonal
         # becomes sqrt(max(that, eps)), the rows below divide by it.
         column = lower[j:, j]
         if j:
+            lower[:j, j] = 0
             _einsum("ikn,kn->in", lower[j:, :j], lower[j, :j], column)
             np.subtract(a[j:, j], column, out=column)
         else:
@@ -1157,8 +1190,7 @@ def _cholesky(a, eps, lanes):
     return lower
 
 
-def _solve_lower(factor, rhs, lanes):
-    x = np.zeros((*rhs.shape[:2], lanes), rhs.dtype)
+def _solve_lower(factor, rhs, x):
     for k in range(rhs.shape[1]):
         # X[:, k] = (B[:, k] - sum_{m<k} X[:, m] L[k, m]) / L[k, k]
         column = x[:, k]

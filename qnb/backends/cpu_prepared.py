@@ -2096,9 +2096,13 @@ class _Compiler:
     def e_SolveTriangular(self, e):
         lower, rhs = self.expr(e.lower), self.expr(e.rhs)
         shape = e.type.shape
-        return lambda st: cpu._lanes_last(
-            cpu._solve_lower, _tiles(st, lower(st)), _tiles(st, rhs(st)), shape=shape
-        )
+
+        def solve(st):
+            factor = _tiles(st, lower(st))
+            b = _tiles(st, rhs(st))
+            return cpu._lanes_last(cpu._solve_lower, factor, b, shape=shape, dtype=b.dtype)
+
+        return solve
 
     def e_Reshape(self, e):
         operand = self.expr(e.operand)

@@ -31,16 +31,19 @@ def test_lanes_last_moves_are_exact_in_every_layout(count, shape):
     shared = rng.standard_normal((1, *shape))
     seen = []
 
-    def fn(part, one, lanes):
+    def fn(part, one, out):
+        lanes = out.shape[-1]
         seen.append(lanes)
-        assert part.flags.c_contiguous and part.shape == (*shape, lanes)
+        assert part.strides[-1] == part.itemsize and part.shape == (*shape, lanes)
         assert one.shape[:-1] == shape and one.shape[-1] in (1, lanes)
-        return part * 2 + one
+        assert out.strides[-1] == out.itemsize and out.shape == (*shape, lanes)
+        np.add(part * 2, one, out=out)
 
     for name, programs in _layouts(values):
         seen.clear()
         got = cpu._lanes_last(fn, programs, shared, shape=shape)
-        assert got.flags.c_contiguous and got.shape == (count, *shape), name
+        assert got.shape == (count, *shape), name
+        assert count == 1 or got.strides[0] == got.itemsize, name  # lanes last
         np.testing.assert_array_equal(got, values * 2 + shared, err_msg=name)
         # (a lone program runs as two copies of itself: see the bit-for-bit test below)
         assert sum(seen) == max(count, 2) and max(seen) <= cpu.LANE_CHUNK
@@ -113,3 +116,32 @@ def test_half_precision_cholesky_keeps_its_dtype_and_factors(dtype):
     want = np.linalg.cholesky(a)
     np.testing.assert_allclose(lower.astype(np.float64), want, rtol=0.05, atol=0.05)
     assert (np.triu(lower.astype(np.float64), 1) == 0).all()
+
+
+@pytest.mark.parametrize("count", [2, 37, cpu.LANE_CHUNK + 3 * cpu.LANE_BLOCK + 1])
+def test_a_lanes_last_result_feeds_the_next_op_without_a_move(count):
+    # Cholesky's result is a view of a lanes-last array: the solve after it reads that
+    # array in place (no move into scratch), and the answer is the moved one's.
+    a = _spd(count, 16, np.float64, 3)
+    eps = np.zeros(1)
+    lower = cpu._lanes_last(cpu._cholesky, a, eps, shape=(16, 16))
+    assert lower.strides[0] == lower.itemsize
+    rhs = np.random.default_rng(4).uniform(-1, 1, (count, 16, 16))
+    seen = []
+
+    def solve(factor, b, out):
+        seen.append(np.shares_memory(factor, lower))
+        return cpu._solve_lower(factor, b, out)
+
+    x = cpu._lanes_last(solve, lower, rhs, shape=(16, 16), dtype=rhs.dtype)
+    assert seen and all(seen)
+    moved = cpu._lanes_last(cpu._solve_lower, np.ascontiguousarray(lower), rhs, shape=(16, 16))
+    np.testing.assert_array_equal(x, moved)
+
+
+def test_lanes_last_rows_are_not_a_power_of_two_apart():
+    # 16,384 f64 programs: rows of 128 KiB would share cache sets; the result pads them.
+    count = 16384
+    got = cpu._lanes_last_result((4, 4), np.float64, count)
+    assert got.shape == (4, 4, count) and got.strides[-1] == 8
+    assert got.strides[-2] % 4096 != 0
