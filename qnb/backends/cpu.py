@@ -1057,20 +1057,24 @@ LANE_BLOCK = 16
 
 def _lanes_last(fn, *operands, shape=(16, 16), dtype=None):
     """``fn(*parts, out)`` over chunks of programs: each operand (``(n, ...)`` or
-    ``(1, ...)``) arrives as a ``(..., lanes)`` array whose lane axis is contiguous, and
-    ``fn`` writes ``out`` (``(*shape, lanes)``, of ``dtype``, the first operand's where
-    None). The result is an ``(n, *shape)`` view of a lanes-last array (its program axis
-    the contiguous one): a following lanes-last op takes it without moving it, and a
-    store copies it straight into the array (one strided copy from that array costs
-    about a plain copy: the blocked moves below only pay on the way in)."""
+    ``(1, ...)``) arrives as a ``(..., lanes)`` array, and ``fn`` writes ``out``
+    (``(*shape, lanes)``, of ``dtype``, the first operand's where None). An operand that
+    ``fn`` reads more than once arrives with its lane axis contiguous (moved there,
+    unless it already is); one it reads once (``_READ_ONCE``) is read where it lies. The
+    result is an ``(n, *shape)`` view of a lanes-last array (its program axis the
+    contiguous one): a following lanes-last op takes it without moving it, and a store
+    copies it straight into the array."""
     n = max(op.shape[0] for op in operands)
     dtype = operands[0].dtype if dtype is None else np.dtype(dtype)
     chunk = max(1, min(n, LANE_CHUNK))
+    read_once = _READ_ONCE.get(fn, ())
     # Scratch reused by every chunk (fresh 1 MiB arrays per chunk cost page faults);
-    # an operand already lanes last needs none.
+    # an operand already lanes last, or read once, needs none.
     moves = []
-    for op in operands:
+    for i, op in enumerate(operands):
         last = _as_lanes_last(op) if op.shape[0] > 1 else None
+        if last is None and i in read_once and op.shape[0] > 1:
+            last = np.moveaxis(op, 0, -1)
         moves.append(last if last is not None else _LaneMoves(op.shape[1:], op.dtype, chunk))
     result = _lanes_last_result(shape, dtype, n)
     for start in range(0, n, chunk):
@@ -1201,6 +1205,11 @@ def _solve_lower(factor, rhs, x):
         else:
             np.divide(rhs[:, k], factor[k, k], out=column)
     return x
+
+
+# The operands each reads once, element by element (Cholesky's ``a``, the solve's right-hand
+# side): read in place, where moving them lanes last first would cost more than it saves.
+_READ_ONCE = {_cholesky: (0,), _solve_lower: (1,)}
 
 
 def _mask_lanes(mask) -> int:

@@ -145,3 +145,32 @@ def test_lanes_last_rows_are_not_a_power_of_two_apart():
     got = cpu._lanes_last_result((4, 4), np.float64, count)
     assert got.shape == (4, 4, count) and got.strides[-1] == 8
     assert got.strides[-2] % 4096 != 0
+
+
+def test_operands_read_once_are_read_in_place(monkeypatch):
+    # Cholesky reads each element of ``a`` once, the solve each of its right-hand side:
+    # neither is moved lanes last first; the solve's factor (re-read) is, unless it is
+    # already lanes last. The answers are those of moving everything.
+    moved = []
+
+    class Recording(cpu._LaneMoves):
+        def to_lanes_last(self, programs):
+            moved.append(programs.shape[1:])
+            return super().to_lanes_last(programs)
+
+    monkeypatch.setattr(cpu, "_LaneMoves", Recording)
+    count = cpu.LANE_CHUNK + 3 * cpu.LANE_BLOCK
+    a = _spd(count, 16, np.float64, 5)
+    rhs = np.random.default_rng(6).uniform(-1, 1, (count, 3, 16))
+    lower = cpu._lanes_last(cpu._cholesky, a, np.zeros(1), shape=(16, 16))
+    x = cpu._lanes_last(cpu._solve_lower, lower, rhs, shape=(3, 16), dtype=rhs.dtype)
+    assert moved == []
+    x_moved = cpu._lanes_last(
+        cpu._solve_lower, np.ascontiguousarray(lower), rhs, shape=(3, 16), dtype=rhs.dtype
+    )
+    assert moved and set(moved) == {(16, 16)}  # the factor only
+    np.testing.assert_array_equal(x, x_moved)
+    for p in (0, count - 1):
+        want = _cholesky_by_definition(a[p], 0.0)
+        np.testing.assert_array_equal(lower[p], want)
+        np.testing.assert_array_equal(x[p], _solve_by_definition(want, rhs[p]))
