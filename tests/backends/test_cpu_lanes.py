@@ -139,12 +139,15 @@ def test_a_lanes_last_result_feeds_the_next_op_without_a_move(count):
     np.testing.assert_array_equal(x, moved)
 
 
-def test_lanes_last_rows_are_not_a_power_of_two_apart():
-    # 16,384 f64 programs: rows of 128 KiB would share cache sets; the result pads them.
-    count = 16384
-    got = cpu._lanes_last_result((4, 4), np.float64, count)
-    assert got.shape == (4, 4, count) and got.strides[-1] == 8
-    assert got.strides[-2] % 4096 != 0
+@pytest.mark.parametrize("count", [128, cpu.LANE_CHUNK, 16384])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_lanes_last_rows_are_not_a_power_of_two_apart(count, dtype):
+    # Rows a power of two (>= 1 KiB) apart would share cache sets and alias between a
+    # step's loads and stores; the result pads them.
+    got = cpu._lanes_last_result((4, 4), dtype, count)
+    itemsize = np.dtype(dtype).itemsize
+    assert got.shape == (4, 4, count) and got.strides[-1] == itemsize
+    assert got.strides[-2] % 1024 != 0
 
 
 def test_operands_read_once_are_read_in_place(monkeypatch):
