@@ -21,7 +21,6 @@ buffers alive. ``clear()`` drops them all at once.
 from __future__ import annotations
 
 import collections
-import logging
 import threading
 import time
 import weakref
@@ -31,8 +30,9 @@ from typing import Any
 
 from qnb.cache import store
 from qnb.cache.key import CacheKey, Difference, count_differing_components, diff
+from qnb.cache.logs import LazyLogger
 
-log = logging.getLogger("qnb.cache")
+log = LazyLogger("qnb.cache")
 
 MAX_EVENTS = 10_000
 # Launchers kept in memory per process (contract); settable, e.g. by tests.

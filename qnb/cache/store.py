@@ -26,13 +26,10 @@ change them without re-importing.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import errno
 import hashlib
 import json
-import logging
 import os
 import re
 import stat
@@ -45,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from qnb.cache.key import COMPONENTS, CacheKey, canonical_json, same_json
+from qnb.cache.logs import LazyLogger
 
 SCHEMA = 2
 DEFAULT_MAX_BYTES = 1 << 30
@@ -63,7 +61,7 @@ _TEMP_NAME = re.compile(r"\.[A-Za-z0-9_][A-Za-z0-9_.-]{0,39}\.[a-z0-9_]{8}\.tmp"
 # showing one (which recurses) stays far from Python's recursion limit.
 MAX_COMPONENT_DEPTH = 100
 
-log = logging.getLogger("qnb.cache")
+log = LazyLogger("qnb.cache")
 
 
 class CacheWarning(UserWarning):
@@ -418,7 +416,7 @@ def save(
         "backend": backend_name,
         "components": key.components,
         "payload": payload,
-        "binary": None if binary is None else base64.b64encode(binary).decode("ascii"),
+        "binary": None if binary is None else _base64().b64encode(binary).decode("ascii"),
         "payload_sha256": payload_checksum(payload, binary),
         "created": time.time(),
         "size": len(payload) + (len(binary) if binary is not None else 0),
@@ -528,8 +526,8 @@ def _verify(data: bytes, path: Path, digest: str, expected_components):
     if not isinstance(payload, str) or not (encoded is None or isinstance(encoded, str)):
         raise CorruptEntry("malformed payload")
     try:
-        binary = None if encoded is None else base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
+        binary = None if encoded is None else _base64().b64decode(encoded, validate=True)
+    except ValueError:  # (binascii.Error is one)
         raise CorruptEntry("binary is not valid base64") from None
     if payload_checksum(payload, binary) != entry.get("payload_sha256"):
         raise CorruptEntry("payload checksum mismatch")
@@ -540,6 +538,13 @@ def _verify(data: bytes, path: Path, digest: str, expected_components):
     if not isinstance(text, dict):
         raise CorruptEntry("malformed payload")
     return Artifact(text=text, binary=binary)
+
+
+def _base64():
+    """:mod:`base64`, imported where an entry has a binary (the cpu backend's have none)."""
+    import base64
+
+    return base64
 
 
 def _parse(data: bytes):
