@@ -44,3 +44,53 @@ def test_the_batched_run_declares_only_the_typedefs_it_names(monkeypatch):
         want = lazy._typeof(cdecl, consider_function_as_funcptr=True)
         assert (got.cname, got.kind) == (want.cname, want.kind), cdecl
     assert ffi.new("Node *", {"where": {"x": 3}}).where.x == 3
+
+
+# A kernel bound to wgpu at its definition, in a fresh process that never calls
+# set_backend: the device is being made (or made) before the first launch.
+EARLY = r"""
+import json, sys, threading
+import numpy as np
+import qnb
+from qnb import Tile16
+
+@qnb.kernel(backend="wgpu")
+def double(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    i = qnb.program_id(0) * 16
+    (Tile16.load(x, i, 0) * 2.0).store(y, i, 0)
+
+from qnb.backends import wgpu as backend
+started = any(t.name == "qnb-wgpu-device" for t in threading.enumerate()) or (
+    "device" in backend._device_state)
+x = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+y = np.full_like(x, np.nan)
+double[2](x, y)
+print(json.dumps({"started": started, "right": bool((y == 2 * x).all())}))
+"""
+
+
+@pytest.mark.parametrize("early", ["1", "0"])
+def test_a_kernel_defined_for_wgpu_starts_the_device_before_its_first_launch(tmp_path, early):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("wgpu")
+    from qnb.backends.wgpu import WgpuBackend
+
+    if not WgpuBackend().info().available and os.environ.get("QNB_REQUIRE_WGPU") != "1":
+        pytest.skip("no wgpu adapter")
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, QNB_CACHE_DIR=str(tmp_path / "cache"), QNB_EARLY_DEVICE=early)
+    env["PYTHONPATH"] = os.pathsep.join([str(repo), env.get("PYTHONPATH", "")])
+    script = tmp_path / "define_then_launch.py"  # (a kernel's source must be in a file)
+    script.write_text(EARLY)
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["right"]
+    assert report["started"] == (early == "1")  # QNB_EARLY_DEVICE=0 opts out
