@@ -21,6 +21,7 @@ import os
 import pathlib
 import re
 import stat
+import sys
 import tempfile
 import threading
 
@@ -64,7 +65,7 @@ class _Device:
             from wgpu.backends.wgpu_native import ffi
 
             parse_c_types_at_once(ffi, WGPU_NATIVE_C_TYPES)
-        self.adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        self.adapter = _request_adapter(wgpu)
         if self.adapter is None:
             raise BackendError("wgpu found no adapter")
         self.adapter_info = dict(self.adapter.info)
@@ -89,6 +90,46 @@ class _Device:
         self.staging = _StagingPool(self)
 
 
+def _request_adapter(wgpu):
+    """The adapter, from an instance of Vulkan alone on Linux where it has one.
+
+    An instance of every backend (wgpu-py's default) also starts OpenGL through EGL, which
+    on lavapipe's machine is ~200 ms of every process, warm or cold (the adapter request
+    is ~10 ms without it), and on Linux wgpu picks a Vulkan adapter over a GL one anyway.
+    Where Vulkan finds none (no driver), the instance is made again with every backend, as
+    without this. Left alone: ``WGPU_BACKEND_TYPE`` set, or an instance that exists
+    already (wgpu-py used before qnb's device)."""
+    restricted = _vulkan_only_instance()
+    try:
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    except RuntimeError:  # "No suitable graphics adapter found"
+        if not restricted:
+            raise
+        adapter = None
+    if adapter is None and restricted:
+        from wgpu.backends.wgpu_native import _helpers
+
+        _helpers._the_instance = None  # (no adapter, device or surface holds it)
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    return adapter
+
+
+def _vulkan_only_instance() -> bool:
+    """Make wgpu-py's instance one of Vulkan alone (see :func:`_request_adapter`); False
+    where it is left as it is."""
+    if not sys.platform.startswith("linux") or os.environ.get("WGPU_BACKEND_TYPE", "").strip():
+        return False
+    try:
+        from wgpu.backends.wgpu_native import _helpers, extras
+
+        if _helpers._the_instance is not None:
+            return False
+        extras.set_instance_extras(backends=["Vulkan"])
+    except Exception:  # noqa: BLE001 - another wgpu-py: its default instance, as before
+        return False
+    return True
+
+
 # The C types wgpu-py's wgpu_native backend (0.32) names through cffi (``ffi.new``,
 # ``ffi.callback``) while qnb makes its device and runs a launch, in that order, after
 # the two its import parses (tests/backends/test_wgpu_cffi_types.py checks the list).
@@ -97,6 +138,7 @@ WGPU_NATIVE_C_TYPES = (
     "WGPURequestAdapterOptions *",
     "void(WGPURequestAdapterStatus, WGPUAdapter, WGPUStringView, void *, void *)",
     "WGPURequestAdapterCallbackInfo *",
+    "WGPUInstanceExtras *",
     "WGPUInstanceDescriptor *",
     "WGPUAdapterInfo *",
     "WGPUChainedStruct *",

@@ -94,3 +94,63 @@ def test_a_kernel_defined_for_wgpu_starts_the_device_before_its_first_launch(tmp
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["right"]
     assert report["started"] == (early == "1")  # QNB_EARLY_DEVICE=0 opts out
+
+
+# qnb's device in a fresh process: which instance extras qnb set, and the adapter's backend.
+INSTANCE = r"""
+import json, sys
+import wgpu
+from wgpu.backends.wgpu_native import extras
+asked = []
+real = extras.set_instance_extras
+def spy(*args, **kwargs):
+    asked.append(list(kwargs.get("backends", args[0] if args else ["All"])))
+    return real(*args, **kwargs)
+extras.set_instance_extras = spy
+if sys.argv[1] == "instance first":  # wgpu-py used before qnb: its instance is kept
+    wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+from qnb.backends import wgpu as backend
+device = backend._get_device()
+print(json.dumps({"asked": asked, "backend": device.adapter_info["backend_type"]}))
+"""
+
+
+def _instance(tmp_path, mode, **env):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("wgpu")
+    from qnb.backends.wgpu import WgpuBackend
+
+    if not WgpuBackend().info().available and os.environ.get("QNB_REQUIRE_WGPU") != "1":
+        pytest.skip("no wgpu adapter")
+    repo = Path(__file__).resolve().parents[2]
+    full = dict(os.environ, QNB_CACHE_DIR=str(tmp_path / "cache"), QNB_EARLY_DEVICE="0", **env)
+    full.pop("WGPU_BACKEND_TYPE", None)
+    full["PYTHONPATH"] = os.pathsep.join([str(repo), full.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", INSTANCE, mode],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_device_comes_from_a_vulkan_only_instance(tmp_path):
+    """No OpenGL/EGL start-up (~200 ms of every process on lavapipe's machine)."""
+    assert _instance(tmp_path, "qnb first") == {"asked": [["Vulkan"]], "backend": "Vulkan"}
+
+
+def test_without_a_vulkan_driver_every_backend_is_asked_again(tmp_path):
+    found = _instance(tmp_path, "qnb first", VK_ICD_FILENAMES=str(tmp_path / "none.json"))
+    assert found == {"asked": [["Vulkan"]], "backend": "OpenGL"}  # as without qnb's choice
+
+
+def test_an_instance_wgpu_py_made_before_is_left_alone(tmp_path):
+    assert _instance(tmp_path, "instance first") == {"asked": [], "backend": "Vulkan"}
