@@ -143,7 +143,7 @@ def _instance(tmp_path, mode, **env):
 
 
 def test_the_device_comes_from_a_vulkan_only_instance(tmp_path):
-    """No OpenGL/EGL start-up (~200 ms of every process on lavapipe's machine)."""
+    """No OpenGL/EGL start-up (~100 ms of every process on lavapipe's machine)."""
     assert _instance(tmp_path, "qnb first") == {"asked": [["Vulkan"]], "backend": "Vulkan"}
 
 
