@@ -96,3 +96,32 @@ def test_a_discarded_entry_still_warns_through_logging(cache_dir, caplog):
         ):
             spoiled[1](x, np.zeros_like(x))
     assert any("discarding spoiled-" in r.getMessage() for r in caplog.records)
+
+
+def test_a_disk_hit_checks_the_directory_once(cache_dir, monkeypatch):
+    """The read manifest and the entry are read under one check of the directory's trust
+    (owner, mode), not one each."""
+    from qnb.cache import store
+
+    x = np.linspace(-1.0, 1.0, 16 * 16, dtype=np.float32).reshape(16, 16)
+
+    @qnb.kernel
+    def checked_once(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+        (qnb.Tile16.load(x, 0, 0) + 1.0).store(y, 0, 0)
+
+    with qnb.backend("cpu"):
+        checked_once[1](x, np.zeros_like(x))
+        qnb.cache.clear(disk=False)
+        checks = []
+        real = store.usable_directory
+
+        def counted():
+            checks.append(1)
+            return real()
+
+        monkeypatch.setattr(store, "usable_directory", counted)
+        y = np.zeros_like(x)
+        checked_once[1](x, y)
+    assert qnb.cache.events()[-1].outcome == "disk-hit"
+    np.testing.assert_array_equal(y, x + 1.0)
+    assert len(checks) == 1
