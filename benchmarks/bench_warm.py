@@ -12,6 +12,11 @@ bytecode cache is on (in a private prefix), as for an installed qnb.
     python -m benchmarks warm                  # cpu and wgpu (where available)
     QNB_BENCH_QUICK=1 python -m benchmarks warm
     python benchmarks/bench_warm.py --profile wgpu   # cProfile of one warm process
+    python benchmarks/bench_warm.py --baseline ../main [cpu|wgpu]   # before/after
+
+``--baseline CHECKOUT`` runs the same rounds with the qnb of another checkout too,
+interleaved round by round (so both see the same load), and prints its rows beside
+this one's.
 """
 
 from __future__ import annotations
@@ -73,13 +78,13 @@ print(json.dumps({"import": imported - start, "define": defined - imported,
 """
 
 
-def _env(suite_dir: str, cache_dir: str) -> dict:
+def _env(suite_dir: str, cache_dir: str, repo: Path = REPO) -> dict:
     env = dict(os.environ)
     env["QNB_CACHE_DIR"] = cache_dir
     runtime = Path(suite_dir, "xdg-runtime")  # Mesa wants a private runtime dir
     runtime.mkdir(mode=0o700, exist_ok=True)
     env.setdefault("XDG_RUNTIME_DIR", str(runtime))
-    env["PYTHONPATH"] = os.pathsep.join([suite_dir, str(REPO), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([suite_dir, str(repo), env.get("PYTHONPATH", "")])
     for name in ("QNB_CACHE", "QNB_ALWAYS_COMPILE", "MESA_SHADER_CACHE_DIR"):
         env.pop(name, None)
     # Python's own bytecode cache, as an installed qnb has it (CI sets
@@ -112,26 +117,34 @@ def _run(backend: str, env: dict, profile: bool = False) -> dict:
     return record
 
 
-def measure(backend: str, suite_dir: str) -> dict:
-    """Medians over ROUNDS of a cold and a warm process on one fresh cache directory
-    (after an untimed run that fills Python's bytecode cache)."""
-    with tempfile.TemporaryDirectory(prefix="qnb-bench-warm-") as cache_dir:
-        _run(backend, _env(suite_dir, cache_dir))
-    cold, warm = [], []
-    for _ in range(ROUNDS):
+FIELDS = ("process", "launches", "import", "define", "first", "rest")
+
+
+def measure(backend: str, suite_dir: str, repos: tuple[Path, ...] = (REPO,)) -> list[dict]:
+    """Per checkout in ``repos`` (its qnb imported first), medians over ROUNDS of a cold
+    and a warm process on one fresh cache directory (after an untimed run that fills
+    Python's bytecode cache); the checkouts take turns within each round."""
+    for repo in repos:
         with tempfile.TemporaryDirectory(prefix="qnb-bench-warm-") as cache_dir:
-            env = _env(suite_dir, cache_dir)
-            cold_run = _run(backend, env)
-            warm_run = _run(backend, env)
-        assert cold_run["outcomes"].count("miss") == 20, cold_run["outcomes"]
-        assert warm_run["outcomes"].count("disk-hit") == 20, warm_run["outcomes"]
-        cold.append(cold_run)
-        warm.append(warm_run)
-    fields = ("process", "launches", "import", "define", "first", "rest")
-    return {
-        "cold": {f: statistics.median(r[f] for r in cold) for f in fields},
-        "warm": {f: statistics.median(r[f] for r in warm) for f in fields},
-    }
+            _run(backend, _env(suite_dir, cache_dir, repo))
+    runs = [([], []) for _ in repos]
+    for _ in range(ROUNDS):
+        for repo, (cold, warm) in zip(repos, runs):
+            with tempfile.TemporaryDirectory(prefix="qnb-bench-warm-") as cache_dir:
+                env = _env(suite_dir, cache_dir, repo)
+                cold_run = _run(backend, env)
+                warm_run = _run(backend, env)
+            assert cold_run["outcomes"].count("miss") == 20, cold_run["outcomes"]
+            assert warm_run["outcomes"].count("disk-hit") == 20, warm_run["outcomes"]
+            cold.append(cold_run)
+            warm.append(warm_run)
+    return [
+        {
+            "cold": {f: statistics.median(r[f] for r in cold) for f in FIELDS},
+            "warm": {f: statistics.median(r[f] for r in warm) for f in FIELDS},
+        }
+        for cold, warm in runs
+    ]
 
 
 def profile(backend: str, suite_dir: str) -> str:
@@ -151,8 +164,23 @@ def available_backends() -> list[str]:
     return [b.name for b in qnb.backends() if b.available and b.name in ("cpu", "wgpu")]
 
 
+def _row(label: str, r: dict) -> str:
+    c, w = r["cold"], r["warm"]
+    return (
+        f"{label:<14} {c['process'] * 1e3:>11.0f}ms {w['process'] * 1e3:>11.0f}ms "
+        f"{c['process'] / w['process']:>5.1f}x   {c['launches'] * 1e3:>12.0f}ms "
+        f"{w['launches'] * 1e3:>12.0f}ms {c['launches'] / w['launches']:>5.1f}x   "
+        f"{w['import'] * 1e3:>10.0f}ms {w['define'] * 1e3:>5.0f}ms "
+        f"{w['first'] * 1e3:>5.0f}ms {w['rest'] * 1e3:>6.0f}ms"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    repos: tuple[Path, ...] = (REPO,)
+    if argv[:1] == ["--baseline"]:
+        repos = (Path(argv[1]).resolve(), REPO)
+        argv = argv[2:]
     with tempfile.TemporaryDirectory(prefix="qnb-bench-suite-") as suite_dir:
         Path(suite_dir, "warm_suite.py").write_text(suite_source())
         if argv[:1] == ["--profile"]:
@@ -166,21 +194,18 @@ def main(argv: list[str] | None = None) -> None:
             "bench_cache's 'first results').\nwarm phases: import numpy + qnb, define "
             "(set_backend, decorating 20 kernels), the first launch, the 19 others"
         )
+        if len(repos) > 1:
+            print(f"baseline: {repos[0]} (rounds interleaved with this checkout's)")
         print(
-            f"{'backend':<8} {'cold process':>13} {'warm process':>13} {'ratio':>6}   "
+            f"{'backend':<14} {'cold process':>13} {'warm process':>13} {'ratio':>6}   "
             f"{'cold launches':>14} {'warm launches':>14} {'ratio':>6}   "
             f"{'warm: import':>12} {'define':>7} {'first':>7} {'19 more':>8}"
         )
-        for backend in available_backends():
-            r = measure(backend, suite_dir)
-            c, w = r["cold"], r["warm"]
-            print(
-                f"{backend:<8} {c['process'] * 1e3:>11.0f}ms {w['process'] * 1e3:>11.0f}ms "
-                f"{c['process'] / w['process']:>5.1f}x   {c['launches'] * 1e3:>12.0f}ms "
-                f"{w['launches'] * 1e3:>12.0f}ms {c['launches'] / w['launches']:>5.1f}x   "
-                f"{w['import'] * 1e3:>10.0f}ms {w['define'] * 1e3:>5.0f}ms "
-                f"{w['first'] * 1e3:>5.0f}ms {w['rest'] * 1e3:>6.0f}ms"
-            )
+        for backend in argv or available_backends():
+            results = measure(backend, suite_dir, repos)
+            labels = [backend] if len(repos) == 1 else [f"{backend} before", f"{backend} after"]
+            for label, r in zip(labels, results):
+                print(_row(label, r))
 
 
 if __name__ == "__main__":

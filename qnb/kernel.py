@@ -295,6 +295,8 @@ class Kernel(QnbFunction):
                 _backends.check_name(backend)
             except QnbError as err:
                 raise err.with_location(*parsed.position(parsed.tree)) from None
+            if backend != "auto":  # launched there soon: wgpu starts making its device now
+                _backends._start_early(_backends.get(backend))
         self.captures = Captures(parsed)
         self._fn = fn
         self._backend = backend
@@ -338,7 +340,7 @@ class Kernel(QnbFunction):
     @public
     def backend(self, name: str | None) -> None:
         if name is not None and name != "auto":
-            _backends.get(name)  # unknown names raise BackendError
+            _backends._start_early(_backends.get(name))  # unknown names raise BackendError
         self._backend = None if name == "auto" else name
 
     @property

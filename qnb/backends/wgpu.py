@@ -21,6 +21,7 @@ import os
 import pathlib
 import re
 import stat
+import sys
 import tempfile
 import threading
 
@@ -64,7 +65,7 @@ class _Device:
             from wgpu.backends.wgpu_native import ffi
 
             parse_c_types_at_once(ffi, WGPU_NATIVE_C_TYPES)
-        self.adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        self.adapter = _request_adapter(wgpu)
         if self.adapter is None:
             raise BackendError("wgpu found no adapter")
         self.adapter_info = dict(self.adapter.info)
@@ -89,6 +90,47 @@ class _Device:
         self.staging = _StagingPool(self)
 
 
+def _request_adapter(wgpu):
+    """The adapter, from an instance of Vulkan alone on Linux where it has one.
+
+    An instance of every backend (wgpu-py's default) also starts OpenGL through EGL: on
+    lavapipe's machine the instance and the adapter take ~230 ms of every process, warm or
+    cold, and ~120 ms with Vulkan alone (measured side by side under load); on Linux wgpu
+    picks a Vulkan adapter over a GL one anyway.
+    Where Vulkan finds none (no driver), the instance is made again with every backend, as
+    without this. Left alone: ``WGPU_BACKEND_TYPE`` set, or an instance that exists
+    already (wgpu-py used before qnb's device)."""
+    restricted = _vulkan_only_instance()
+    try:
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    except RuntimeError:  # "No suitable graphics adapter found"
+        if not restricted:
+            raise
+        adapter = None
+    if adapter is None and restricted:
+        from wgpu.backends.wgpu_native import _helpers
+
+        _helpers._the_instance = None  # (no adapter, device or surface holds it)
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    return adapter
+
+
+def _vulkan_only_instance() -> bool:
+    """Make wgpu-py's instance one of Vulkan alone (see :func:`_request_adapter`); False
+    where it is left as it is."""
+    if not sys.platform.startswith("linux") or os.environ.get("WGPU_BACKEND_TYPE", "").strip():
+        return False
+    try:
+        from wgpu.backends.wgpu_native import _helpers, extras
+
+        if _helpers._the_instance is not None:
+            return False
+        extras.set_instance_extras(backends=["Vulkan"])
+    except Exception:  # noqa: BLE001 - another wgpu-py: its default instance, as before
+        return False
+    return True
+
+
 # The C types wgpu-py's wgpu_native backend (0.32) names through cffi (``ffi.new``,
 # ``ffi.callback``) while qnb makes its device and runs a launch, in that order, after
 # the two its import parses (tests/backends/test_wgpu_cffi_types.py checks the list).
@@ -97,6 +139,7 @@ WGPU_NATIVE_C_TYPES = (
     "WGPURequestAdapterOptions *",
     "void(WGPURequestAdapterStatus, WGPUAdapter, WGPUStringView, void *, void *)",
     "WGPURequestAdapterCallbackInfo *",
+    "WGPUInstanceExtras *",
     "WGPUInstanceDescriptor *",
     "WGPUAdapterInfo *",
     "WGPUChainedStruct *",
@@ -162,7 +205,7 @@ def parse_c_types_at_once(ffi, types) -> int:
             return 0
         parser = ffi._parser
         source = "\n".join(f"void __qnb_type_{i}(\n{t}\n);" for i, t in enumerate(todo))
-        declarations = parser._parse(source)[0].ext[-len(todo) :]
+        declarations = _parse_naming_only_used_typedefs(parser, source).ext[-len(todo) :]
         parsed = []
         for i, (cdecl, declaration) in enumerate(zip(todo, declarations)):
             if declaration.name != f"__qnb_type_{i}":
@@ -181,6 +224,31 @@ def parse_c_types_at_once(ffi, types) -> int:
         return len(parsed)
     except Exception:  # noqa: BLE001 - an optimisation only: cffi parses lazily instead
         return 0
+
+
+def _parse_naming_only_used_typedefs(parser, source: str):
+    """pycparser's AST of ``source``, as cffi's ``Parser._parse`` makes it, with a prelude
+    that declares only the typedef names ``source`` mentions (cffi's declares every typedef
+    of the cdef: ~450 lines for webgpu.h, most of the run's ~200 ms). A typedef name the
+    source never mentions plays no part in parsing it; the types themselves come from
+    ``parser._declarations`` afterwards, as in cffi."""
+    from cffi import cparser
+
+    csource, _macros = cparser._preprocess(source)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", csource))
+    typenames = sorted(
+        name[8:]
+        for name in parser._declarations
+        if name.startswith("typedef ") and name[8:] in words
+    )
+    common = cparser._common_type_names(csource).difference(typenames)
+    lines = ['# 1 "<cdef automatic initialization code>"']
+    lines += [f"typedef int {name};" for name in [*typenames, *sorted(common)]]
+    lines.append("typedef int __dotdotdotint__, __dotdotdotfloat__, __dotdotdot__;")
+    lines += [f'# 1 "{cparser.CDEF_SOURCE_STRING}"', csource, ""]
+    lock = cparser.lock or contextlib.nullcontext()
+    with lock:  # pycparser is not thread-safe (cffi takes this lock too)
+        return cparser._get_parser().parse("\n".join(lines))
 
 
 class _StagingPool:

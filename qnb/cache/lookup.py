@@ -21,7 +21,6 @@ buffers alive. ``clear()`` drops them all at once.
 from __future__ import annotations
 
 import collections
-import logging
 import threading
 import time
 import weakref
@@ -31,8 +30,9 @@ from typing import Any
 
 from qnb.cache import store
 from qnb.cache.key import CacheKey, Difference, count_differing_components, diff
+from qnb.cache.logs import LazyLogger
 
-log = logging.getLogger("qnb.cache")
+log = LazyLogger("qnb.cache")
 
 MAX_EVENTS = 10_000
 # Launchers kept in memory per process (contract); settable, e.g. by tests.
@@ -320,11 +320,11 @@ def get_or_compile(
     return launcher, event
 
 
-def _load_from_disk(kernel_name: str, key: CacheKey, load: Callable[[Any], Any]):
+def _load_from_disk(kernel_name: str, key: CacheKey, load: Callable[[Any], Any], root=store.CHECK):
     """``(launcher, None)`` from a verified disk entry the backend loads; else ``(None,
     why the entry was refused)``, or ``(None, None)`` where there is none. An entry the
-    backend cannot load is discarded."""
-    artifact, rejected = store.load(kernel_name, key)
+    backend cannot load is discarded. ``root``: as for ``store.load``."""
+    artifact, rejected = store.load(kernel_name, key, root)
     if artifact is None:
         return None, rejected
     try:
@@ -504,7 +504,8 @@ def get_or_compile_reading(
     if not forced:
         with _lock:
             known = list(_manifests.get(pre_key.digest, ()))
-        for reads in store.load_manifest(kernel_name, pre_key.digest):
+        root = store.usable_directory()  # (once for the manifest and the entries)
+        for reads in store.load_manifest(kernel_name, pre_key.digest, root):
             if reads not in known:
                 known.append(reads)
         for reads in known or [[]]:
@@ -518,7 +519,7 @@ def get_or_compile_reading(
             if launcher is not None:
                 event = _finish(kernel_name, backend_name, key, "memory-hit", start)
                 return launcher, event, key, checks
-            launcher, why = _load_from_disk(kernel_name, key, load)
+            launcher, why = _load_from_disk(kernel_name, key, load, root)
             rejected = rejected or why
             if launcher is None:
                 continue

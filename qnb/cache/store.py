@@ -26,13 +26,10 @@ change them without re-importing.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import errno
 import hashlib
 import json
-import logging
 import os
 import re
 import stat
@@ -45,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from qnb.cache.key import COMPONENTS, CacheKey, canonical_json, same_json
+from qnb.cache.logs import LazyLogger
 
 SCHEMA = 2
 DEFAULT_MAX_BYTES = 1 << 30
@@ -63,7 +61,7 @@ _TEMP_NAME = re.compile(r"\.[A-Za-z0-9_][A-Za-z0-9_.-]{0,39}\.[a-z0-9_]{8}\.tmp"
 # showing one (which recurses) stays far from Python's recursion limit.
 MAX_COMPONENT_DEPTH = 100
 
-log = logging.getLogger("qnb.cache")
+log = LazyLogger("qnb.cache")
 
 
 class CacheWarning(UserWarning):
@@ -201,8 +199,12 @@ def directory_problem(path: Path) -> str | None:
     """Why ``path`` cannot hold the disk cache, or None if it can (creating it where
     needed). Creates nothing: ``qnb doctor`` asks this too, so it says what a launch
     will find."""
-    if path.is_dir():
-        return _unsafe(path) or (
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        info = None  # (as Path.is_dir: not a directory we can use)
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        return _unsafe(path, info) or (
             None if os.access(path, os.R_OK | os.W_OK | os.X_OK) else "it is not writable"
         )
     if path.exists() or path.is_symlink():
@@ -217,12 +219,13 @@ def directory_problem(path: Path) -> str | None:
     return None
 
 
-def _unsafe(path: Path) -> str | None:
+def _unsafe(path: Path, info: os.stat_result | None = None) -> str | None:
     """Why another account could plant entries in the directory ``path``, if it could:
     it is not the user's own, or group or others may write to it. (An entry's
-    checksum is no defence: anyone can recompute a sha256.)"""
+    checksum is no defence: anyone can recompute a sha256.) ``info``: its ``os.stat``,
+    where the caller has just taken it."""
     try:
-        info = os.stat(path)
+        info = os.stat(path) if info is None else info
     except OSError as exc:
         return f"cannot check it ({exc.strerror or exc})"
     if info.st_uid != os.geteuid():
@@ -418,7 +421,7 @@ def save(
         "backend": backend_name,
         "components": key.components,
         "payload": payload,
-        "binary": None if binary is None else base64.b64encode(binary).decode("ascii"),
+        "binary": None if binary is None else _base64().b64encode(binary).decode("ascii"),
         "payload_sha256": payload_checksum(payload, binary),
         "created": time.time(),
         "size": len(payload) + (len(binary) if binary is not None else 0),
@@ -461,10 +464,19 @@ def _write_atomically(root: Path, final: Path, data: bytes) -> None:
             _unlink_quietly(Path(temp_name))
 
 
-def load(kernel_name: str, key: CacheKey) -> tuple[Any | None, str | None]:
+# ``root=CHECK`` (the default) of load and load_manifest: check the directory now; a
+# lookup that reads a manifest and then an entry checks it once and passes what it found.
+CHECK: Any = object()
+
+
+def load(
+    kernel_name: str, key: CacheKey, root: Path | None = CHECK
+) -> tuple[Any | None, str | None]:
     """(artifact, None) for a verified entry; (None, why) when an entry existed but
-    was discarded; (None, None) when there is none (or the disk level is off)."""
-    root = usable_directory()
+    was discarded; (None, None) when there is none (or the disk level is off).
+    ``root``: :func:`usable_directory`'s answer, where the caller has just asked it."""
+    if root is CHECK:
+        root = usable_directory()
     if root is None:
         return None, None
     path = entry_path(root, kernel_name, key.digest)
@@ -528,8 +540,8 @@ def _verify(data: bytes, path: Path, digest: str, expected_components):
     if not isinstance(payload, str) or not (encoded is None or isinstance(encoded, str)):
         raise CorruptEntry("malformed payload")
     try:
-        binary = None if encoded is None else base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
+        binary = None if encoded is None else _base64().b64decode(encoded, validate=True)
+    except ValueError:  # (binascii.Error is one)
         raise CorruptEntry("binary is not valid base64") from None
     if payload_checksum(payload, binary) != entry.get("payload_sha256"):
         raise CorruptEntry("payload checksum mismatch")
@@ -540,6 +552,13 @@ def _verify(data: bytes, path: Path, digest: str, expected_components):
     if not isinstance(text, dict):
         raise CorruptEntry("malformed payload")
     return Artifact(text=text, binary=binary)
+
+
+def _base64():
+    """:mod:`base64`, imported where an entry has a binary (the cpu backend's have none)."""
+    import base64
+
+    return base64
 
 
 def _parse(data: bytes):
@@ -855,11 +874,12 @@ def is_manifest_name(name: str) -> bool:
     return _MANIFEST_NAME.fullmatch(name) is not None
 
 
-def load_manifest(kernel_name: str, pre_digest: str) -> list[list]:
+def load_manifest(kernel_name: str, pre_digest: str, root: Path | None = CHECK) -> list[list]:
     """The read lists stored for a pre-key (each ``[[label, path, attribute], ...]``);
     [] when there is none, or it is not a regular file qnb wrote (never blocks, never
-    follows a link)."""
-    root = usable_directory()
+    follows a link). ``root`` as for :func:`load`."""
+    if root is CHECK:
+        root = usable_directory()
     if root is None:
         return []
     path = manifest_path(root, kernel_name, pre_digest)
