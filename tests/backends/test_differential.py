@@ -57,8 +57,27 @@ def _run(backend: str, kernel, grid, args):
     return args
 
 
+@pytest.fixture(scope="module")
+def cuda_host_prebuilt():
+    """``prebuild((case name, dtype name))``: this file's cuda-host kernels (one per case
+    and dtype, whatever the grid), built ``BATCH`` at a time (``prebuild_in_batches``)."""
+    from qnb.backends import get
+    from tests.cuda_host import backend as host
+
+    kernels = {(p.values[0].name, p.values[1].name): p.values[:2] for p in PARAMS}
+
+    def lowered(key):
+        case, dtype = kernels[key]
+        _grid, args = case.make(np.random.default_rng(1234), dtype.type)
+        return case.kernel._lower_for(args)[0], case.kernel._options
+
+    return host.prebuild_in_batches(get("cuda-host"), kernels, lowered)
+
+
 @pytest.mark.parametrize(("case", "dtype", "grid_kind"), PARAMS)
-def test_backend_matches_cpu(gpu_backend_name, case, dtype, grid_kind):
+def test_backend_matches_cpu(request, gpu_backend_name, case, dtype, grid_kind):
+    if gpu_backend_name == "cuda-host":
+        request.getfixturevalue("cuda_host_prebuilt")((case.name, dtype.name))
     rng = np.random.default_rng(1234)
     grid, args = case.make(rng, dtype.type)
     grid = _grid(grid_kind, grid)
