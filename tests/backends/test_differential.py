@@ -74,6 +74,30 @@ def cuda_host_prebuilt():
     return host.prebuild_in_batches(get("cuda-host"), kernels, lowered)
 
 
+@pytest.fixture(scope="module")
+def cuda_host_debug_prebuilt():
+    """``prebuild(case)``: ``case``'s debug-mode cuda-host kernels at each of its dtypes as
+    one g++ and one NVRTC program, the first time one is needed (where cpu raises on the
+    extra grid, which a case mostly does at each of its dtypes)."""
+    from qnb.backends import get
+    from qnb.frontend.checks import add_bounds_checks
+
+    built = set()
+
+    def prebuild(case) -> None:
+        if case.name not in built:
+            built.add(case.name)
+            checked = qnb.kernel(case.kernel.__wrapped__, debug=True)
+            kernels = []
+            for dtype in case.dtypes:
+                _grid, args = case.make(np.random.default_rng(1234), dtype)
+                kernel_ir = add_bounds_checks(checked._lower_for(args)[0])[0]  # as compiled
+                kernels.append((kernel_ir, checked._options))
+            get("cuda-host").prebuild(kernels)
+
+    return prebuild
+
+
 @pytest.mark.parametrize(("case", "dtype", "grid_kind"), PARAMS)
 def test_backend_matches_cpu(request, gpu_backend_name, case, dtype, grid_kind):
     if gpu_backend_name == "cuda-host":
@@ -93,6 +117,8 @@ def test_backend_matches_cpu(request, gpu_backend_name, case, dtype, grid_kind):
         # A GPU backend reads 0 / skips the write, and in debug mode raises the same way.
         assert grid_kind == "extra"
         _run(gpu_backend_name, case.kernel, grid, args)  # runs, touching nothing outside
+        if gpu_backend_name == "cuda-host":
+            request.getfixturevalue("cuda_host_debug_prebuilt")(case)
         checked = qnb.kernel(case.kernel.__wrapped__, debug=True)
         with pytest.raises(qnb.QnbIndexError) as gpu_error:
             _run(gpu_backend_name, checked, grid, args)
