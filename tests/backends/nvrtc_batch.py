@@ -9,23 +9,38 @@ so each sees what it would alone: its own ``#include`` lines and its own definit
 nothing of the others'. Every renamed entry must then be in the PTX and in the cubin.
 When a program fails, each of its kernels is compiled alone, to name the failing ones
 with their own NVRTC log.
+
+What compiled is kept in ``build/nvrtc/``, once per (text, arch, NVRTC command line, NVRTC
+version): the renamed entry and the kernel's own PTX, which is all the checks look at. The
+same text compiled again for the same arch (cuda-host's ``nvrtc_check`` runs every kernel
+it builds through NVRTC for sm_90; the every-shape and suite compiles run many of the same
+kernels) then reads what NVRTC made of it. A failure is never kept: it compiles again, and
+fails with its log.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import os
+import pathlib
 import re
+import tempfile
 from dataclasses import dataclass
 
 from qnb.backends import cuda
 from qnb.backends.base import Options
-from qnb.backends.cuda import nvrtc_compile
+from qnb.backends.cuda import nvrtc_compile, nvrtc_options
 from qnb.errors import BackendError, CompileError
 
 _ENTRY = re.compile(r'^extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', re.M)
 # a PTX function or kernel starts a line; its name is on that line
 _PTX_FUNCTION = re.compile(r"^(?:\.visible |\.weak )?\.(?:entry|func)\b.*$", re.M)
 
+
+# what compiled, by (text, arch, command line, NVRTC version): see the module docstring
+STORE = pathlib.Path(__file__).resolve().parents[2] / "build" / "nvrtc"
 
 # kernels per program: past a few dozen, a bigger program saves no more (it compiles slower
 # per kernel)
@@ -55,6 +70,29 @@ def toolchain_reason() -> str | None:
     except BackendError as exc:
         return exc.message
     return None
+
+
+def _stored_path(source: str, arch: str, options: Options) -> pathlib.Path:
+    key = "\0".join([source, arch, *nvrtc_options(arch, options), cuda.nvrtc_version()])
+    return STORE / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def stored(source: str, arch: str, options: Options = Options()) -> Compiled | None:
+    """What NVRTC made of ``source`` for ``arch`` when it compiled before (label "")."""
+    try:
+        found = json.loads(_stored_path(source, arch, options).read_text())
+    except (OSError, ValueError):
+        return None
+    return Compiled("", found["entry"], found["ptx"])
+
+
+def store(source: str, arch: str, options: Options, compiled: Compiled) -> None:
+    """Keep ``compiled`` (its entry and own PTX) for ``source``: written whole, then renamed."""
+    path = _stored_path(source, arch, options)
+    STORE.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=STORE, suffix=".part", delete=False) as f:
+        json.dump({"entry": compiled.entry, "ptx": compiled.ptx}, f)
+    os.replace(f.name, path)
 
 
 def _entry(source: str) -> str:
@@ -88,14 +126,19 @@ def _own_ptx(ptx: str, tag: str) -> str:
 
 
 def compile_units(
-    units: list[Unit], arch: str, options: Options = Options()
+    units: list[Unit], arch: str, options: Options = Options(), reuse: bool = True
 ) -> tuple[list[Compiled], list[str]]:
     """Compile ``units`` for ``arch``: (what compiled, in the order given; one message per
-    failing kernel)."""
+    failing kernel). With ``reuse``, a unit whose text compiled before for ``arch`` (in
+    ``STORE``) is not compiled again; what compiles is stored either way."""
     groups: dict[tuple[str, ...], list[tuple[int, Unit]]] = {}
-    for index, unit in enumerate(units):
-        groups.setdefault(split_includes(unit.source)[0], []).append((index, unit))
     compiled, failures = [], []
+    for index, unit in enumerate(units):
+        found = stored(unit.source, arch, options) if reuse else None
+        if found is not None:
+            compiled.append((index, Compiled(unit.label, found.entry, found.ptx)))
+        else:
+            groups.setdefault(split_includes(unit.source)[0], []).append((index, unit))
     batches = [
         (includes, members[start : start + BATCH])
         for includes, members in groups.items()
@@ -111,7 +154,9 @@ def compile_units(
         try:
             cubin, ptx, _log = nvrtc_compile("\n".join(parts), arch, options, name="batch.cu")
         except CompileError:
-            failures += _alone([unit for _index, unit in members], arch, options)
+            alone, failed = _alone([unit for _index, unit in members], arch, options)
+            compiled += [(index, done) for (index, _unit), done in zip(members, alone) if done]
+            failures += failed
             continue
         assert f".target sm_{arch.split('_')[1]}" in ptx
         assert cubin is None or cubin[:4] == b"\x7fELF"
@@ -122,14 +167,24 @@ def compile_units(
                 failures.append(f"{unit.label}: entry {renamed} is not in the cubin")
             else:
                 compiled.append((index, Compiled(unit.label, renamed, _own_ptx(ptx, tag))))
+                store(unit.source, arch, options, compiled[-1][1])
     return [unit for _index, unit in sorted(compiled, key=lambda pair: pair[0])], failures
 
 
-def _alone(units: list[Unit], arch: str, options: Options) -> list[str]:
-    failures = []
+def _alone(
+    units: list[Unit], arch: str, options: Options
+) -> tuple[list[Compiled | None], list[str]]:
+    """Each unit compiled alone (after their batch failed): (each one's Compiled, or None
+    where it failed; one message per failure), storing what compiled."""
+    compiled, failures = [], []
     for unit in units:
         try:
-            nvrtc_compile(unit.source, arch, options)
+            _cubin, ptx, _log = nvrtc_compile(unit.source, arch, options)
         except CompileError as exc:
+            compiled.append(None)
             failures.append(f"{unit.label}: {exc}\n{exc.log}")
-    return failures or [f"{[u.label for u in units]}: fail together, compile alone"]
+        else:
+            entry = _entry(unit.source)
+            compiled.append(Compiled(unit.label, entry, ptx))
+            store(unit.source, arch, options, compiled[-1])
+    return compiled, failures or [f"{[u.label for u in units]}: fail together, compile alone"]

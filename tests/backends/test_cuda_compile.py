@@ -122,12 +122,39 @@ def test_a_batched_compile_names_the_failing_kernel_and_shares_nothing(backend):
     assert no_prelude != f32 and no_include != f16 and "__half" in no_include
     units = [Unit("f32", f32), Unit("no_prelude", no_prelude), Unit("f16", f16)]
     units.append(Unit("no_include", no_include))
-    compiled, failures = compile_units(units, "sm_80")
+    compiled, failures = compile_units(units, "sm_80", reuse=False)
     assert [f.split(":")[0] for f in failures] == ["no_prelude", "no_include"], failures
     assert all("NVRTC rejected" in f for f in failures)
-    compiled, failures = compile_units([Unit("f32", f32), Unit("f16", f16)], "sm_80")
+    compiled, failures = compile_units([Unit("f32", f32), Unit("f16", f16)], "sm_80", reuse=False)
     assert not failures and [c.label for c in compiled] == ["f32", "f16"]
     assert all(f".entry {c.entry}(" in c.ptx for c in compiled)
+
+
+def test_a_kernel_compiled_before_is_read_back_not_compiled(backend, monkeypatch, tmp_path):
+    """``compile_units`` keeps what compiled per (text, arch, command line) and reads it
+    back instead of compiling again; another arch or option compiles anew, and
+    ``reuse=False`` always compiles."""
+    from tests.backends import nvrtc_batch
+
+    if toolchain_reason() is not None:
+        pytest.skip(f"NVRTC toolchain missing: {toolchain_reason()}")
+    monkeypatch.setattr(nvrtc_batch, "STORE", tmp_path)
+    case = next(c for c in CASES.all_cases() if c.name == "binary_add_f16")
+    unit = Unit("f16", backend.render(case.kernel, Options()))
+    first, failures = compile_units([unit], "sm_80")
+    assert not failures and f".entry {first[0].entry}(" in first[0].ptx
+    calls = []
+    original = nvrtc_batch.nvrtc_compile
+    monkeypatch.setattr(
+        nvrtc_batch, "nvrtc_compile", lambda *a, **k: calls.append(a[1]) or original(*a, **k)
+    )
+    again, failures = compile_units([Unit("again", unit.source)], "sm_80")
+    assert calls == [] and not failures
+    assert (again[0].label, again[0].entry, again[0].ptx) == ("again", first[0].entry, first[0].ptx)
+    compile_units([unit], "sm_90")
+    compile_units([unit], "sm_80", Options(fast_math=True))
+    compile_units([unit], "sm_80", reuse=False)
+    assert calls == ["sm_90", "sm_80", "sm_80"]
 
 
 @needs_nvrtc

@@ -57,8 +57,51 @@ def _run(backend: str, kernel, grid, args):
     return args
 
 
+@pytest.fixture(scope="module")
+def cuda_host_prebuilt():
+    """``prebuild((case name, dtype name))``: this file's cuda-host kernels (one per case
+    and dtype, whatever the grid), built ``BATCH`` at a time (``prebuild_in_batches``)."""
+    from qnb.backends import get
+    from tests.cuda_host import backend as host
+
+    kernels = {(p.values[0].name, p.values[1].name): p.values[:2] for p in PARAMS}
+
+    def lowered(key):
+        case, dtype = kernels[key]
+        _grid, args = case.make(np.random.default_rng(1234), dtype.type)
+        return case.kernel._lower_for(args)[0], case.kernel._options
+
+    return host.prebuild_in_batches(get("cuda-host"), kernels, lowered)
+
+
+@pytest.fixture(scope="module")
+def cuda_host_debug_prebuilt():
+    """``prebuild(case)``: ``case``'s debug-mode cuda-host kernels at each of its dtypes as
+    one g++ and one NVRTC program, the first time one is needed (where cpu raises on the
+    extra grid, which a case mostly does at each of its dtypes)."""
+    from qnb.backends import get
+    from qnb.frontend.checks import add_bounds_checks
+
+    built = set()
+
+    def prebuild(case) -> None:
+        if case.name not in built:
+            built.add(case.name)
+            checked = qnb.kernel(case.kernel.__wrapped__, debug=True)
+            kernels = []
+            for dtype in case.dtypes:
+                _grid, args = case.make(np.random.default_rng(1234), dtype)
+                kernel_ir = add_bounds_checks(checked._lower_for(args)[0])[0]  # as compiled
+                kernels.append((kernel_ir, checked._options))
+            get("cuda-host").prebuild(kernels)
+
+    return prebuild
+
+
 @pytest.mark.parametrize(("case", "dtype", "grid_kind"), PARAMS)
-def test_backend_matches_cpu(gpu_backend_name, case, dtype, grid_kind):
+def test_backend_matches_cpu(request, gpu_backend_name, case, dtype, grid_kind):
+    if gpu_backend_name == "cuda-host":
+        request.getfixturevalue("cuda_host_prebuilt")((case.name, dtype.name))
     rng = np.random.default_rng(1234)
     grid, args = case.make(rng, dtype.type)
     grid = _grid(grid_kind, grid)
@@ -74,6 +117,8 @@ def test_backend_matches_cpu(gpu_backend_name, case, dtype, grid_kind):
         # A GPU backend reads 0 / skips the write, and in debug mode raises the same way.
         assert grid_kind == "extra"
         _run(gpu_backend_name, case.kernel, grid, args)  # runs, touching nothing outside
+        if gpu_backend_name == "cuda-host":
+            request.getfixturevalue("cuda_host_debug_prebuilt")(case)
         checked = qnb.kernel(case.kernel.__wrapped__, debug=True)
         with pytest.raises(qnb.QnbIndexError) as gpu_error:
             _run(gpu_backend_name, checked, grid, args)

@@ -251,56 +251,46 @@ def build_many(kernels: list[tuple[str, str, list[dict], int]]) -> None:
             _BUILT_MANY[text] = (library, host_entry)
 
 
-def _nvrtc_marker(source: str, options: Options) -> pathlib.Path | None:
-    """Where the NVRTC check of ``source`` leaves its mark, or None without NVRTC."""
-    from qnb.backends import cuda
+def _nvrtc_missing() -> bool:
+    """Whether NVRTC or its headers are missing (test_cuda_compile.py says why, or fails
+    in CI)."""
+    from tests.backends.nvrtc_batch import toolchain_reason
 
-    try:
-        cuda.nvrtc_version()
-        cuda.include_dirs()
-    except BackendError:
-        return None  # (test_cuda_compile.py says why NVRTC is missing, or fails in CI)
-    key = "\0".join([source, repr(options.as_component()), cuda.nvrtc_version()])
-    return BUILD / f"nvrtc-{hashlib.sha256(key.encode()).hexdigest()[:24]}.ok"
+    return toolchain_reason() is not None
 
 
 def nvrtc_check(source: str, entry: str, options: Options) -> None:
-    """The same text through NVRTC to a cubin for sm_90 (once per text, where NVRTC and
-    its headers are installed): every kernel a test runs on cuda-host also compiles for a
-    GPU, so g++'s view of the code cannot hide what NVRTC rejects. A rejection raises
-    CompileError, and the test fails."""
+    """The same text through NVRTC to a cubin for sm_90 (where NVRTC and its headers are
+    installed): every kernel a test runs on cuda-host also compiles for a GPU, so g++'s
+    view of the code cannot hide what NVRTC rejects. A rejection raises CompileError, and
+    the test fails. Once per text: what compiled is kept by ``nvrtc_batch`` (``store``),
+    where the every-shape and suite compiles find it too, and it finds theirs."""
     from qnb.backends import cuda
+    from tests.backends import nvrtc_batch
 
-    marker = _nvrtc_marker(source, options)
-    if marker is None or marker.exists():
+    if _nvrtc_missing() or nvrtc_batch.stored(source, "sm_90", options) is not None:
         return
-    cuda.nvrtc_compile(source, "sm_90", options, name=f"{entry}.cu")
-    BUILD.mkdir(parents=True, exist_ok=True)
-    marker.touch()
+    cubin, ptx, _log = cuda.nvrtc_compile(source, "sm_90", options, name=f"{entry}.cu")
+    assert cubin[:4] == b"\x7fELF" and f".entry {entry}(" in ptx
+    nvrtc_batch.store(source, "sm_90", options, nvrtc_batch.Compiled(entry, entry, ptx))
 
 
 def nvrtc_check_many(kernels: list[tuple[str, Options]]) -> None:
     """``nvrtc_check`` of many kernels (``(source, options)`` each) as few NVRTC programs
     (``nvrtc_batch``: each kernel alone in a namespace). A kernel NVRTC rejects is left
-    unmarked: its own ``nvrtc_check`` then compiles it alone, and fails naming it."""
+    unstored: its own ``nvrtc_check`` then compiles it alone, and fails naming it."""
     from tests.backends.nvrtc_batch import Unit, compile_units
 
-    groups: dict[str, tuple[Options, dict[str, pathlib.Path]]] = {}
+    if _nvrtc_missing():
+        return
+    groups: dict[str, tuple[Options, list[str]]] = {}
     for source, options in kernels:
-        marker = _nvrtc_marker(source, options)
-        if marker is not None and not marker.exists():
-            group = groups.setdefault(repr(options.as_component()), (options, {}))
-            group[1][source] = marker
-    for options, markers in groups.values():
-        units = [Unit(str(k), source) for k, source in enumerate(markers)]
-        # a unit not named by a failure compiled, in its batch or alone (after its batch
-        # failed, nvrtc_batch compiles each alone: what nvrtc_check does)
-        _compiled, failures = compile_units(units, "sm_90", options)
-        failed = {failure.split(":")[0] for failure in failures}
-        BUILD.mkdir(parents=True, exist_ok=True)
-        for unit in units:
-            if unit.label not in failed:
-                markers[unit.source].touch()
+        group = groups.setdefault(repr(options.as_component()), (options, []))
+        if source not in group[1]:
+            group[1].append(source)
+    for options, sources in groups.values():
+        # compile_units stores what compiles (and reads what was stored before)
+        compile_units([Unit(str(k), source) for k, source in enumerate(sources)], "sm_90", options)
 
 
 class HostDeviceArray(DeviceArray):

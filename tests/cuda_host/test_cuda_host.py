@@ -167,18 +167,19 @@ def test_a_batch_with_a_bad_kernel_leaves_each_to_build_alone(cuda_host, monkeyp
 
 
 def test_a_kernel_nvrtc_rejects_in_a_batch_fails_its_own_check(monkeypatch, tmp_path):
-    """``nvrtc_check_many`` marks only what NVRTC compiled: the rejected kernel is left to
+    """``nvrtc_check_many`` stores only what NVRTC compiled: the rejected kernel is left to
     its own ``nvrtc_check``, which compiles it alone and raises, naming its line."""
-    from tests.backends.nvrtc_batch import toolchain_reason
+    from tests.backends import nvrtc_batch
 
-    if toolchain_reason() is not None:
-        pytest.skip(f"NVRTC toolchain missing: {toolchain_reason()}")
-    monkeypatch.setattr(host, "BUILD", tmp_path)
+    if nvrtc_batch.toolchain_reason() is not None:
+        pytest.skip(f"NVRTC toolchain missing: {nvrtc_batch.toolchain_reason()}")
+    monkeypatch.setattr(nvrtc_batch, "STORE", tmp_path)
     good = _handwritten(REVERSE).text["source"]
     bad = good.replace("__syncthreads();", "__syncthreads(); undefined_name = 1;")
     host.nvrtc_check_many([(good, Options()), (bad, Options())])
-    assert host._nvrtc_marker(good, Options()).exists()
-    assert not host._nvrtc_marker(bad, Options()).exists()
-    host.nvrtc_check(good, "qnb_probe", Options())  # marked: no compile
+    assert ".entry qnb_probe(" in nvrtc_batch.stored(good, "sm_90").ptx  # compiled alone
+    assert nvrtc_batch.stored(bad, "sm_90") is None
+    assert nvrtc_batch.stored(good, "sm_80") is None  # kept per arch
+    host.nvrtc_check(good, "qnb_probe", Options())  # stored: no compile
     with pytest.raises(CompileError, match="undefined_name"):
         host.nvrtc_check(bad, "qnb_probe", Options())
