@@ -790,3 +790,29 @@ def test_the_static_png_writes_the_tiles_values_with_one_colour_bar(cholesky_ste
     assert calls["out t"] == (low, high, True, True)  # the one shared colour bar
     changed = view.tiles[2]
     assert calls["changed t (out \u2212 in)"] == (changed["vmin"], changed["vmax"], True, True)
+
+
+@pytest.mark.parametrize(
+    ("shape", "colour_bar"),
+    [((16, 16), True), ((16, 16), False), ((32, 32), False), ((2, 24), False)],
+)
+def test_the_static_png_is_cut_as_a_tight_box_is(shape, colour_bar):
+    """figure_png measures the tight box without the values that lie well inside their
+    axes: the PNG is the one ``bbox_inches="tight"`` makes, to the byte, with the widest
+    values at every edge and no colour bar beside them."""
+    pytest.importorskip("matplotlib")
+    import io
+
+    from qnb.viz import static_render
+
+    a = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    a[0, :] = a[-1, :] = a[:, 0] = a[:, -1] = -1.2345e-7  # "-1.2e-7": wider than a cell
+    figures = []
+    for _ in range(2):
+        fig = static_render.new_figure(2.6, 2.6)
+        ax = fig.add_subplot()
+        static_render.draw_heatmap(ax, a, -1.0, 1.0, title="a", colour_bar=colour_bar)
+        figures.append(fig)
+    tight = io.BytesIO()
+    figures[1].savefig(tight, format="png", bbox_inches="tight")
+    assert static_render.figure_png(figures[0]) == tight.getvalue()
