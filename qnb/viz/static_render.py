@@ -148,10 +148,17 @@ INSIDE_VALUE_GID = "qnb-value-inside"
 
 
 def figure_png(fig) -> bytes:
-    """``fig`` as a PNG cut to what it draws, as ``bbox_inches="tight"`` cuts it. That box
-    is measured in a dry run of the drawing (ticks and colour bars are placed at draw
-    time), here without the cells' values that lie well inside their axes: a tile's 256
-    labels, otherwise laid out three times, are most of a drawing's time."""
+    """``fig`` as a PNG cut to what it draws, as ``bbox_inches="tight"`` cuts it."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches=tight_box(fig))
+    return buf.getvalue()
+
+
+def tight_box(fig):
+    """The box ``bbox_inches="tight"`` cuts ``fig`` to (inches, padded). matplotlib
+    measures it in a dry run of the drawing (ticks and colour bars are placed at draw
+    time); here the run leaves out the cells' values that lie well inside their axes: a
+    tile's 256 labels, otherwise laid out three times, are most of a drawing's time."""
     from matplotlib import rcParams
 
     inside = [
@@ -168,9 +175,7 @@ def figure_png(fig) -> bytes:
     finally:
         for text in inside:
             text.set_visible(True)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches=box.padded(rcParams["savefig.pad_inches"]))
-    return buf.getvalue()
+    return box.padded(rcParams["savefig.pad_inches"])
 
 
 def _inside(text: str, i: int, j: int, rows: int, cols: int, cell, points: float, dpi) -> bool:

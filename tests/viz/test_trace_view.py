@@ -797,22 +797,20 @@ def test_the_static_png_writes_the_tiles_values_with_one_colour_bar(cholesky_ste
     [((16, 16), True), ((16, 16), False), ((32, 32), False), ((2, 24), False)],
 )
 def test_the_static_png_is_cut_as_a_tight_box_is(shape, colour_bar):
-    """figure_png measures the tight box without the values that lie well inside their
-    axes: the PNG is the one ``bbox_inches="tight"`` makes, to the byte, with the widest
-    values at every edge and no colour bar beside them."""
+    """tight_box measures the box without the values that lie well inside their axes:
+    it is the box ``bbox_inches="tight"`` cuts to (so the PNG is the same, byte for byte),
+    with the widest values at every edge and no colour bar beside them."""
     pytest.importorskip("matplotlib")
-    import io
+    from matplotlib import rcParams
 
     from qnb.viz import static_render
 
     a = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
     a[0, :] = a[-1, :] = a[:, 0] = a[:, -1] = -1.2345e-7  # "-1.2e-7": wider than a cell
-    figures = []
-    for _ in range(2):
-        fig = static_render.new_figure(2.6, 2.6)
-        ax = fig.add_subplot()
-        static_render.draw_heatmap(ax, a, -1.0, 1.0, title="a", colour_bar=colour_bar)
-        figures.append(fig)
-    tight = io.BytesIO()
-    figures[1].savefig(tight, format="png", bbox_inches="tight")
-    assert static_render.figure_png(figures[0]) == tight.getvalue()
+    fig = static_render.new_figure(2.6, 2.6)
+    static_render.draw_heatmap(fig.add_subplot(), a, -1.0, 1.0, title="a", colour_bar=colour_bar)
+    ours = static_render.tight_box(fig)
+    fig.draw_without_rendering()  # as savefig(bbox_inches="tight") measures it: every text
+    theirs = fig.get_tightbbox(fig.canvas.get_renderer()).padded(rcParams["savefig.pad_inches"])
+    assert ours.bounds == theirs.bounds
+    assert any(t.get_gid() == static_render.INSIDE_VALUE_GID for t in fig.axes[0].texts)
