@@ -49,10 +49,13 @@ $(PY):
 # current pip installs these extras in 36 s where Python 3.11's (23.2) takes 61 s, for 3 s
 # of upgrade. pip byte-compiles what it installs one file after another (half its time);
 # compileall does the same files on every CPU, leaving out the packages' own test suites
-# and pip's and setuptools' files, which nothing here imports. (Not skipped: where
+# and what nothing here imports, or only a sliver of: pip and setuptools, SciPy (the
+# notebooks' second opinion: scipy.linalg), fontTools (matplotlib's PDF/SVG fonts),
+# pygments' lexers (IPython takes Python's) and wcwidth: 23 of 72 MB of source. What is
+# imported of them is compiled at its first import. (Not skipped: where
 # PYTHONDONTWRITEBYTECODE is set, as on some CI runners, every test process would compile
 # what it imports again.)
-NOT_IMPORTED := /site-packages/(pip|setuptools)/|/tests?/
+NOT_IMPORTED := /site-packages/(pip|setuptools|scipy|fontTools|wcwidth|pygments/lexers)/|/tests?/
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --no-compile -e '.[$(EXTRAS)]'

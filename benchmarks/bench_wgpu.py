@@ -132,7 +132,9 @@ def map_kernel() -> ir.KernelIR:
 # --------------------------------------------------------------------------- 1. launch overhead
 
 
-def launch_overhead():
+def launch_overhead(rounds=5, repeat=100):
+    """qnb's launch against raw wgpu-py's, ``rounds`` interleaved rounds of ``repeat``
+    timed calls (a fifth of that for the batches of 50 launches)."""
     from qnb.backends import get
     from qnb.backends.base import Options
 
@@ -251,9 +253,9 @@ def launch_overhead():
     ):
         # Interleave the two so drift (lavapipe's threads, the CPU clock) hits both.
         t_ours, t_raw = [], []
-        for _ in range(5):
-            t_ours.append(_timeit(ours, repeat=20 if per > 1 else 100) / per)
-            t_raw.append(_timeit(raw, repeat=20 if per > 1 else 100) / per)
+        for _ in range(rounds):
+            t_ours.append(_timeit(ours, repeat=max(1, repeat // 5) if per > 1 else repeat) / per)
+            t_raw.append(_timeit(raw, repeat=max(1, repeat // 5) if per > 1 else repeat) / per)
         ours_us, raw_us = statistics.median(t_ours) * 1e6, statistics.median(t_raw) * 1e6
         rows.append((label, f"{ours_us:.1f}", f"{raw_us:.1f}", f"{ours_us / raw_us:.2f}x"))
     table(

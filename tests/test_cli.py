@@ -27,12 +27,6 @@ def run_qnb(*args, cache_dir=None, timeout=180, env=None):
     )
 
 
-def test_no_command_prints_usage():
-    result = run_qnb()
-    assert result.returncode == 2
-    assert "doctor" in result.stdout and "cache" in result.stdout
-
-
 def test_version_matches_installed_metadata():
     result = run_qnb("--version")
     assert result.returncode == 0, result.stderr
@@ -64,10 +58,110 @@ def test_doctor_reports_backends_versions_and_cache(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_doctor_json_has_the_backend_records(tmp_path):
-    result = run_qnb("doctor", "--json", cache_dir=tmp_path)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+# The other commands run in turn in one process (qnb.cli.main, as `python -m qnb` and the
+# console script run it), each under its own environment: a process each spent ~1 s (~4 s
+# for doctor) on the same imports and backend probes. The settings and the cache directory
+# are read at call time, as a launch reads them; test_doctor_in_turn_reads_each_setting_afresh
+# holds that. The command itself runs in a process of its own in the tests above and in
+# test_a_closed_stdout_ends_quietly.
+CACHE_OFF = ("0", "off", "false", "no")
+ALWAYS_COMPILE = ("1", "true", "yes", "on")
+SETTINGS = ("QNB_CACHE", "QNB_ALWAYS_COMPILE", "QNB_CACHE_MAX_BYTES")
+
+_IN_TURN = """
+import contextlib, io, json, os, sys
+from qnb.cli import main
+results = []
+for env, args in json.loads(sys.argv[1]):
+    saved = dict(os.environ)
+    os.environ.update(env)
+    printed, complained = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(complained):
+        try:
+            status = main(args)
+        except SystemExit as exc:  # argparse: a usage error (2)
+            status = exc.code
+    os.environ.clear()
+    os.environ.update(saved)
+    results.append([status, printed.getvalue(), complained.getvalue()])
+print(json.dumps(results))
+"""
+
+
+def _a_file(directory: Path) -> Path:
+    """``directory``, made a regular file: nothing can be created under it, even by root."""
+    directory.write_text("")
+    return directory
+
+
+def _an_entry_unlink_refuses(directory: Path) -> Path:
+    directory.mkdir()
+    (directory / f"k-{'f' * 64}.json").mkdir()  # unlink fails for a directory, even for root
+    return directory
+
+
+def _a_deeply_nested_entry(directory: Path) -> Path:
+    directory.mkdir()
+    (directory / f"k-{'a' * 64}.json").write_text("[" * 100_000 + "]" * 100_000)
+    return directory
+
+
+# (name, args, {setting: value}, its cache directory): a fresh path of its own (None, not
+# made), what a function makes of that path, or the directory of the run it names (run
+# earlier: they share it, in order).
+RUNS = [
+    *((f"off-{v}", ["doctor"], {"QNB_CACHE": v}, None) for v in CACHE_OFF),
+    *((f"off-{v}-json", ["doctor", "--json"], {"QNB_CACHE": v}, None) for v in CACHE_OFF),
+    *((f"always-{v}", ["doctor"], {"QNB_ALWAYS_COMPILE": v}, None) for v in ALWAYS_COMPILE),
+    ("bad-bound", ["doctor"], {"QNB_CACHE_MAX_BYTES": "abc"}, None),
+    ("file", ["doctor"], {}, _a_file),
+    ("file-json", ["doctor", "--json"], {}, "file"),
+    ("json", ["doctor", "--json"], {}, None),
+    ("under-a-file", ["doctor", "--json"], {}, lambda d: _a_file(d) / "cache"),
+    ("usage", [], {}, None),
+    ("explain-no-name", ["cache", "explain"], {}, None),
+    ("unknown-action", ["cache", "frobnicate"], {}, None),
+    *((f"action-{a}", ["cache", a], {}, None) for a in ("stats", "list", "clear")),
+    ("action-none", ["cache"], {}, None),  # no action: list
+    ("clear-then-list", ["cache", "clear"], {}, None),
+    ("clear-then-list-2", ["cache", "list"], {}, "clear-then-list"),
+    ("unremovable", ["cache", "clear"], {}, _an_entry_unlink_refuses),
+    ("nested", ["cache", "list"], {}, _a_deeply_nested_entry),
+    ("nested-explain", ["cache", "explain", "k"], {}, "nested"),
+]
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """{name: (status, stdout, stderr, cache dir)} of each of RUNS, in one process."""
+    base = tmp_path_factory.mktemp("in-turn")
+    directories, jobs = {}, []
+    for name, args, settings, directory in RUNS:
+        if isinstance(directory, str):
+            directories[name] = directories[directory]
+        else:
+            directories[name] = (directory or (lambda d: d))(base / name)
+        jobs.append([{"QNB_CACHE_DIR": str(directories[name]), **settings}, args])
+    env = {k: v for k, v in os.environ.items() if k not in SETTINGS}
+    process = subprocess.run(
+        [sys.executable, "-c", _IN_TURN, json.dumps(jobs)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert process.returncode == 0, process.stderr
+    results = json.loads(process.stdout)
+    return {name: (*result, directories[name]) for (name, *_), result in zip(RUNS, results)}
+
+
+def test_no_command_prints_usage(ran):
+    status, out, _, _ = ran["usage"]
+    assert status == 2
+    assert "doctor" in out and "cache" in out
+
+
+def test_doctor_json_has_the_backend_records(ran):
+    status, out, err, directory = ran["json"]
+    assert status == 0, err
+    report = json.loads(out)
     backends = {b["name"]: b for b in report["backends"]}
     assert set(backends) == {"cpu", "wgpu", "cuda"}, report["backends"]
     assert backends["cpu"]["available"] is True
@@ -81,154 +175,90 @@ def test_doctor_json_has_the_backend_records(tmp_path):
     if backends["wgpu"]["available"]:  # what the device takes: f16, the largest array
         assert "MiB each" in backends["wgpu"]["limits"]
     assert report["versions"]["qnb"] == metadata.version("qnb")
-    assert report["cache"]["directory"] == str(tmp_path)
+    assert report["cache"]["directory"] == str(directory)
     assert report["cache"]["writable"] is True
 
 
-def test_doctor_flags_an_unwritable_cache_dir(tmp_path):
-    # Under a regular file nothing can be created, not even by root.
-    blocker = tmp_path / "not-a-directory"
-    blocker.write_text("")
-    result = run_qnb("doctor", "--json", cache_dir=blocker / "cache")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["cache"]["writable"] is False
+def test_doctor_flags_an_unwritable_cache_dir(ran):
+    status, out, err, directory = ran["under-a-file"]
+    assert status == 0, err
+    cache = json.loads(out)["cache"]
+    assert cache["directory"] == str(directory) and cache["writable"] is False
 
 
-def test_cache_explain_needs_a_name():
-    result = run_qnb("cache", "explain")
-    assert result.returncode == 2
-    assert "NAME" in result.stderr
+def test_cache_explain_needs_a_name(ran):
+    status, _, err, _ = ran["explain-no-name"]
+    assert status == 2
+    assert "NAME" in err
 
 
-def test_cache_rejects_unknown_action():
-    result = run_qnb("cache", "frobnicate")
-    assert result.returncode == 2
-    assert "invalid choice" in result.stderr
+def test_cache_rejects_unknown_action(ran):
+    status, _, err, _ = ran["unknown-action"]
+    assert status == 2
+    assert "invalid choice" in err
 
 
-@pytest.mark.parametrize("action", [["stats"], ["list"], ["clear"], []])
-def test_cache_actions_run(tmp_path, action):
-    result = run_qnb("cache", *action, cache_dir=tmp_path)  # no action: list
-    assert result.returncode == 0, result.stderr
-    assert "Traceback" not in result.stderr
+@pytest.mark.parametrize("action", ["stats", "list", "clear", "none"])
+def test_cache_actions_run(ran, action):
+    status, _, err, _ = ran[f"action-{action}"]
+    assert status == 0, err
+    assert "Traceback" not in err
 
 
-def test_cache_clear_then_list_in_a_private_dir(tmp_path):
-    assert run_qnb("cache", "clear", cache_dir=tmp_path).returncode == 0
-    result = run_qnb("cache", "list", cache_dir=tmp_path)
-    assert result.returncode == 0, result.stderr
-
-
-# `qnb doctor`'s cache lines under each setting below, text and --json: one process runs
-# the command (qnb.cli.main, as `python -m qnb` does) under each environment in turn, where
-# a process each spent ~6 s on the same imports and backend probes; the settings are read
-# at call time, as a launch reads them. The command itself runs in a process of its own in
-# the tests above.
-CACHE_OFF = ("0", "off", "false", "no")
-ALWAYS_COMPILE = ("1", "true", "yes", "on")
-
-_DOCTOR_IN_TURN = """
-import contextlib, io, json, os, sys
-from qnb.cli import main
-results = []
-for env, args in json.loads(sys.argv[1]):
-    saved = dict(os.environ)
-    os.environ.update(env)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        status = main(args)
-    os.environ.clear()
-    os.environ.update(saved)
-    results.append([status, printed.getvalue()])
-print(json.dumps(results))
-"""
-
-
-@pytest.fixture(scope="module")
-def doctor(tmp_path_factory):
-    """{(variable, value, format): (status, stdout)} of `qnb doctor` under each setting;
-    ``QNB_CACHE_DIR`` is a fresh directory, or a regular file for ("file", "", format)."""
-    base = tmp_path_factory.mktemp("doctor")
-    blocker = base / "a-file"
-    blocker.write_text("")
-    runs = [(("QNB_CACHE", value), ["doctor"]) for value in CACHE_OFF]
-    runs += [(("QNB_CACHE", value), ["doctor", "--json"]) for value in CACHE_OFF]
-    runs += [(("QNB_ALWAYS_COMPILE", value), ["doctor"]) for value in ALWAYS_COMPILE]
-    runs += [(("QNB_CACHE_MAX_BYTES", "abc"), ["doctor"])]
-    runs += [(("file", ""), ["doctor"]), (("file", ""), ["doctor", "--json"])]
-    jobs = []
-    for number, ((variable, value), args) in enumerate(runs):
-        env = {"QNB_CACHE_DIR": str(blocker if variable == "file" else base / f"cache-{number}")}
-        if variable != "file":
-            env[variable] = value
-        jobs.append([env, args])
-    settings = ("QNB_CACHE", "QNB_ALWAYS_COMPILE", "QNB_CACHE_MAX_BYTES")
-    env = {k: v for k, v in os.environ.items() if k not in settings}
-    ran = subprocess.run(
-        [sys.executable, "-c", _DOCTOR_IN_TURN, json.dumps(jobs)],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
-    results = json.loads(ran.stdout)
-    return {
-        (variable, value, "json" if "--json" in args else "text"): tuple(result)
-        for ((variable, value), args), result in zip(runs, results)
-    }
+def test_cache_clear_then_list_in_a_private_dir(ran):
+    assert ran["clear-then-list"][0] == 0
+    status, out, err, directory = ran["clear-then-list-2"]
+    assert status == 0, err
+    assert out == f"no entries in {directory}\n"
 
 
 @pytest.mark.parametrize("value", CACHE_OFF)
-def test_doctor_says_the_disk_level_is_off_as_the_library_does(doctor, value):
-    status, out = doctor["QNB_CACHE", value, "text"]
+def test_doctor_says_the_disk_level_is_off_as_the_library_does(ran, value):
+    status, out, _, _ = ran[f"off-{value}"]
     assert status == 0
     assert f"disk level off (QNB_CACHE={value})" in out
-    status, out = doctor["QNB_CACHE", value, "json"]
+    status, out, _, _ = ran[f"off-{value}-json"]
     assert status == 0 and json.loads(out)["cache"]["disk_cache_enabled"] is False
 
 
 @pytest.mark.parametrize("value", ALWAYS_COMPILE)
-def test_doctor_says_every_launch_compiles_as_the_library_does(doctor, value):
-    assert (
-        f"QNB_ALWAYS_COMPILE={value}: every launch compiles"
-        in doctor["QNB_ALWAYS_COMPILE", value, "text"][1]
-    )
+def test_doctor_says_every_launch_compiles_as_the_library_does(ran, value):
+    assert f"QNB_ALWAYS_COMPILE={value}: every launch compiles" in ran[f"always-{value}"][1]
 
 
-def test_doctor_flags_a_cache_dir_that_is_a_regular_file(doctor):
-    out = doctor["file", "", "text"][1]
+def test_doctor_flags_a_cache_dir_that_is_a_regular_file(ran):
+    out = ran["file"][1]
     assert "NOT usable: it is not a directory" in out
     assert "disk level off (the directory is not usable)" in out
-    cache = json.loads(doctor["file", "", "json"][1])["cache"]
+    cache = json.loads(ran["file-json"][1])["cache"]
     assert cache["writable"] is False and cache["disk_cache_enabled"] is False
 
 
-def test_doctor_flags_an_invalid_size_bound(doctor):
-    out = doctor["QNB_CACHE_MAX_BYTES", "abc", "text"][1]
+def test_doctor_flags_an_invalid_size_bound(ran):
+    out = ran["bad-bound"][1]
     assert "QNB_CACHE_MAX_BYTES='abc' is not a number of bytes: ignored" in out
 
 
-def test_doctor_in_turn_reads_each_setting_afresh(doctor):
+def test_doctor_in_turn_reads_each_setting_afresh(ran):
     """The runs share a process: a setting of one run must not reach the next (the
     next run, with another directory and no QNB_CACHE, keeps its disk level on)."""
-    out = doctor["QNB_ALWAYS_COMPILE", "1", "text"][1]
-    assert "disk level off" not in out and "cache-8" in out
+    status, out, _, directory = ran["always-1"]
+    assert status == 0 and "disk level off" not in out and str(directory) in out
 
 
-def test_cache_clear_reports_what_it_could_not_remove(tmp_path):
-    blocked = tmp_path / f"k-{'f' * 64}.json"
-    blocked.mkdir()  # unlink fails for a directory, even for root
-    result = run_qnb("cache", "clear", cache_dir=tmp_path)
-    assert result.returncode == 1
-    assert f"could not remove 1 entry: {blocked.name}: Is a directory" in result.stderr
-    assert "Traceback" not in result.stderr and result.stdout == ""
+def test_cache_clear_reports_what_it_could_not_remove(ran):
+    status, out, err, _ = ran["unremovable"]
+    assert status == 1
+    assert f"could not remove 1 entry: k-{'f' * 64}.json: Is a directory" in err
+    assert "Traceback" not in err and out == ""
 
 
-def test_cache_list_and_explain_skip_a_deeply_nested_entry(tmp_path):
-    (tmp_path / f"k-{'a' * 64}.json").write_text("[" * 100_000 + "]" * 100_000)
-    listed = run_qnb("cache", "list", cache_dir=tmp_path)
-    assert listed.returncode == 0 and "no entries" in listed.stdout, listed.stderr
-    explained = run_qnb("cache", "explain", "k", cache_dir=tmp_path)
-    assert explained.returncode == 1 and "no entries for kernel 'k'" in explained.stdout
-    assert "Traceback" not in listed.stderr + explained.stderr
+def test_cache_list_and_explain_skip_a_deeply_nested_entry(ran):
+    status, out, err, directory = ran["nested"]
+    assert status == 0 and out == f"no entries in {directory}\n", err
+    status, explained, more, _ = ran["nested-explain"]
+    assert status == 1 and "no entries for kernel 'k'" in explained
+    assert "Traceback" not in err + more
 
 
 @pytest.mark.parametrize(

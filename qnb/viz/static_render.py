@@ -142,10 +142,54 @@ def new_figure(width: float, height: float):
     return fig
 
 
+# The gid of a cell's value that cannot reach past its axes (draw_heatmap): the tight box
+# of a figure is the same without it.
+INSIDE_VALUE_GID = "qnb-value-inside"
+
+
 def figure_png(fig) -> bytes:
+    """``fig`` as a PNG cut to what it draws, as ``bbox_inches="tight"`` cuts it."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
+    fig.savefig(buf, format="png", bbox_inches=tight_box(fig))
     return buf.getvalue()
+
+
+def tight_box(fig):
+    """The box ``bbox_inches="tight"`` cuts ``fig`` to (inches, padded). matplotlib
+    measures it in a dry run of the drawing (ticks and colour bars are placed at draw
+    time); here the run leaves out the cells' values that lie well inside their axes: a
+    tile's 256 labels, otherwise laid out three times, are most of a drawing's time."""
+    from matplotlib import rcParams
+
+    inside = [
+        text
+        for ax in fig.axes
+        for text in ax.texts
+        if text.get_gid() == INSIDE_VALUE_GID and text.get_visible()
+    ]
+    for text in inside:
+        text.set_visible(False)
+    try:
+        fig.draw_without_rendering()
+        box = fig.get_tightbbox(fig.canvas.get_renderer())
+    finally:
+        for text in inside:
+            text.set_visible(True)
+    return box.padded(rcParams["savefig.pad_inches"])
+
+
+def _inside(text: str, i: int, j: int, rows: int, cols: int, cell, points: float, dpi) -> bool:
+    """Whether a value ``text`` written at the centre of cell (i, j) surely stays inside
+    the axes: half its width and height, bounded from above (0.9 em a character, 1.5 em a
+    line; DejaVu Sans' digits are 0.64 em), fit between the centre and every edge, with a
+    quarter to spare for the colour bar that narrows the axes after the cells are sized."""
+    em = points * dpi / 72
+    half_w, half_h = 1.25 * 0.9 * em * len(text) / 2, 1.25 * 1.5 * em / 2
+    cell_w, cell_h = cell
+    return (
+        min(j + 0.5, cols - j - 0.5) * cell_w >= half_w
+        and min(i + 0.5, rows - i - 0.5) * cell_h >= half_h
+    )
 
 
 def draw_heatmap(
@@ -210,17 +254,23 @@ def draw_heatmap(
         values = rows <= VALUES_MAX and cols <= VALUES_MAX
     if values:
         span = (vmax - vmin) or 1.0
+        points = 5 if max(rows, cols) <= 16 else 4.5
+        drawn = (cell_w, cell_h) if aspect != "auto" else (box.width / cols, box.height / rows)
         for i in range(rows):
             for j in range(cols):
                 t = (a2[i, j] - vmin) / span
+                text = format_value(a2[i, j])
                 ax.text(
                     j,
                     i,
-                    format_value(a2[i, j]),
+                    text,
                     ha="center",
                     va="center",
-                    fontsize=5 if max(rows, cols) <= 16 else 4.5,
+                    fontsize=points,
                     color="black" if np.isfinite(t) and t > 0.6 else "white",
+                    gid=INSIDE_VALUE_GID
+                    if _inside(text, i, j, rows, cols, drawn, points, ax.figure.dpi)
+                    else None,
                 )
     # the tile grid, where a tile is a whole number of cells and large enough to see
     tile_rows, tile_cols = tile

@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 import warnings
 
 import numpy as np
 import pytest
-from cache_fakes import REPO
+from cache_fakes import qnb_cache_in_turn
 
 import qnb
 import qnb.cache
@@ -132,31 +130,19 @@ def test_a_directory_another_account_can_write_is_refused(planted, tmp_path, mon
         _restore(shared)
 
 
-def _qnb_cache(directory, *argv):
-    env = dict(os.environ, QNB_CACHE_DIR=str(directory), PYTHONPATH=str(REPO))
-    return subprocess.run(
-        [sys.executable, "-m", "qnb", "cache", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-
-
 @pytest.mark.parametrize("kind", ["another-owner", "group-writable", "world-writable"])
 def test_qnb_cache_refuses_to_read_a_shared_directory(planted, tmp_path, kind):
     shared = _shared(tmp_path, *planted, SHARED[kind])
     try:
-        listed = _qnb_cache(shared, "list")
+        listed, explained, stats, cleared = qnb_cache_in_turn(
+            shared, ["list"], ["explain", "_scaled"], ["stats"], ["clear"]
+        )
         assert listed.returncode == 1 and listed.stdout == ""
         assert listed.stderr.startswith(f"qnb cache: not reading {shared}: ")
         assert "could plant kernels" in listed.stderr and "Traceback" not in listed.stderr
-        explained = _qnb_cache(shared, "explain", "_scaled")
         assert explained.returncode == 1 and "not reading" in explained.stderr
-        stats = _qnb_cache(shared, "stats")
         assert stats.returncode == 0 and "disk cache off: " in stats.stdout
         assert "could plant kernels" in stats.stdout
-        cleared = _qnb_cache(shared, "clear")
         assert cleared.returncode == 1 and "not touching it" in cleared.stderr
         assert (shared / planted[0]).exists()
     finally:

@@ -4,6 +4,10 @@ Each scenario runs real kernels on the cpu backend in fresh processes that share
 cache directory: the first process compiles one variant, the next runs the other
 variant. Both answers must be right, and the second run must be a miss whose reason
 names what changed. A third process going back to the first variant hits the disk.
+
+The scenarios run side by side: the first process runs every scenario's first run (each
+its own module and cache directory), the second every second run, the third every third
+(where a process each spent ~1 s on the same imports).
 """
 
 from __future__ import annotations
@@ -17,35 +21,73 @@ from cache_fakes import run_python
 pytest.importorskip("qnb.kernel", reason="the kernel layer is not written yet")
 pytest.importorskip("qnb.backends.cpu", reason="the cpu backend is not written yet")
 
-# A driver for one process: imports the kernel module from ``directory``, sets the
-# variant, launches once on the cpu backend and reports the answer and the event.
+# A driver for one process: for each scenario in turn (argv[1], a JSON list of [its
+# directory, module, variant]), empties the process's memory level, imports the kernel
+# module from its directory with its own cache directory, launches once on the cpu backend
+# and reports the answer and the event (or the error).
 DRIVER = r"""
-import importlib, json, sys
+import importlib, json, os, sys, traceback
 import numpy as np
 import qnb
-sys.path.insert(0, sys.argv[1])
-module = importlib.import_module(sys.argv[2])
 qnb.set_backend("cpu")
-x = (np.arange(256, dtype=np.float32).reshape(16, 16) / 3.0).astype(np.float32)
-y = np.zeros_like(x)
-module.run(x, y, json.loads(sys.argv[3]))
-event = [e for e in qnb.cache.events() if e.outcome != "memory-hit"][-1]
-print(json.dumps({"y": y.tolist(), "outcome": event.outcome, "reason": event.reason,
-                  "kernel": event.kernel}))
+sys.dont_write_bytecode = True  # a module edited within a second has the same mtime
+reports = []
+for directory, name, variant in json.loads(sys.argv[1]):
+    os.environ["QNB_CACHE_DIR"] = os.path.join(directory, "cache")
+    sys.path.insert(0, directory)
+    x = (np.arange(256, dtype=np.float32).reshape(16, 16) / 3.0).astype(np.float32)
+    y = np.zeros_like(x)
+    qnb.cache.clear(disk=False)  # memory, events, miss history: as in a fresh process
+    try:
+        importlib.import_module(name).run(x, y, variant)
+        event = [e for e in qnb.cache.events() if e.outcome != "memory-hit"][-1]
+        reports.append({"y": y.tolist(), "outcome": event.outcome, "reason": event.reason,
+                        "kernel": event.kernel})
+    except Exception:
+        reports.append({"error": traceback.format_exc()})
+    sys.path.remove(directory)
+print(json.dumps(reports))
 """
 
+# scenario: its runs, in order, each (module, its source, variant: what its run() is given)
+SCENARIOS = {}
 
-def run_variant(tmp_path, module: str, source: str, variant) -> dict:
-    (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
-    result = run_python(
-        DRIVER,
-        env={"QNB_CACHE_DIR": str(tmp_path / "cache"), "QNB_CACHE": "1", "QNB_ALWAYS_COMPILE": "0"},
-        args=[str(tmp_path), module, json.dumps(variant)],
-    )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    report["y"] = __import__("numpy").array(report["y"], dtype="float32")
-    return report
+
+def scenario(name: str, *runs) -> str:
+    SCENARIOS[name] = runs
+    return name
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict:
+    """{scenario: [its runs' reports]}: run k of every scenario in process k."""
+    import numpy as np
+
+    base = tmp_path_factory.mktemp("scenarios")
+    found = {name: [] for name in SCENARIOS}
+    for k in range(max(len(runs) for runs in SCENARIOS.values())):
+        jobs, names = [], []
+        for name, runs in SCENARIOS.items():
+            if k < len(runs):
+                module, source, variant = runs[k]
+                (base / name).mkdir(exist_ok=True)
+                (base / name / f"{module}.py").write_text(textwrap.dedent(source))
+                jobs.append([str(base / name), module, variant])
+                names.append(name)
+        env = {"QNB_CACHE": "1", "QNB_ALWAYS_COMPILE": "0"}
+        result = run_python(DRIVER, env=env, args=[json.dumps(jobs)])
+        assert result.returncode == 0, result.stderr
+        for name, report in zip(names, json.loads(result.stdout.strip().splitlines()[-1])):
+            if "y" in report:
+                report["y"] = np.array(report["y"], dtype="float32")
+            found[name].append(report)
+    return found
+
+
+def runs_of(reports, name) -> list[dict]:
+    for report in reports[name]:
+        assert "error" not in report, report["error"]
+    return reports[name]
 
 
 def x_input():
@@ -54,20 +96,25 @@ def x_input():
     return (np.arange(256, dtype=np.float32).reshape(16, 16) / 3.0).astype(np.float32)
 
 
-def check_flip(tmp_path, module, source, first, second, expect, reason):
-    """Run ``first``, then ``second``, then ``first`` again, each in a fresh process."""
+def flip(name, module, source, first, second) -> str:
+    """A scenario: ``first``, then ``second``, then ``first`` again, each in a fresh process."""
+    return scenario(
+        name, (module, source, first), (module, source, second), (module, source, first)
+    )
+
+
+def check_flip(reports, name, expect, reason):
     import numpy as np
 
-    one = run_variant(tmp_path, module, source, first)
+    one, two, three = runs_of(reports, name)
+    first, second = SCENARIOS[name][0][2], SCENARIOS[name][1][2]
     np.testing.assert_allclose(one["y"], expect(first), rtol=1e-6)
     assert (one["outcome"], one["reason"]) == ("miss", "first compile")
 
-    two = run_variant(tmp_path, module, source, second)
     np.testing.assert_allclose(two["y"], expect(second), rtol=1e-6)
     assert two["outcome"] == "miss"
     assert reason in two["reason"], two["reason"]
 
-    three = run_variant(tmp_path, module, source, first)
     np.testing.assert_allclose(three["y"], expect(first), rtol=1e-6)
     assert three["outcome"] == "disk-hit"
     return two
@@ -96,9 +143,12 @@ CAPTURED_BOOL = """
 """
 
 
-def test_captured_bool_flip_is_a_miss_naming_the_flag(tmp_path):
+BOOL_FLIP = flip("bool", "flag_kernel", CAPTURED_BOOL, False, True)
+
+
+def test_captured_bool_flip_is_a_miss_naming_the_flag(reports):
     check_flip(
-        tmp_path, "flag_kernel", CAPTURED_BOOL, False, True,
+        reports, BOOL_FLIP,
         lambda flag: x_input() * 2.0 if flag else x_input() + 100.0,
         "captured.use_alias: False → True",
     )  # fmt: skip
@@ -124,11 +174,14 @@ CAPTURED_DTYPE = """
 """
 
 
-def test_captured_dtype_flip_is_a_miss_naming_the_dtype(tmp_path):
+DTYPE_FLIP = flip("dtype", "dtype_kernel", CAPTURED_DTYPE, "f32", "f16")
+
+
+def test_captured_dtype_flip_is_a_miss_naming_the_dtype(reports):
     import numpy as np
 
     two = check_flip(
-        tmp_path, "dtype_kernel", CAPTURED_DTYPE, "f32", "f16",
+        reports, DTYPE_FLIP,
         lambda dt: x_input().astype(np.float16).astype(np.float32) if dt == "f16" else x_input(),
         "captured.DT: f32 → f16",
     )  # fmt: skip
@@ -155,14 +208,17 @@ CAPTURED_INT = """
 """
 
 
-def test_captured_tile_size_flip_is_a_miss_naming_it(tmp_path):
+TILE_FLIP = flip("tile", "tile_kernel", CAPTURED_INT, 16, 8)
+
+
+def test_captured_tile_size_flip_is_a_miss_naming_it(reports):
     def expect(size):
         out = x_input().copy()
         out[size:, :] = 0
         out[:, size:] = 0
         return out
 
-    check_flip(tmp_path, "tile_kernel", CAPTURED_INT, 16, 8, expect, "captured.TILE: 16 → 8")
+    check_flip(reports, TILE_FLIP, expect, "captured.TILE: 16 → 8")
 
 
 CAPTURED_NUMPY_SCALAR = """
@@ -189,9 +245,12 @@ CAPTURED_NUMPY_SCALAR = """
 """
 
 
-def test_numpy_scalar_and_python_float_of_equal_value_never_share_an_entry(tmp_path):
+SCALAR_FLIP = flip("scalar", "numpy_scalar_kernel", CAPTURED_NUMPY_SCALAR, "float", "np.float32")
+
+
+def test_numpy_scalar_and_python_float_of_equal_value_never_share_an_entry(reports):
     check_flip(
-        tmp_path, "numpy_scalar_kernel", CAPTURED_NUMPY_SCALAR, "float", "np.float32",
+        reports, SCALAR_FLIP,
         lambda kind: x_input() + 100.0 if kind == "np.float32" else x_input() * 2.0,
         "captured.C: 1.0 → np.float32(1.0)",
     )  # fmt: skip
@@ -214,9 +273,12 @@ TEMPLATE = """
 """
 
 
-def test_template_value_flip_is_a_miss_naming_the_parameter(tmp_path):
+TEMPLATE_FLIP = flip("template", "template_kernel", TEMPLATE, False, True)
+
+
+def test_template_value_flip_is_a_miss_naming_the_parameter(reports):
     two = check_flip(
-        tmp_path, "template_kernel", TEMPLATE, False, True,
+        reports, TEMPLATE_FLIP,
         lambda negate: -x_input() if negate else x_input(),
         "signature.negate:",
     )  # fmt: skip
@@ -244,12 +306,18 @@ def func_source(body: str) -> str:
 """
 
 
-def test_edited_func_is_a_miss_naming_its_source(tmp_path):
+EDITED_FUNC = scenario(
+    "edited-func",
+    ("func_kernel", func_source("t + 1.0"), None),
+    ("func_kernel", func_source("t * 3.0"), None),
+)
+
+
+def test_edited_func_is_a_miss_naming_its_source(reports):
     import numpy as np
 
-    first = run_variant(tmp_path, "func_kernel", func_source("t + 1.0"), None)
+    first, second = runs_of(reports, EDITED_FUNC)
     np.testing.assert_allclose(first["y"], x_input() + 1.0, rtol=1e-6)
-    second = run_variant(tmp_path, "func_kernel", func_source("t * 3.0"), None)
     np.testing.assert_allclose(second["y"], x_input() * 3.0, rtol=1e-6)
     assert second["outcome"] == "miss"
     assert second["reason"].startswith("source.") and "adjust" in second["reason"]
@@ -275,11 +343,20 @@ def same_line_source(body: str) -> str:
 """
 
 
-def test_same_name_same_line_in_two_files_never_share_an_entry(tmp_path):
+# file_a's kernel, then file_b's (the same file but for one line) in the same directory
+# and cache, then file_a's again.
+SAME_LINE = scenario(
+    "same-line",
+    ("file_a", same_line_source("t + 5.0"), None),
+    ("file_b", same_line_source("t - 5.0"), None),
+    ("file_a", same_line_source("t + 5.0"), None),
+)
+
+
+def test_same_name_same_line_in_two_files_never_share_an_entry(reports):
     import numpy as np
 
-    a = run_variant(tmp_path, "file_a", same_line_source("t + 5.0"), None)
-    b = run_variant(tmp_path, "file_b", same_line_source("t - 5.0"), None)
+    a, b, again = runs_of(reports, SAME_LINE)
     np.testing.assert_allclose(a["y"], x_input() + 5.0, rtol=1e-6)
     np.testing.assert_allclose(b["y"], x_input() - 5.0, rtol=1e-6)
     assert b["outcome"] == "miss"
@@ -287,7 +364,6 @@ def test_same_name_same_line_in_two_files_never_share_an_entry(tmp_path):
     # kernels are different entries even at the same line.
     assert "source.file_a:k: text of 4 lines → <absent>" in b["reason"], b["reason"]
     assert "source.file_b:k: <absent> → text of 4 lines" in b["reason"], b["reason"]
-    again = run_variant(tmp_path, "file_a", same_line_source("t + 5.0"), None)
     np.testing.assert_allclose(again["y"], x_input() + 5.0, rtol=1e-6)
     assert again["outcome"] == "disk-hit"
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
-import sys
 
 import pytest
-from cache_fakes import HERE, REPO, run_python
+from cache_fakes import qnb_cache_in_turn, run_python
 
 from qnb.cache import store
 
@@ -53,18 +51,6 @@ def _launch(script, cache_dir, scale):
     env = {"QNB_CACHE_DIR": str(cache_dir), "SCALE": str(scale)}
     runner = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
     return run_python(runner, env=env, timeout=TIMEOUT, args=[str(script)])
-
-
-def _qnb_cache(cache_dir, *argv):
-    env = dict(os.environ, QNB_CACHE_DIR=str(cache_dir), PYTHONPATH=str(REPO))
-    return subprocess.run(
-        [sys.executable, "-m", "qnb", "cache", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=TIMEOUT,
-        cwd=HERE,
-    )
 
 
 def _fifo(path):
@@ -187,21 +173,20 @@ def test_qnb_cache_commands_skip_hostile_files(tmp_path, cold_cache):
     entry = _cold_entry(cache_dir, cold_cache)
     _plant_everything(cache_dir)
 
-    listed = _qnb_cache(cache_dir, "list")
+    listed, stats, explained, cleared = qnb_cache_in_turn(
+        cache_dir, ["list"], ["stats"], ["explain", "fill"], ["clear"], timeout=TIMEOUT
+    )
     assert listed.returncode == 0 and listed.stderr == "", listed.stderr
     rows = listed.stdout.splitlines()[1:]
     assert len(rows) == 1 and rows[0].startswith("fill ") and entry.name[5:17] in rows[0]
 
-    stats = _qnb_cache(cache_dir, "stats")
     assert stats.returncode == 0 and stats.stderr == "", stats.stderr
     assert "entries    4" in stats.stdout  # the regular files: the entry, three foreign
     assert "disk cache on" in stats.stdout
 
-    explained = _qnb_cache(cache_dir, "explain", "fill")
     assert explained.returncode == 0 and explained.stderr == "", explained.stderr
     assert explained.stdout.startswith("1 entry for kernel 'fill'")
 
-    cleared = _qnb_cache(cache_dir, "clear")
     assert "Traceback" not in cleared.stderr
     # the directory under an entry name is the one thing that cannot be removed
     assert cleared.returncode == 1 and "could not remove 1 entry" in cleared.stderr

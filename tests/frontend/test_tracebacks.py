@@ -1,10 +1,11 @@
 """Outside IPython a qnb error's traceback holds the user's own frames and at most one
 frame of qnb (the public call it came through), never the compiler's: in a plain
-``python`` run and under pytest. Each case runs in a fresh process and its traceback is
-read as a user sees it; the error still names the user's line with a caret."""
+``python`` run and under pytest. Each case runs in a process of its own and its traceback
+is read as a user sees it; the error still names the user's line with a caret."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -66,18 +67,63 @@ def script(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_a_plain_python_run_shows_the_users_frames_and_one_of_qnb(script, tmp_path, case):
-    kind, caret_line, called_from = CASES[case]
+# ``python user_script.py CASE`` for every case, each in a process of its own forked from
+# one that has imported numpy and qnb (what a case's own interpreter spent its second
+# on): the child runs the script as __main__ and, on the uncaught error, prints what
+# Python prints for one (sys.excepthook, from the script's module level: the frames of
+# this launcher and runpy are not the user's) and ends with status 1.
+_FORKED_RUNS = r"""
+import json, os, runpy, sys
+import numpy, qnb
+script, base, cases = sys.argv[1], sys.argv[2], sys.argv[3:]
+results = {}
+for case in cases:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        os.dup2(write_end, 2)
+        sys.argv = [script, case]
+        os.environ["QNB_CACHE_DIR"] = os.path.join(base, case)
+        status = 0
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except BaseException:
+            kind, error, tb = sys.exc_info()
+            while tb is not None and tb.tb_frame.f_code.co_filename != script:
+                tb = tb.tb_next
+            sys.excepthook(kind, error.with_traceback(tb), tb)
+            status = 1
+        sys.stderr.flush()
+        os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, encoding="utf-8") as printed:
+        stderr = printed.read()
+    results[case] = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), stderr]
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def plain_runs(script, tmp_path_factory) -> dict:
+    """{case: (exit status, stderr)} of ``python user_script.py CASE``."""
+    base = tmp_path_factory.mktemp("caches")
     run = subprocess.run(
-        [sys.executable, str(script), case],
+        [sys.executable, "-c", _FORKED_RUNS, str(script), str(base), *CASES],
         capture_output=True,
         text=True,
-        env=_env(tmp_path),
-        timeout=120,
+        env=_env(base),
+        timeout=300,
     )
-    text = run.stderr
-    assert run.returncode == 1 and text.startswith("Traceback (most recent call last):"), text
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_plain_python_run_shows_the_users_frames_and_one_of_qnb(script, plain_runs, case):
+    kind, caret_line, called_from = CASES[case]
+    status, text = plain_runs[case]
+    assert status == 1 and text.startswith("Traceback (most recent call last):"), text
     assert len(_qnb_frames(text)) <= 1, text
     users = [path for path, _ in FRAME.findall(text) if path == str(script)]
     assert len(users) >= 2, text  # the module level and the case's own function

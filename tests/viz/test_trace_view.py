@@ -536,8 +536,9 @@ def test_a_step_in_a_func_from_another_cell_shows_that_funcs_source():
             text for n, text in enumerate(view.source) if view.first_line + n == view.current_line
         ]
         assert [line.strip() for line in highlighted] == [step.line], step
-        html = view._repr_mimebundle_()[0]["text/html"]
-        assert html.count("rgba(255,200,0,0.35)") == 1
+        # the static HTML alone (test_static_fallback: it is the bundle's text/html); the
+        # PNG, 2 s a step, shows nothing this test checks
+        assert view._static_html(None).count("rgba(255,200,0,0.35)") == 1
         seen[step.filename] = (view.source[0], view.source_title)
     assert seen[kernel_file] == ("def main(x: qnb.Array[qnb.f32, 2]):", "")
     assert seen[func_file] == ("def bump(x, r):", f"in bump ({func_file})")
@@ -714,22 +715,33 @@ def test_a_step_that_touches_slabs_shows_those(monkeypatch):
     assert [t for t in titles if t.startswith("A[")] == ["A[4]"]
 
 
-def test_the_static_png_draws_the_slab_the_step_touched(monkeypatch):
+@pytest.fixture(scope="module")
+def cholesky_step_png():
+    """The static PNG of notebook 03's cholesky_ step (program 1): the view and what it
+    drew, {title: (values, vmin, vmax, values written, colour bar)}. One drawing (6 s)
+    serves the tests of the slabs and of the tiles' values below."""
     pytest.importorskip("matplotlib")
     from qnb.viz import static_render
 
-    drawn = {}
+    calls = {}
     draw = static_render.draw_heatmap
 
-    def spy(ax, a, *args, title="", **kwargs):
-        drawn[title] = np.array(a)
-        return draw(ax, a, *args, title=title, **kwargs)
+    def spy(ax, a, vmin, vmax, *args, title="", **kwargs):
+        calls[title] = (np.array(a), vmin, vmax, kwargs["values"], kwargs["colour_bar"])
+        return draw(ax, a, vmin, vmax, *args, title=title, **kwargs)
 
-    monkeypatch.setattr(static_render, "draw_heatmap", spy)
     trace = batched_trace()
     view = TraceView(trace, program=1, step=2)  # cholesky_: touches no array
-    view._repr_mimebundle_()
-    np.testing.assert_array_equal(drawn["A[1]"], trace.initial_arrays["A"][1])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(static_render, "draw_heatmap", spy)
+        data, _ = view._repr_mimebundle_()
+    assert data["image/png"].startswith(b"\x89PNG")
+    return view, calls
+
+
+def test_the_static_png_draws_the_slab_the_step_touched(cholesky_step_png):
+    view, drawn = cholesky_step_png
+    np.testing.assert_array_equal(drawn["A[1]"][0], view.trace.initial_arrays["A"][1])
     assert "A[0]" not in drawn and "B[1]" in drawn
 
 
@@ -770,22 +782,35 @@ def test_changed_is_zero_where_an_element_kept_its_value_even_inf_or_nan():
     assert changed_tile(TraceStep(0, (0, 0, 0), "f", 1, "", "load", "t", {}, after)) is None
 
 
-def test_the_static_png_writes_the_tiles_values_with_one_colour_bar(monkeypatch):
-    pytest.importorskip("matplotlib")
-    from qnb.viz import static_render
-
-    calls = {}
-    draw = static_render.draw_heatmap
-
-    def spy(ax, a, vmin, vmax, *args, title="", **kwargs):
-        calls[title] = (vmin, vmax, kwargs["values"], kwargs["colour_bar"])
-        return draw(ax, a, vmin, vmax, *args, title=title, **kwargs)
-
-    monkeypatch.setattr(static_render, "draw_heatmap", spy)
-    view = TraceView(batched_trace(), program=1, step=2)
-    view._repr_mimebundle_()
+def test_the_static_png_writes_the_tiles_values_with_one_colour_bar(cholesky_step_png):
+    view, drawn = cholesky_step_png
+    calls = {title: call[1:] for title, call in drawn.items()}
     low, high = view.tile_range
     assert calls["in t"] == (low, high, True, False)
     assert calls["out t"] == (low, high, True, True)  # the one shared colour bar
     changed = view.tiles[2]
     assert calls["changed t (out \u2212 in)"] == (changed["vmin"], changed["vmax"], True, True)
+
+
+@pytest.mark.parametrize(
+    ("shape", "colour_bar"),
+    [((16, 16), True), ((16, 16), False), ((32, 32), False), ((2, 24), False)],
+)
+def test_the_static_png_is_cut_as_a_tight_box_is(shape, colour_bar):
+    """tight_box measures the box without the values that lie well inside their axes:
+    it is the box ``bbox_inches="tight"`` cuts to (so the PNG is the same, byte for byte),
+    with the widest values at every edge and no colour bar beside them."""
+    pytest.importorskip("matplotlib")
+    from matplotlib import rcParams
+
+    from qnb.viz import static_render
+
+    a = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    a[0, :] = a[-1, :] = a[:, 0] = a[:, -1] = -1.2345e-7  # "-1.2e-7": wider than a cell
+    fig = static_render.new_figure(2.6, 2.6)
+    static_render.draw_heatmap(fig.add_subplot(), a, -1.0, 1.0, title="a", colour_bar=colour_bar)
+    ours = static_render.tight_box(fig)
+    fig.draw_without_rendering()  # as savefig(bbox_inches="tight") measures it: every text
+    theirs = fig.get_tightbbox(fig.canvas.get_renderer()).padded(rcParams["savefig.pad_inches"])
+    assert ours.bounds == theirs.bounds
+    assert any(t.get_gid() == static_render.INSIDE_VALUE_GID for t in fig.axes[0].texts)
