@@ -2,17 +2,10 @@
 makes its device (qnb/backends/wgpu.py: parse_c_types_at_once, WGPU_NATIVE_C_TYPES),
 instead of cffi's one run per type on first use."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from qnb.backends.wgpu import WGPU_NATIVE_C_TYPES, parse_c_types_at_once
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.backends.wgpu_process import run_fresh_process
 
 CDEF = """
 typedef enum Colour { RED, GREEN } Colour;
@@ -101,19 +94,6 @@ print(json.dumps(parsed[at_import:]))
 def test_making_the_device_and_a_launch_parse_no_type_one_by_one(tmp_path):
     """Every C type wgpu-py names for qnb's device and a launch (cold: the pipeline too)
     is in WGPU_NATIVE_C_TYPES: without it, each is one parser run of its own."""
-    pytest.importorskip("wgpu")
-    from qnb.backends.wgpu import WgpuBackend
-
-    if not WgpuBackend().info().available and os.environ.get("QNB_REQUIRE_WGPU") != "1":
-        pytest.skip("no wgpu adapter")
-    env = dict(os.environ, QNB_CACHE_DIR=str(tmp_path / "cache"), QNB_EARLY_DEVICE="0")
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    script = tmp_path / "launch_once.py"  # (a kernel's source must be in a file)
-    script.write_text(PROCESS)
-    result = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    one_by_one = json.loads(result.stdout.strip().splitlines()[-1])
+    one_by_one = run_fresh_process(tmp_path, PROCESS, QNB_EARLY_DEVICE="0")
     assert one_by_one == [], f"add to WGPU_NATIVE_C_TYPES: {one_by_one}"
     assert len(set(WGPU_NATIVE_C_TYPES)) == len(WGPU_NATIVE_C_TYPES)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from qnb.backends.wgpu import parse_c_types_at_once
+from tests.backends.wgpu_process import run_fresh_process
 
 CDEF = """
 typedef enum Colour { RED, GREEN } Colour;
@@ -71,27 +72,7 @@ print(json.dumps({"started": started, "right": bool((y == 2 * x).all())}))
 
 @pytest.mark.parametrize("early", ["1", "0"])
 def test_a_kernel_defined_for_wgpu_starts_the_device_before_its_first_launch(tmp_path, early):
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    pytest.importorskip("wgpu")
-    from qnb.backends.wgpu import WgpuBackend
-
-    if not WgpuBackend().info().available and os.environ.get("QNB_REQUIRE_WGPU") != "1":
-        pytest.skip("no wgpu adapter")
-    repo = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, QNB_CACHE_DIR=str(tmp_path / "cache"), QNB_EARLY_DEVICE=early)
-    env["PYTHONPATH"] = os.pathsep.join([str(repo), env.get("PYTHONPATH", "")])
-    script = tmp_path / "define_then_launch.py"  # (a kernel's source must be in a file)
-    script.write_text(EARLY)
-    result = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = run_fresh_process(tmp_path, EARLY, QNB_EARLY_DEVICE=early)
     assert report["right"]
     assert report["started"] == (early == "1")  # QNB_EARLY_DEVICE=0 opts out
 
@@ -116,30 +97,9 @@ print(json.dumps({"asked": asked, "backend": device.adapter_info["backend_type"]
 
 
 def _instance(tmp_path, mode, **env):
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    pytest.importorskip("wgpu")
-    from qnb.backends.wgpu import WgpuBackend
-
-    if not WgpuBackend().info().available and os.environ.get("QNB_REQUIRE_WGPU") != "1":
-        pytest.skip("no wgpu adapter")
-    repo = Path(__file__).resolve().parents[2]
-    full = dict(os.environ, QNB_CACHE_DIR=str(tmp_path / "cache"), QNB_EARLY_DEVICE="0", **env)
-    full.pop("WGPU_BACKEND_TYPE", None)
-    full["PYTHONPATH"] = os.pathsep.join([str(repo), full.get("PYTHONPATH", "")])
-    result = subprocess.run(
-        [sys.executable, "-c", INSTANCE, mode],
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=600,
+    return run_fresh_process(
+        tmp_path, INSTANCE, mode, QNB_EARLY_DEVICE="0", WGPU_BACKEND_TYPE=None, **env
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_the_device_comes_from_a_vulkan_only_instance(tmp_path):
