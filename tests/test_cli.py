@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_in_turn import run_in_turn
+
 
 def run_qnb(*args, cache_dir=None, timeout=180, env=None):
     """``python -m qnb ARGS`` with a private cache dir (and ``env`` set); returns the
@@ -58,34 +60,13 @@ def test_doctor_reports_backends_versions_and_cache(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-# The other commands run in turn in one process (qnb.cli.main, as `python -m qnb` and the
-# console script run it), each under its own environment: a process each spent ~1 s (~4 s
-# for doctor) on the same imports and backend probes. The settings and the cache directory
-# are read at call time, as a launch reads them; test_doctor_in_turn_reads_each_setting_afresh
-# holds that. The command itself runs in a process of its own in the tests above and in
-# test_a_closed_stdout_ends_quietly.
+# The other commands run in turn in one process (tests/cli_in_turn.py), each under its own
+# settings and cache directory, read at call time, as a launch reads them
+# (test_doctor_in_turn_reads_each_setting_afresh holds that). The command itself runs in a
+# process of its own in the tests above and in test_a_closed_stdout_ends_quietly.
 CACHE_OFF = ("0", "off", "false", "no")
 ALWAYS_COMPILE = ("1", "true", "yes", "on")
 SETTINGS = ("QNB_CACHE", "QNB_ALWAYS_COMPILE", "QNB_CACHE_MAX_BYTES")
-
-_IN_TURN = """
-import contextlib, io, json, os, sys
-from qnb.cli import main
-results = []
-for env, args in json.loads(sys.argv[1]):
-    saved = dict(os.environ)
-    os.environ.update(env)
-    printed, complained = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(complained):
-        try:
-            status = main(args)
-        except SystemExit as exc:  # argparse: a usage error (2)
-            status = exc.code
-    os.environ.clear()
-    os.environ.update(saved)
-    results.append([status, printed.getvalue(), complained.getvalue()])
-print(json.dumps(results))
-"""
 
 
 def _a_file(directory: Path) -> Path:
@@ -142,13 +123,7 @@ def ran(tmp_path_factory):
         else:
             directories[name] = (directory or (lambda d: d))(base / name)
         jobs.append([{"QNB_CACHE_DIR": str(directories[name]), **settings}, args])
-    env = {k: v for k, v in os.environ.items() if k not in SETTINGS}
-    process = subprocess.run(
-        [sys.executable, "-c", _IN_TURN, json.dumps(jobs)],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
-    assert process.returncode == 0, process.stderr
-    results = json.loads(process.stdout)
+    results = run_in_turn(jobs, {k: v for k, v in os.environ.items() if k not in SETTINGS})
     return {name: (*result, directories[name]) for (name, *_), result in zip(RUNS, results)}
 
 

@@ -9,7 +9,6 @@ scripts import this module too (tests put its directory on PYTHONPATH).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -113,35 +112,14 @@ def run_python(
     )
 
 
-# `qnb cache COMMAND` for each command in turn, in one process (qnb.cli.main, as the
-# console script runs it): a process each spent ~1 s on the same imports.
-_QNB_CACHE_IN_TURN = """
-import contextlib, io, json, sys
-from qnb.cli import main
-results = []
-for argv in json.loads(sys.argv[1]):
-    printed, complained = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(complained):
-        try:
-            status = main(["cache", *argv])
-        except SystemExit as exc:  # argparse: a usage error
-            status = exc.code
-    results.append([status, printed.getvalue(), complained.getvalue()])
-print(json.dumps(results))
-"""
-
-
 def qnb_cache_in_turn(cache_dir, *commands, timeout: float = 120) -> list:
     """``qnb cache ARGV`` over ``cache_dir`` for each ARGV in ``commands``, in order, in one
-    fresh process; a CompletedProcess (returncode, stdout, stderr) for each."""
-    ran = run_python(
-        _QNB_CACHE_IN_TURN,
-        env={"QNB_CACHE_DIR": str(cache_dir)},
-        timeout=timeout,
-        args=[json.dumps([list(argv) for argv in commands])],
-    )
-    assert ran.returncode == 0, ran.stderr
+    fresh process (tests/cli_in_turn.py); a CompletedProcess (returncode, stdout, stderr)
+    for each."""
+    from tests.cli_in_turn import run_in_turn
+
+    jobs = [[{"QNB_CACHE_DIR": str(cache_dir)}, ["cache", *argv]] for argv in commands]
     return [
         subprocess.CompletedProcess(["qnb", "cache", *argv], status, out, err)
-        for argv, (status, out, err) in zip(commands, json.loads(ran.stdout))
+        for argv, (status, out, err) in zip(commands, run_in_turn(jobs, timeout=timeout))
     ]
