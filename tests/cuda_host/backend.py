@@ -222,8 +222,6 @@ def build_many(kernels: list[tuple[str, str, list[dict], int]]) -> None:
     renamed, so each sees what it would alone (the #include lines, the header stand-ins,
     go first). A batch g++ rejects is left unbuilt: each of its kernels then compiles alone
     in ``build``, where the error names it."""
-    from tests.backends.nvrtc_batch import renamed_body, split_includes
-
     pending = {}
     for source, entry, abi, threads in kernels:
         text = source + _host_entry(entry, abi, threads)
@@ -232,23 +230,42 @@ def build_many(kernels: list[tuple[str, str, list[dict], int]]) -> None:
     todo = list(pending.items())
     flags = [*CXXFLAGS, "-shared", "-include", str(_precompiled_shim())]
     for start in range(0, len(todo), BATCH):
-        includes, parts, names = set(), [], {}
-        for index, (text, (source, entry, abi, threads)) in enumerate(todo[start : start + BATCH]):
-            tag = f"qnbh{index}x"
-            includes.update(split_includes(source)[0])
-            renamed, body = renamed_body(source, tag, entry)
-            host_entry = f"qnb_host_entry_{index}"
-            parts += [f"namespace {tag} {{", body, _host_entry(renamed, abi, threads, host_entry)]
-            parts.append(f"}}  // namespace {tag}")
-            names[text] = host_entry
+        batch = todo[start : start + BATCH]
+        lines = batched_lines([kernel for _text, kernel in batch], "qnbh")
         try:
-            library = compile_once(
-                "\n".join([*sorted(includes), *parts]), "batch", flags, (runtime(),)
-            )
+            library = compile_once("\n".join(lines), "batch", flags, (runtime(),))
         except BackendError:
             continue
-        for text, host_entry in names.items():
-            _BUILT_MANY[text] = (library, host_entry)
+        for index, (text, _kernel) in enumerate(batch):
+            _BUILT_MANY[text] = (library, batched_entry(index))
+
+
+def batched_lines(kernels: list[tuple[str, str, list[dict], int]], prefix: str, inside=None):
+    """The lines of one program holding ``kernels`` (``(source, entry, abi, threads)``
+    each), the #include lines first, then each kernel in a namespace of its own
+    (``batched_namespace``) (its prelude, its helpers, its entry renamed) with its host entry
+    ``batched_entry(index)`` and the lines ``inside(index, abi)`` gives (none where None)."""
+    from tests.backends.nvrtc_batch import renamed_body, split_includes
+
+    includes, parts = set(), []
+    for index, (source, entry, abi, threads) in enumerate(kernels):
+        tag = batched_namespace(prefix, index)
+        includes.update(split_includes(source)[0])
+        renamed, body = renamed_body(source, tag, entry)
+        parts += [f"namespace {tag} {{", body]
+        parts.append(_host_entry(renamed, abi, threads, batched_entry(index)))
+        parts += [*(inside(index, abi) if inside else ()), f"}}  // namespace {tag}"]
+    return [*sorted(includes), *parts]
+
+
+def batched_namespace(prefix: str, index: int) -> str:
+    """The namespace of the kernel at ``index`` of ``batched_lines(..., prefix)``."""
+    return f"{prefix}{index}x"
+
+
+def batched_entry(index: int) -> str:
+    """The host entry of the kernel at ``index`` of ``batched_lines``."""
+    return f"qnb_host_entry_{index}"
 
 
 def _nvrtc_missing() -> bool:

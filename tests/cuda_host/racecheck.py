@@ -81,25 +81,21 @@ def _is_pointer(abi: list[dict]) -> str:
 def _program(kernels: list[tuple[str, str, list[dict], int]]) -> pathlib.Path:
     """The standalone TSan program holding ``kernels`` (``(source, entry, abi, threads)``
     each, in a namespace of its own, the #include lines first), built once per text."""
-    from tests.backends.nvrtc_batch import renamed_body, split_includes
 
-    includes, parts, entries, tables = set(), [], [], []
-    for index, (source, entry, abi, threads) in enumerate(kernels):
-        tag = f"qnbt{index}x"
-        includes.update(split_includes(source)[0])
-        renamed, body = renamed_body(source, tag, entry)
-        host_entry = f"qnb_host_entry_{index}"
-        parts += [f"namespace {tag} {{", body, host._host_entry(renamed, abi, threads, host_entry)]
-        parts += [f"static const int is_pointer[] = {{{_is_pointer(abi)}}};", f"}}  // {tag}"]
-        entries.append(f"{tag}::{host_entry}")
-        tables.append(f"{tag}::is_pointer")
-    parts += [
+    def pointer_table(index, abi):
+        return [f"static const int is_pointer[] = {{{_is_pointer(abi)}}};"]
+
+    lines = host.batched_lines(kernels, "qnbt", pointer_table)
+    tags = [host.batched_namespace("qnbt", index) for index in range(len(kernels))]
+    entries = [f"{tag}::{host.batched_entry(index)}" for index, tag in enumerate(tags)]
+    tables = [f"{tag}::is_pointer" for tag in tags]
+    lines += [
         "typedef long (*qnb_entry_t)(const unsigned int*, const unsigned int*, void**);",
         f"static const qnb_entry_t QNB_ENTRIES[] = {{{', '.join(entries)}}};",
         f"static const int* const QNB_IS_POINTER[] = {{{', '.join(tables)}}};",
         _MAIN,
     ]
-    text = "\n".join([*sorted(includes), *parts])
+    text = "\n".join(lines)
     flags = [*TSAN_FLAGS, "-include", str(host.SHIM)]
     stem = f"tsan-{kernels[0][1]}" if len(kernels) == 1 else "tsan-batch"
     return host.compile_once(text, stem, flags, (host.runtime((*TSAN_FLAGS, "-c")),))
