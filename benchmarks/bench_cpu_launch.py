@@ -108,7 +108,8 @@ def _run_tree(tree, script):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main(argv):
+def main(argv: list[str] | None = None):
+    argv = sys.argv[1:] if argv is None else argv
     if "--json" in argv:
         print(json.dumps(measure()))
         return

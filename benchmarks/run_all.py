@@ -28,6 +28,10 @@ def discover() -> list[str]:
 def run_one(name: str) -> bool:
     print(f"\n=== {name} " + "=" * max(0, 70 - len(name)), flush=True)
     start = time.perf_counter()
+    saved_argv = sys.argv
+    # Each module runs as if started alone with no arguments: several read sys.argv for
+    # their own options, and must not see this runner's list of names.
+    sys.argv = [str(HERE / f"bench_{name}.py")]
     try:
         module = importlib.import_module(f"benchmarks.bench_{name}")
         module.main()
@@ -35,6 +39,8 @@ def run_one(name: str) -> bool:
         traceback.print_exc()
         print(f"--- {name}: FAILED after {time.perf_counter() - start:.1f} s", flush=True)
         return False
+    finally:
+        sys.argv = saved_argv
     print(f"--- {name}: {time.perf_counter() - start:.1f} s", flush=True)
     return True
 

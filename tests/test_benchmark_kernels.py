@@ -1,6 +1,8 @@
 """The kernels ``benchmarks/bench_cuda.py`` times on a GPU compute the right thing, on
 every backend that runs here (GPU time is scarce: a wrong kernel must not reach it)."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -175,3 +177,22 @@ def test_make_bench_discovers_bench_peers():
     from benchmarks import run_all
 
     assert "peers" in run_all.discover()
+
+
+def test_make_bench_runs_each_module_without_its_own_arguments(monkeypatch, capsys):
+    """``python -m benchmarks warm cpu_launch`` must not hand ``["warm", "cpu_launch"]`` to
+    the modules, which read ``sys.argv`` for their own options (bench_warm took "warm" for a
+    backend's name), and the runner's own arguments are back afterwards."""
+    import types
+
+    from benchmarks import run_all
+
+    seen = []
+    fake = types.ModuleType("benchmarks.bench_argv_probe")
+    fake.main = lambda: seen.append(list(sys.argv))
+    monkeypatch.setitem(sys.modules, "benchmarks.bench_argv_probe", fake)
+    monkeypatch.setattr(sys, "argv", ["-m benchmarks", "argv_probe", "warm"])
+    assert run_all.run_one("argv_probe")
+    assert seen == [[str(run_all.HERE / "bench_argv_probe.py")]]
+    assert sys.argv == ["-m benchmarks", "argv_probe", "warm"]
+    assert "--- argv_probe:" in capsys.readouterr().out
