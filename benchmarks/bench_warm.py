@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: benchmarks.bench_cache and qnb from here
+    sys.path.insert(0, str(REPO))
 ROUNDS = 3 if os.environ.get("QNB_BENCH_QUICK") == "1" else 5
 
 # bench_cache's six bodies and four more, × two captured constants: 20 kernels with
@@ -157,8 +159,6 @@ def profile(backend: str, suite_dir: str) -> str:
 
 
 def available_backends() -> list[str]:
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     import qnb
 
     return [b.name for b in qnb.backends() if b.available and b.name in ("cpu", "wgpu")]
