@@ -1,0 +1,247 @@
+"""cffi's parse of wgpu-py's C header, kept under qnb's cache directory
+(qnb/backends/wgpu_cffi.py: import_wgpu_native): a warm process gets from the file exactly
+the types cffi's own parse gives, runs no C parser to make its device, and a file that does
+not verify, or is another header's, is never served."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+
+import pytest
+
+from qnb.backends import wgpu as wgpu_backend
+from qnb.backends import wgpu_cffi
+from qnb.cache import CacheWarning
+from tests.backends.wgpu_process import run_fresh_process
+
+CDEF = """
+typedef enum Colour { RED, GREEN = 5 } Colour;
+typedef struct Point { int x; double y; } Point;
+typedef struct Node { struct Node * next; Point where; Colour colour; } Node;
+typedef union Either { int i; float f; } Either;
+typedef void (*Visit)(Node const *, Colour, void *);
+int visit_all(Node *, Visit, void *);
+#define LIMIT 12
+"""
+TYPES = ("Node *", "Point[]", "void(Node const *, Colour, void *)")
+
+
+def _cffi():
+    return pytest.importorskip("cffi")
+
+
+def _parsed(cffi, source):
+    ffi = cffi.FFI()
+    ffi.cdef(source)
+    return ffi
+
+
+def _through(cffi, path, source, types=()):
+    """A new FFI given ``source`` through the file at ``path``; whether cffi parsed it."""
+    ffi, parsed = cffi.FFI(), []
+
+    def parse():
+        parsed.append(True)
+        cffi.FFI.cdef(ffi, source)
+
+    wgpu_cffi._cdef_through(path, ffi, source, parse, types)
+    return ffi, bool(parsed)
+
+
+def _describe(ffi, declaration):
+    """What cffi makes of a declared type: kind, size, fields (name, type, offset). (From
+    the declaration's model: ``ffi.typeof(name)`` would parse each name, 20 ms apiece.)"""
+    with ffi._lock:
+        ctype = ffi._get_cached_btype(ffi._parser._declarations[declaration][0])
+    out = [ctype.cname, ctype.kind]
+    if ctype.kind in ("struct", "union") and ctype.fields is not None:  # (None: opaque)
+        out.append(ffi.sizeof(ctype))
+        out.append([(field, info.type.cname, info.offset) for field, info in ctype.fields])
+    elif ctype.kind == "enum":
+        out.append(sorted(ctype.elements.items()))
+    elif ctype.kind == "function":
+        out.append([arg.cname for arg in ctype.args])
+    return out
+
+
+def _declared_types(ffi):
+    kinds = ("typedef", "struct", "union", "enum")
+    return [name for name in ffi._parser._declarations if name.split(" ")[0] in kinds]
+
+
+def _same_declarations(got, want):
+    assert list(got._parser._declarations) == list(want._parser._declarations)
+    assert got._parser._int_constants == want._parser._int_constants
+    for name in _declared_types(want):
+        assert _describe(got, name) == _describe(want, name), name
+
+
+def test_the_file_gives_the_types_cffi_parses(tmp_path):
+    cffi = _cffi()
+    path = tmp_path / f"{wgpu_cffi.header_key(CDEF)}.json"
+    first, parsed = _through(cffi, path, CDEF, TYPES)
+    assert parsed and path.is_file()
+    again, parsed = _through(cffi, path, CDEF, TYPES)
+    assert not parsed  # from the file: no C parser ran
+    want = _parsed(cffi, CDEF)
+    for ffi in (first, again):
+        _same_declarations(ffi, want)
+        assert set(TYPES) <= set(ffi._parsed_types)  # the named types come with it
+        node = ffi.new("Node *", {"where": {"x": 3, "y": 0.5}, "colour": 5})
+        assert node.where.x == 3 and node.colour == 5 and ffi.sizeof("Either") == 4
+        assert ffi.callback("void(Node const *, Colour, void *)", lambda *a: None) is not None
+        assert ffi.typeof("Visit").result.cname == "void"
+        assert ffi.string(ffi.cast("Colour", 5)) == "GREEN"
+
+
+def test_the_wgpu_header_read_back_is_the_one_cffi_parses(tmp_path):
+    """The real header, with every typedef, struct and enum it declares, and the real
+    library bound through it."""
+    cffi = _cffi()
+    pytest.importorskip("wgpu")
+    from wgpu._coreutils import get_header_filename
+    from wgpu.backends.wgpu_native._ffi import get_wgpu_lib_path
+
+    with open(get_header_filename("combined_header.h")) as file:
+        header = file.read()
+    path = tmp_path / f"{wgpu_cffi.header_key(header)}.json"
+    types = (*wgpu_cffi.WGPU_NATIVE_IMPORT_TYPES, *wgpu_cffi.WGPU_NATIVE_C_TYPES)
+    assert _through(cffi, path, header, types)[1]
+    served, parsed = _through(cffi, path, header, types)
+    assert not parsed
+    want = _parsed(cffi, header)
+    _same_declarations(served, want)
+    assert set(types) <= set(served._parsed_types)
+    for cdecl in types:
+        got = served._typeof(cdecl, consider_function_as_funcptr=True)
+        assert got.cname == want._typeof(cdecl, consider_function_as_funcptr=True).cname
+    lib, lib_wanted = served.dlopen(get_wgpu_lib_path()), want.dlopen(get_wgpu_lib_path())
+    assert lib.wgpuGetVersion() == lib_wanted.wgpuGetVersion() > 0
+
+
+def _rewrite(path, change):
+    _checksum, _, body = path.read_bytes().partition(b"\n")
+    payload = json.loads(body)
+    change(payload)
+    body = json.dumps(payload).encode()
+    path.write_bytes(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+
+
+def _not_a_model(payload):
+    payload["models"][0][0] = "FFI"
+
+
+def _another_key(payload):
+    payload["key"] = "0" * 64
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        pytest.param(lambda p: p.write_bytes(p.read_bytes()[:-100]), id="truncated"),
+        pytest.param(
+            lambda p: p.write_bytes(p.read_bytes().replace(b"Point", b"Pound")), id="edited"
+        ),
+        pytest.param(lambda p: _rewrite(p, _not_a_model), id="not-a-cffi-model"),
+        pytest.param(lambda p: _rewrite(p, _another_key), id="another-header"),
+    ],
+)
+def test_a_file_that_does_not_verify_is_parsed_again_and_replaced(tmp_path, spoil):
+    cffi = _cffi()
+    path = tmp_path / f"{wgpu_cffi.header_key(CDEF)}.json"
+    _through(cffi, path, CDEF)
+    spoil(path)
+    ffi, parsed = _through(cffi, path, CDEF)
+    assert parsed
+    _same_declarations(ffi, _parsed(cffi, CDEF))
+    assert not _through(cffi, path, CDEF)[1]  # the file written again serves
+
+
+def test_another_header_or_cffi_is_another_file_and_the_old_one_goes(tmp_path, monkeypatch):
+    cffi = _cffi()
+    other = CDEF.replace("double y;", "float y;")
+    assert wgpu_cffi.header_key(other) != wgpu_cffi.header_key(CDEF)
+    key = wgpu_cffi.header_key(CDEF)
+    monkeypatch.setattr(cffi, "__version__", cffi.__version__ + ".post1")
+    assert wgpu_cffi.header_key(CDEF) != key
+    monkeypatch.undo()
+    _through(cffi, tmp_path / f"{key}.json", CDEF)
+    newer = tmp_path / f"{wgpu_cffi.header_key(other)}.json"
+    ffi, parsed = _through(cffi, newer, other)
+    assert parsed and ffi.sizeof("Point") == 8
+    assert [p.name for p in tmp_path.iterdir()] == [newer.name]
+
+
+# ------------------------------------------------------------------ its directory
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    root = tmp_path / "qnb-cache"
+    monkeypatch.setenv("QNB_CACHE_DIR", str(root))
+    monkeypatch.delenv("QNB_CACHE", raising=False)
+    return root
+
+
+def test_the_directory_is_private_under_the_cache(cache):
+    path = wgpu_backend._header_cache()
+    assert path == cache / wgpu_backend.HEADER_CACHE
+    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o700
+
+
+def test_no_directory_when_the_disk_level_is_off(cache, monkeypatch):
+    monkeypatch.setenv("QNB_CACHE", "0")
+    assert wgpu_backend._header_cache() is None and not cache.exists()
+
+
+def test_a_directory_others_may_write_is_refused(cache):
+    path = cache / wgpu_backend.HEADER_CACHE
+    path.mkdir(parents=True)
+    os.chmod(cache, 0o700)
+    os.chmod(path, 0o777)
+    with pytest.warns(CacheWarning, match="parsed C header.*group or others may write"):
+        assert wgpu_backend._header_cache() is None
+
+
+# ------------------------------------------------------------------ in fresh processes
+
+# How many runs of pycparser making qnb's device and a first launch take.
+PROCESS = r"""
+import json
+import numpy as np
+import pycparser.c_parser
+runs = []
+real = pycparser.c_parser.CParser.parse
+def spy(self, text, *args, **kwargs):
+    runs.append(len(text))
+    return real(self, text, *args, **kwargs)
+pycparser.c_parser.CParser.parse = spy
+import qnb
+from qnb import Tile16
+
+@qnb.kernel
+def double(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    i = qnb.program_id(0) * 16
+    (Tile16.load(x, i, 0) * 2.0).store(y, i, 0)
+
+x = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+y = np.zeros_like(x)
+with qnb.backend("wgpu"):
+    double[2](x, y)
+print(json.dumps({"runs": runs, "right": bool((y == 2 * x).all())}))
+"""
+
+
+def test_a_warm_process_runs_no_c_parser_to_make_its_device(tmp_path):
+    env = {"QNB_EARLY_DEVICE": "0", "QNB_CACHE": None}
+    cold = run_fresh_process(tmp_path, PROCESS, **env)
+    assert cold["right"] and max(cold["runs"]) > 50_000  # the header itself
+    files = list((tmp_path / "cache" / wgpu_backend.HEADER_CACHE).iterdir())
+    assert len(files) == 1
+    warm = run_fresh_process(tmp_path, PROCESS, **env)
+    assert warm == {"runs": [], "right": True}
+    unchanged = run_fresh_process(tmp_path, PROCESS, QNB_CACHE="0", QNB_EARLY_DEVICE="0")
+    assert unchanged["right"] and max(unchanged["runs"]) > 50_000  # wgpu-py's own import
