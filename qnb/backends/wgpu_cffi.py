@@ -297,13 +297,15 @@ class _ModelEncoder:
     cyclic references (a struct whose field points at itself) come back as they were."""
 
     def __init__(self):
+        from cffi import model
+
+        self.model = model
         self.index: dict[int, int] = {}
         self.objects: list = []
         self.todo: list = []
 
     def value(self, value):
-        from cffi import model
-
+        model = self.model
         if value is None or type(value) in (bool, int, str):
             return value
         if type(value) is tuple:

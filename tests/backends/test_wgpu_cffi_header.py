@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
 
 import pytest
 
 from qnb.backends import wgpu as wgpu_backend
 from qnb.backends import wgpu_cffi
-from qnb.cache import CacheWarning
 from tests.backends.wgpu_process import run_fresh_process
 
 CDEF = """
@@ -173,37 +170,6 @@ def test_another_header_or_cffi_is_another_file_and_the_old_one_goes(tmp_path, m
     ffi, parsed = _through(cffi, newer, other)
     assert parsed and ffi.sizeof("Point") == 8
     assert [p.name for p in tmp_path.iterdir()] == [newer.name]
-
-
-# ------------------------------------------------------------------ its directory
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    root = tmp_path / "qnb-cache"
-    monkeypatch.setenv("QNB_CACHE_DIR", str(root))
-    monkeypatch.delenv("QNB_CACHE", raising=False)
-    return root
-
-
-def test_the_directory_is_private_under_the_cache(cache):
-    path = wgpu_backend._header_cache()
-    assert path == cache / wgpu_backend.HEADER_CACHE
-    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o700
-
-
-def test_no_directory_when_the_disk_level_is_off(cache, monkeypatch):
-    monkeypatch.setenv("QNB_CACHE", "0")
-    assert wgpu_backend._header_cache() is None and not cache.exists()
-
-
-def test_a_directory_others_may_write_is_refused(cache):
-    path = cache / wgpu_backend.HEADER_CACHE
-    path.mkdir(parents=True)
-    os.chmod(cache, 0o700)
-    os.chmod(path, 0o777)
-    with pytest.warns(CacheWarning, match="parsed C header.*group or others may write"):
-        assert wgpu_backend._header_cache() is None
 
 
 # ------------------------------------------------------------------ in fresh processes
