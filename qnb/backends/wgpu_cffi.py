@@ -229,7 +229,7 @@ def _cdef_through(path: Path, ffi, csource: str, parse, types=()) -> None:
     (cffi's own), then the file is written for the next process, with the C ``types``
     (cdecls) parsed too."""
     try:
-        state, types = _read_header_file(path)
+        state, served_types = _read_header_file(path)
     except Exception:  # noqa: BLE001 - missing, corrupt, foreign: cffi parses
         state = None
     if state is not None:
@@ -237,7 +237,8 @@ def _cdef_through(path: Path, ffi, csource: str, parse, types=()) -> None:
             ffi._cdef_version = object()
             vars(ffi._parser).update(state)
             ffi._cdefsources.append(csource)
-        _install_types(ffi, types)
+        with contextlib.suppress(Exception):  # (cffi would parse them on use)
+            _install_types(ffi, served_types)
         return
     parse()
     with contextlib.suppress(Exception):  # an optimisation only: nothing is written

@@ -149,12 +149,13 @@ def _another_key(payload):
 def test_a_file_that_does_not_verify_is_parsed_again_and_replaced(tmp_path, spoil):
     cffi = _cffi()
     path = tmp_path / f"{wgpu_cffi.header_key(CDEF)}.json"
-    _through(cffi, path, CDEF)
+    _through(cffi, path, CDEF, TYPES)
     spoil(path)
-    ffi, parsed = _through(cffi, path, CDEF)
+    ffi, parsed = _through(cffi, path, CDEF, TYPES)
     assert parsed
     _same_declarations(ffi, _parsed(cffi, CDEF))
-    assert not _through(cffi, path, CDEF)[1]  # the file written again serves
+    served, parsed = _through(cffi, path, CDEF, TYPES)  # the file written again serves,
+    assert not parsed and set(TYPES) <= set(served._parsed_types)  # with the types
 
 
 def test_another_header_or_cffi_is_another_file_and_the_old_one_goes(tmp_path, monkeypatch):
