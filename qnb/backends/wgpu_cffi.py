@@ -164,6 +164,7 @@ def _parse_naming_only_used_typedefs(parser, source: str):
 # --------------------------------------------------------------------------- the header
 
 HEADER_FORMAT = 1  # of the files below: a change makes every older file a miss
+HEADER_FILES_KEPT = 4  # one per header/cffi/pycparser: the newest are kept
 _NATIVE = "wgpu.backends.wgpu_native"
 _HEADER_FILE = re.compile(r"[0-9a-f]{64}\.json")
 # The parser's state after a cdef: what a file restores (the rest must be as new).
@@ -277,9 +278,21 @@ def _write_header_file(path: Path, ffi, types) -> None:
     store._write_atomically(
         path.parent, path, hashlib.sha256(body).hexdigest().encode() + b"\n" + body
     )
-    for item in path.parent.iterdir():  # the parse of an earlier wgpu-py or cffi
+    _drop_older_files(path)
+
+
+def _drop_older_files(path: Path) -> None:
+    """Keep ``path`` and the ``HEADER_FILES_KEPT - 1`` newest other files (the parses of
+    other wgpu-py or cffi versions: environments may share the user's cache directory,
+    and each should stay warm); delete the rest."""
+    others = []
+    for item in path.parent.iterdir():
         if _HEADER_FILE.fullmatch(item.name) and item.name != path.name:
-            item.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                others.append((item.lstat().st_mtime, item))
+    others.sort(reverse=True)
+    for _mtime, item in others[HEADER_FILES_KEPT - 1 :]:
+        item.unlink(missing_ok=True)
 
 
 def _read_header_file(path: Path) -> tuple[dict | None, list]:

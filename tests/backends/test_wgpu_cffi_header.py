@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import pytest
 
@@ -158,19 +159,25 @@ def test_a_file_that_does_not_verify_is_parsed_again_and_replaced(tmp_path, spoi
     assert not parsed and set(TYPES) <= set(served._parsed_types)  # with the types
 
 
-def test_another_header_or_cffi_is_another_file_and_the_old_one_goes(tmp_path, monkeypatch):
+def test_another_header_or_cffi_is_another_file_and_the_oldest_go(tmp_path, monkeypatch):
     cffi = _cffi()
-    other = CDEF.replace("double y;", "float y;")
-    assert wgpu_cffi.header_key(other) != wgpu_cffi.header_key(CDEF)
     key = wgpu_cffi.header_key(CDEF)
     monkeypatch.setattr(cffi, "__version__", cffi.__version__ + ".post1")
     assert wgpu_cffi.header_key(CDEF) != key
     monkeypatch.undo()
-    _through(cffi, tmp_path / f"{key}.json", CDEF)
-    newer = tmp_path / f"{wgpu_cffi.header_key(other)}.json"
-    ffi, parsed = _through(cffi, newer, other)
-    assert parsed and ffi.sizeof("Point") == 8
-    assert [p.name for p in tmp_path.iterdir()] == [newer.name]
+    sources = [CDEF.replace("double y;", f"double y[{n}];") for n in range(1, 7)]
+    assert len({wgpu_cffi.header_key(source) for source in [CDEF, *sources]}) == 7
+    names = []
+    for n, source in enumerate(sources):
+        path = tmp_path / f"{wgpu_cffi.header_key(source)}.json"
+        ffi, parsed = _through(cffi, path, source)
+        assert parsed and ffi.sizeof("Point") == 8 + 8 * (n + 1)
+        os.utime(path, (n, n))  # (distinct times, oldest first)
+        names.append(path.name)
+    kept = wgpu_cffi.HEADER_FILES_KEPT
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[-kept:])
+    for source in sources[-kept:]:  # each still served, none parsed again
+        assert not _through(cffi, tmp_path / f"{wgpu_cffi.header_key(source)}.json", source)[1]
 
 
 # ------------------------------------------------------------------ in fresh processes
