@@ -2,8 +2,8 @@
 
 wgpu-py (0.32) binds wgpu-native in cffi's in-line ABI mode: importing it parses the whole
 C header (``ffi.cdef``: ~2,000 lines through pycparser, about 100 ms of every process), and
-each C type it then names is a parser run of its own on first use (30-90 ms each without
-:func:`parse_c_types_at_once`). Here:
+each C type it then names is a parser run of its own on first use (15-90 ms each, by load,
+without :func:`parse_c_types_at_once`). Here:
 
 - :func:`parse_c_types_at_once`: the types qnb's device and launches name, in one run;
 - :func:`import_wgpu_native`: the header's parse kept under qnb's cache directory, as
