@@ -144,9 +144,18 @@ def measure(backend: str, suite_dir: str, repos: tuple[Path, ...] = (REPO,)) -> 
         {
             "cold": {f: statistics.median(r[f] for r in cold) for f in FIELDS},
             "warm": {f: statistics.median(r[f] for r in warm) for f in FIELDS},
+            "spread": {f: _spread(cold, warm, f) for f in ("process", "launches")},
+            "warm_rounds": warm,
         }
         for cold, warm in runs
     ]
+
+
+def _spread(cold: list[dict], warm: list[dict], field: str) -> tuple[float, float]:
+    """The lowest and highest cold / warm ratio of one round (a round's cold and warm
+    processes run back to back, so they saw about the same load)."""
+    ratios = [c[field] / w[field] for c, w in zip(cold, warm)]
+    return min(ratios), max(ratios)
 
 
 def profile(backend: str, suite_dir: str) -> str:
@@ -158,6 +167,18 @@ def profile(backend: str, suite_dir: str) -> str:
         return _run(backend, env, profile=True)["profile"]
 
 
+def _speedup(backend: str, before: list[dict], after: list[dict]) -> str:
+    """The warm process of the baseline against this checkout's, round by round (the two
+    ran one after the other in each round): median and range of before / after."""
+    parts = []
+    for field in ("process", "launches", "first", "rest"):
+        ratios = [b[field] / a[field] for b, a in zip(before, after)]
+        parts.append(
+            f"{field} {statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]"
+        )
+    return f"  warm {backend}, before / after by round: " + ", ".join(parts)
+
+
 def available_backends() -> list[str]:
     import qnb
 
@@ -166,10 +187,13 @@ def available_backends() -> list[str]:
 
 def _row(label: str, r: dict) -> str:
     c, w = r["cold"], r["warm"]
+    spread = {f: "[{:.1f}-{:.1f}]".format(*r["spread"][f]) for f in r["spread"]}
     return (
         f"{label:<14} {c['process'] * 1e3:>11.0f}ms {w['process'] * 1e3:>11.0f}ms "
-        f"{c['process'] / w['process']:>5.1f}x   {c['launches'] * 1e3:>12.0f}ms "
-        f"{w['launches'] * 1e3:>12.0f}ms {c['launches'] / w['launches']:>5.1f}x   "
+        f"{c['process'] / w['process']:>5.1f}x {spread['process']:>11}   "
+        f"{c['launches'] * 1e3:>12.0f}ms "
+        f"{w['launches'] * 1e3:>12.0f}ms {c['launches'] / w['launches']:>5.1f}x "
+        f"{spread['launches']:>11}   "
         f"{w['import'] * 1e3:>10.0f}ms {w['define'] * 1e3:>5.0f}ms "
         f"{w['first'] * 1e3:>5.0f}ms {w['rest'] * 1e3:>6.0f}ms"
     )
@@ -192,13 +216,15 @@ def main(argv: list[str] | None = None) -> None:
             f"run filled), medians of {ROUNDS}.\nprocess = spawn to last result; launches = "
             "the 20 first launches, after imports and the kernels' definitions (as "
             "bench_cache's 'first results').\nwarm phases: import numpy + qnb, define "
-            "(set_backend, decorating 20 kernels), the first launch, the 19 others"
+            "(set_backend, decorating 20 kernels), the first launch, the 19 others; "
+            "rounds = the lowest and highest ratio of one round's cold and warm processes"
         )
         if len(repos) > 1:
             print(f"baseline: {repos[0]} (rounds interleaved with this checkout's)")
         print(
-            f"{'backend':<14} {'cold process':>13} {'warm process':>13} {'ratio':>6}   "
-            f"{'cold launches':>14} {'warm launches':>14} {'ratio':>6}   "
+            f"{'backend':<14} {'cold process':>13} {'warm process':>13} {'ratio':>6} "
+            f"{'rounds':>11}   {'cold launches':>14} {'warm launches':>14} {'ratio':>6} "
+            f"{'rounds':>11}   "
             f"{'warm: import':>12} {'define':>7} {'first':>7} {'19 more':>8}"
         )
         for backend in argv or available_backends():
@@ -206,6 +232,8 @@ def main(argv: list[str] | None = None) -> None:
             labels = [backend] if len(repos) == 1 else [f"{backend} before", f"{backend} after"]
             for label, r in zip(labels, results):
                 print(_row(label, r))
+            if len(results) > 1:
+                print(_speedup(backend, results[0]["warm_rounds"], results[-1]["warm_rounds"]))
 
 
 if __name__ == "__main__":

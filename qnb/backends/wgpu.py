@@ -37,6 +37,11 @@ from qnb.backends.base import (
     check_dims,
 )
 from qnb.backends.host_arrays import HostArrays
+from qnb.backends.wgpu_cffi import (
+    WGPU_NATIVE_C_TYPES,
+    import_wgpu_native,
+    parse_c_types_at_once,
+)
 from qnb.backends.wgsl import WgslRenderer
 from qnb.dtypes import as_dtype
 from qnb.errors import BackendError, CompileError, QnbTypeError
@@ -62,9 +67,8 @@ class _Device:
 
         self.wgpu = wgpu
         with contextlib.suppress(ImportError):
-            from wgpu.backends.wgpu_native import ffi
-
-            parse_c_types_at_once(ffi, WGPU_NATIVE_C_TYPES)
+            native = import_wgpu_native(_header_cache())
+            parse_c_types_at_once(native.ffi, WGPU_NATIVE_C_TYPES)  # (known: a warm start)
         self.adapter = _request_adapter(wgpu)
         if self.adapter is None:
             raise BackendError("wgpu found no adapter")
@@ -129,126 +133,6 @@ def _vulkan_only_instance() -> bool:
     except Exception:  # noqa: BLE001 - another wgpu-py: its default instance, as before
         return False
     return True
-
-
-# The C types wgpu-py's wgpu_native backend (0.32) names through cffi (``ffi.new``,
-# ``ffi.callback``) while qnb makes its device and runs a launch, in that order, after
-# the two its import parses (tests/backends/test_wgpu_cffi_types.py checks the list).
-WGPU_NATIVE_C_TYPES = (
-    # the adapter and the device
-    "WGPURequestAdapterOptions *",
-    "void(WGPURequestAdapterStatus, WGPUAdapter, WGPUStringView, void *, void *)",
-    "WGPURequestAdapterCallbackInfo *",
-    "WGPUInstanceExtras *",
-    "WGPUInstanceDescriptor *",
-    "WGPUAdapterInfo *",
-    "WGPUChainedStruct *",
-    "WGPUNativeLimits *",
-    "WGPULimits *",
-    "char []",
-    "WGPUQueueDescriptor *",
-    "WGPUDeviceExtras *",
-    "WGPUChainedStruct * ",
-    "void(WGPUDevice const *, WGPUDeviceLostReason, WGPUStringView, void *, void *)",
-    "WGPUDeviceLostCallbackInfo *",
-    "void(WGPUDevice const *, WGPUErrorType, WGPUStringView, void *, void *)",
-    "WGPUUncapturedErrorCallbackInfo *",
-    "WGPUFeatureName[]",
-    "WGPUDeviceDescriptor *",
-    "void(WGPURequestDeviceStatus, WGPUDevice, WGPUStringView, void *, void *)",
-    "WGPURequestDeviceCallbackInfo *",
-    "WGPUBufferDescriptor *",
-    # a pipeline
-    "WGPUShaderSourceWGSL *",
-    "WGPUShaderModuleDescriptor *",
-    "WGPUBufferBindingLayout *",
-    "WGPUBindGroupLayoutEntry *",
-    "WGPUBindGroupLayoutEntry[]",
-    "WGPUBindGroupLayoutDescriptor *",
-    "WGPUBindGroupLayout[]",
-    "WGPUPipelineLayoutDescriptor *",
-    "WGPUComputeState *",
-    "WGPUComputePipelineDescriptor *",
-    # a launch: copy in, dispatch, copy back
-    "uint8_t []",
-    "uintptr_t",
-    "uint8_t *",
-    "WGPUCommandEncoderDescriptor *",
-    "WGPUComputePassDescriptor *",
-    "WGPUBindGroupEntry *",
-    "WGPUBindGroupEntry[]",
-    "WGPUBindGroupDescriptor *",
-    "uint32_t []",
-    "WGPUCommandBufferDescriptor *",
-    "WGPUCommandBuffer[]",
-    "void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)",
-    "WGPUBufferMapCallbackInfo *",
-    "intptr_t",
-)
-
-
-def parse_c_types_at_once(ffi, types) -> int:
-    """Parse the C ``types`` not yet known to ``ffi`` (a ``cffi.FFI``) in one run of its C
-    parser; returns how many it parsed (0 where anything is unexpected).
-
-    In cffi's in-line ABI mode (wgpu-py's) a type is parsed on its first use, each by a
-    pycparser run over a prelude that redeclares every typedef of the cdef (webgpu.h's
-    ~450): 30-90 ms a type, and qnb's device and first launch name 45 (about 1.6 s of
-    every process, warm or cold). One run for all of them costs about as much as one.
-    This does what ``FFI._typeof_locked`` does for one type, through the same private
-    parts of cffi (2.x); any surprise leaves cffi to parse each type when first used,
-    exactly as without it."""
-    try:
-        with ffi._lock:
-            todo = [t for t in dict.fromkeys(types) if t not in ffi._parsed_types]
-        if not todo:
-            return 0
-        parser = ffi._parser
-        source = "\n".join(f"void __qnb_type_{i}(\n{t}\n);" for i, t in enumerate(todo))
-        declarations = _parse_naming_only_used_typedefs(parser, source).ext[-len(todo) :]
-        parsed = []
-        for i, (cdecl, declaration) in enumerate(zip(todo, declarations)):
-            if declaration.name != f"__qnb_type_{i}":
-                return 0
-            node = declaration.type.args.params[0]
-            if type(node).__name__ == "ID":  # an unknown name: cffi reports it on use
-                continue
-            parsed.append((cdecl, parser._get_type_and_quals(node.type)[0]))
-        with ffi._lock:
-            for cdecl, model in parsed:
-                if cdecl not in ffi._parsed_types:
-                    is_function = model.is_raw_function
-                    if is_function:
-                        model = model.as_function_pointer()
-                    ffi._parsed_types[cdecl] = (ffi._get_cached_btype(model), is_function)
-        return len(parsed)
-    except Exception:  # noqa: BLE001 - an optimisation only: cffi parses lazily instead
-        return 0
-
-
-def _parse_naming_only_used_typedefs(parser, source: str):
-    """pycparser's AST of ``source``, as cffi's ``Parser._parse`` makes it, with a prelude
-    that declares only the typedef names ``source`` mentions (cffi's declares every typedef
-    of the cdef: ~450 lines for webgpu.h, most of the run's ~200 ms). A typedef name the
-    source never mentions plays no part in parsing it; the types themselves come from
-    ``parser._declarations`` afterwards, as in cffi."""
-    from cffi import cparser
-
-    csource, _macros = cparser._preprocess(source)
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", csource))
-    typenames = sorted(
-        name[8:]
-        for name in parser._declarations
-        if name.startswith("typedef ") and name[8:] in words
-    )
-    common = cparser._common_type_names(csource).difference(typenames)
-    lines = ['# 1 "<cdef automatic initialization code>"']
-    lines += [f"typedef int {name};" for name in [*typenames, *sorted(common)]]
-    lines.append("typedef int __dotdotdotint__, __dotdotdotfloat__, __dotdotdot__;")
-    lines += [f'# 1 "{cparser.CDEF_SOURCE_STRING}"', csource, ""]
-    lock = cparser.lock or contextlib.nullcontext()
-    with lock:  # pycparser is not thread-safe (cffi takes this lock too)
-        return cparser._get_parser().parse("\n".join(lines))
 
 
 class _StagingPool:
@@ -349,6 +233,27 @@ def _driver_shader_cache() -> None:
         store.warn(f"qnb: not using {path} for the Vulkan driver's shader cache: {why}")
         return
     os.environ["MESA_SHADER_CACHE_DIR"] = str(path)
+
+
+HEADER_CACHE = "wgpu-cffi-header"
+
+
+def _header_cache() -> pathlib.Path | None:
+    """The directory under qnb's cache that keeps cffi's parse of wgpu-py's C header
+    (:func:`qnb.backends.wgpu_cffi.import_wgpu_native`), on the driver cache's trust
+    rules; None (wgpu-py parses it, as without qnb) under ``QNB_CACHE=0`` or a cache
+    directory qnb does not use."""
+    from qnb.cache import store
+
+    root = store.usable_directory()
+    if root is None:
+        return None
+    path = root / HEADER_CACHE
+    why = driver_cache_problem(path)
+    if why is not None:
+        store.warn(f"qnb: not keeping wgpu-py's parsed C header in {path}: {why}")
+        return None
+    return path
 
 
 def driver_cache_problem(path: pathlib.Path) -> str | None:

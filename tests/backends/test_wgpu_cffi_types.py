@@ -1,5 +1,5 @@
 """qnb parses the C types wgpu-py names through cffi in one run of cffi's parser when it
-makes its device (qnb/backends/wgpu.py: parse_c_types_at_once, WGPU_NATIVE_C_TYPES),
+makes its device (qnb/backends/wgpu_cffi.py: parse_c_types_at_once, WGPU_NATIVE_C_TYPES),
 instead of cffi's one run per type on first use."""
 
 import pytest

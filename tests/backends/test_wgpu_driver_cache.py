@@ -1,7 +1,8 @@
 """The Vulkan driver's shader cache under qnb's cache dir follows the kernel cache's trust
 rules (the driver loads what it finds there): made 0o700, refused where it is not ours or
-others may write to it, and never set over the user's own Mesa settings. Runs without a
-device: only the environment and the directory are checked."""
+others may write to it, and never set over the user's own Mesa settings. So does the
+directory of cffi's parse of wgpu-py's header (qnb/backends/wgpu_cffi.py). Runs without a
+device: only the environment and the directories are checked."""
 
 from __future__ import annotations
 
@@ -31,6 +32,15 @@ def _mode(path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 
 
+def _directory(cache, name, mode):
+    """``cache/name``, made with ``mode`` (the cache dir itself private)."""
+    path = cache / name
+    path.mkdir(parents=True)
+    os.chmod(cache, 0o700)
+    os.chmod(path, mode)
+    return path
+
+
 def test_the_directory_is_made_private_and_given_to_the_driver(cache):
     wgpu_backend._driver_shader_cache()
     path = cache / wgpu_backend.DRIVER_CACHE
@@ -39,20 +49,14 @@ def test_the_directory_is_made_private_and_given_to_the_driver(cache):
 
 
 def test_our_own_directory_is_tightened_to_0700(cache):
-    path = cache / wgpu_backend.DRIVER_CACHE
-    path.mkdir(parents=True)
-    os.chmod(cache, 0o700)
-    os.chmod(path, 0o755)
+    path = _directory(cache, wgpu_backend.DRIVER_CACHE, 0o755)
     wgpu_backend._driver_shader_cache()
     assert _mode(path) == 0o700
     assert os.environ["MESA_SHADER_CACHE_DIR"] == str(path)
 
 
 def test_a_directory_others_may_write_is_refused_with_a_warning(cache):
-    path = cache / wgpu_backend.DRIVER_CACHE
-    path.mkdir(parents=True)
-    os.chmod(cache, 0o700)
-    os.chmod(path, 0o777)
+    path = _directory(cache, wgpu_backend.DRIVER_CACHE, 0o777)
     with pytest.warns(CacheWarning, match="shader cache: group or others may write"):
         wgpu_backend._driver_shader_cache()
     assert "MESA_SHADER_CACHE_DIR" not in os.environ  # the driver keeps its default
@@ -61,10 +65,7 @@ def test_a_directory_others_may_write_is_refused_with_a_warning(cache):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a foreign directory needs root")
 def test_a_directory_of_another_user_is_refused(cache):
-    path = cache / wgpu_backend.DRIVER_CACHE
-    path.mkdir(parents=True)
-    os.chmod(cache, 0o700)
-    os.chmod(path, 0o700)
+    path = _directory(cache, wgpu_backend.DRIVER_CACHE, 0o700)
     os.chown(path, 12345, 12345)
     with pytest.warns(CacheWarning, match="owned by another user"):
         wgpu_backend._driver_shader_cache()
@@ -108,6 +109,27 @@ def test_no_driver_cache_under_an_untrusted_cache_directory(cache, monkeypatch):
         wgpu_backend._driver_shader_cache()
     assert "MESA_SHADER_CACHE_DIR" not in os.environ
     assert not (cache / wgpu_backend.DRIVER_CACHE).exists()
+
+
+# ------------------------------------------------- the directory of wgpu-py's parsed header
+
+
+def test_the_header_directory_is_private_under_the_cache(cache):
+    path = wgpu_backend._header_cache()
+    assert path == cache / wgpu_backend.HEADER_CACHE
+    assert _mode(path) == 0o700 and _mode(cache) == 0o700
+
+
+def test_no_header_directory_when_the_disk_level_is_off(cache, monkeypatch):
+    monkeypatch.setenv("QNB_CACHE", "0")
+    assert wgpu_backend._header_cache() is None and not cache.exists()
+
+
+def test_a_header_directory_others_may_write_is_refused(cache):
+    path = _directory(cache, wgpu_backend.HEADER_CACHE, 0o777)
+    with pytest.warns(CacheWarning, match="parsed C header.*group or others may write"):
+        assert wgpu_backend._header_cache() is None
+    assert _mode(path) == 0o777
 
 
 # ---------------------------------------------------------------------- the early device

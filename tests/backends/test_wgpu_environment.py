@@ -79,6 +79,30 @@ def test_driver_shader_cache_lives_under_qnb_cache(tmp_path):
     assert store.clear_disk(cache).removed == 1
 
 
+def test_a_warm_process_hits_the_driver_shader_cache(tmp_path):
+    """The driver's cache really serves a warm start: the second process on the same
+    QNB_CACHE_DIR finds each shader there and writes no file of its own (a miss is a new
+    file: Mesa keeps one per compiled shader). Without it, lavapipe compiles every
+    pipeline again (~40 ms each here)."""
+    require_backend("wgpu")
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k != "MESA_SHADER_CACHE_DIR"}
+    env["QNB_CACHE_DIR"] = str(cache)
+
+    def driver_files():
+        root = cache / "driver-shader-cache"
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+    cold = _run_fresh(_LAUNCH, env, tmp_path)
+    assert cold.returncode == 0, cold.stderr
+    written = driver_files()
+    assert written
+    warm = _run_fresh(_LAUNCH, env, tmp_path)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.split()[0] == "768.0"
+    assert driver_files() == written
+
+
 def test_driver_shader_cache_respects_the_user(tmp_path):
     require_backend("wgpu")
     env = dict(os.environ, QNB_CACHE_DIR=str(tmp_path / "cache"))
