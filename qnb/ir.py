@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, dataclass, field, fields
+from operator import attrgetter
 
 from qnb.dtypes import DType, as_dtype
 
@@ -545,6 +546,9 @@ class KernelIR:
 
 def children(node) -> list:
     """The direct IR children of a node (expressions, statements, views) in field order."""
+    found = _CHILDREN.get(type(node))
+    if found is not None:
+        return found(node)
     out = []
     for name, kind in _LAYOUTS[type(node).__name__]:
         if kind == "node":
@@ -661,6 +665,28 @@ _LAYOUTS = {
     name: [(f.name, _field_kind(str(f.type))) for f in fields(cls)]
     for name, cls in _NODE_CLASSES.items()
 }
+
+
+def _children_getter(layout):
+    """``children`` for one node class, made once: the walks (``walk``, the backends'
+    analyses) call it for every node, so the common layouts read their fields with one
+    ``attrgetter`` instead of a loop over the layout."""
+    names = [name for name, kind in layout if kind in ("node", "nodes")]
+    if not names:
+        return lambda node: []
+    if any(kind == "nodes" for name, kind in layout):
+        return None  # (a list field: the general loop)
+    get = attrgetter(*names)
+    if len(names) == 1:
+        return lambda node: [] if (value := get(node)) is None else [value]
+    return lambda node: [value for value in get(node) if value is not None]
+
+
+_CHILDREN = {}
+for _name, _cls in _NODE_CLASSES.items():
+    _getter = _children_getter(_LAYOUTS[_name])
+    if _getter is not None:
+        _CHILDREN[_cls] = _getter
 
 
 def _encode(node) -> list:
