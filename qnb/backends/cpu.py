@@ -52,6 +52,12 @@ def chunk_programs(kernel: ir.KernelIR) -> int:
         typ = getattr(node, "type", None)
         if isinstance(typ, ir.Type) and typ.kind in ("tile", "vec"):
             largest = max(largest, typ.size)
+    return chunk_for(largest)
+
+
+def chunk_for(largest: int) -> int:
+    """How many programs run together when the largest value holds ``largest`` elements
+    (at least 256: a 16×16 tile)."""
     return max(1, min(CHUNK, CHUNK_ELEMENTS // largest))
 
 
@@ -83,15 +89,15 @@ class CpuBackend(Backend):
 
     def load(self, artifact: Artifact):
         kernel = ir.kernel_from_json(artifact.text["ir"])
-        _loaded, stored = ir.array_uses(kernel)
         # Prepared once per artifact (closures from the IR just verified and rebuilt here);
         # the interpreter runs what the prepared path does not cover.
         from qnb.backends.cpu_prepared import prepare
 
-        prepared = prepare(kernel, stored)
+        prepared = prepare(kernel)
         if prepared is not None:
-            return prepared  # launch(grid, args), ``stored`` bound
+            return prepared  # launch(grid, args), the arrays it stores to bound
 
+        _loaded, stored = ir.array_uses(kernel)
         chunk = chunk_programs(kernel)
 
         def launch(grid, args):

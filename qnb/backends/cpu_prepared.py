@@ -306,7 +306,8 @@ def _tiles(st, value):
 
 def prepare(kernel: ir.KernelIR, stored=None):
     """A launcher ``launch(grid, args, stored)`` for ``kernel`` (``stored`` given here is
-    its default), or None where the kernel needs the interpreter."""
+    its default; None: the arrays the kernel stores to), or None where the kernel needs
+    the interpreter."""
     try:
         return _Compiler(kernel).launcher(stored)
     except _Unsupported:
@@ -316,19 +317,88 @@ def prepare(kernel: ir.KernelIR, stored=None):
 # ---------------------------------------------------------------------- the walk
 
 
+class _Facts:
+    """What the compiler asks about the whole kernel, from one walk of its IR (a warm
+    start prepares every kernel it loads, so the IR is walked once, not once a question):
+
+    ``assign_count`` (name -> assignments, a loop's variable counting 2), ``loaded`` and
+    ``stored`` (as :func:`ir.array_uses`), ``holds_tiles`` (:func:`ir.holds_tiles`),
+    ``largest`` (the most elements of a value, as :func:`cpu.chunk_programs` counts),
+    ``exits`` (the ``For`` loops with a ``break``/``continue`` anywhere in their body)
+    and ``reads`` (per expression a statement holds: the variables it reads, with None
+    standing for ``program_id``)."""
+
+    __slots__ = ("assign_count", "loaded", "stored", "holds_tiles", "largest", "exits", "reads")
+
+    def __init__(self, kernel: ir.KernelIR):
+        self.assign_count: dict[str, int] = {}
+        self.loaded: set[str] = set()
+        self.stored: set[str] = set()
+        self.holds_tiles = False
+        self.largest = 256
+        for t in kernel.locals.values():
+            self.largest = max(self.largest, t.size)
+            if t.kind in ("tile", "vec"):
+                self.holds_tiles = True
+        self.exits: set[int] = set()
+        self.reads: dict[int, set] = {}
+        loops: list[int] = []
+        for stmt in kernel.body:
+            self.visit(stmt, None, loops)
+
+    def visit(self, node, names, loops):
+        """Note ``node`` and the nodes below it; ``names`` collects the reads of the
+        statement's expression ``node`` is part of (None: ``node`` is a statement)."""
+        kind = type(node)
+        if kind is ir.Const:
+            return
+        if kind is ir.Var:
+            names.add(node.name)
+            if node.type.kind in ("tile", "vec"):
+                self.holds_tiles = True
+                self.largest = max(self.largest, node.type.size)
+            return
+        if kind is ir.ProgramId:
+            if node.which == "id":
+                names.add(None)
+            return
+        if kind is ir.Assign:
+            self.assign_count[node.name] = self.assign_count.get(node.name, 0) + 1
+        elif kind is ir.For:
+            self.assign_count[node.var] = self.assign_count.get(node.var, 0) + 2
+            loops.append(id(node))
+        elif kind is ir.Break or kind is ir.Continue:
+            self.exits.update(loops)
+        elif kind is ir.ArrayLoad or kind is ir.LoadWindow or kind is ir.VecLoad:
+            self.loaded.add(node.view.param)
+        elif kind is ir.ArrayStore or kind is ir.StoreWindow or kind is ir.VecStore:
+            self.stored.add(node.view.param)
+        typ = getattr(node, "type", None)
+        if isinstance(typ, ir.Type) and typ.kind in ("tile", "vec"):
+            self.holds_tiles = True
+            self.largest = max(self.largest, typ.size)
+        statement = names is None
+        for child in ir.children(node):
+            if statement and not isinstance(child, ir.Stmt):
+                names = self.reads[id(child)] = set()
+                self.visit(child, names, loops)
+                names = None
+            else:
+                self.visit(child, names, loops)
+        if kind is ir.For:
+            loops.pop()
+
+
 class _Compiler:
     def __init__(self, kernel: ir.KernelIR):
         self.kernel = kernel
-        self.varying = _varying_names(kernel)
+        self.facts = facts = _Facts(kernel)
+        self.varying = _varying_names(kernel, facts.reads)
         # per node (the IR lives as long as this walk, so ids stay unique)
         self.varying_nodes: dict[int, bool] = {}
         self.constant_nodes: dict[int, bool] = {}
-        self.assign_count = {}
-        for node in ir.walk_body(kernel.body):
-            if isinstance(node, ir.Assign):
-                self.assign_count[node.name] = self.assign_count.get(node.name, 0) + 1
-            elif isinstance(node, ir.For):
-                self.assign_count[node.var] = self.assign_count.get(node.var, 0) + 2
+        self.built: dict[int, object] = {}  # node -> its closure (see expr)
+        self.assign_count = facts.assign_count
         # top-level variables that hold program_id(a) (factor 1) or program_id(a) * factor
         self.pid_vars: dict[str, tuple[int, int]] = {}
         # top-level variables assigned once, a constant: name -> its value
@@ -341,13 +411,15 @@ class _Compiler:
         with np.errstate(all="ignore"):  # constants fold as a launch computes them
             body = self.block(self.kernel.body, top=True)
         kernel = self.kernel
+        if default_stored is None:
+            default_stored = self.facts.stored
         fresh = _fresh_env(kernel)
         if fresh is dict:  # no locals: the scalars bound anew at each launch are the variables
             fresh = None
         aliases = bool(self.assign_count)  # (only an assignment or a loop makes an alias)
         bind = _binder(kernel)
-        holds_tiles = ir.holds_tiles(kernel)
-        chunk_size = cpu.chunk_programs(kernel)
+        holds_tiles = self.facts.holds_tiles
+        chunk_size = cpu.chunk_for(self.facts.largest)
         quiet = not self.computes
         pids = {}  # (grid, start, count) -> program ids: a launch's ids are made once
         one = _ONE_PROGRAM
@@ -612,7 +684,7 @@ class _Compiler:
             self.loops -= 1
         name = s.var
         zero_step = self.error("range() step must not be zero", s)
-        has_exits = any(isinstance(n, ir.Break | ir.Continue) for n in ir.walk_body(s.body))
+        has_exits = id(s) in self.facts.exits
         gemm = self.gemm_loop(s)
 
         def run_for(st):
@@ -1723,6 +1795,14 @@ class _Compiler:
     # ------------------------------------------------------------------ expressions
 
     def expr(self, e):
+        """The closure of ``e``, built once: the analyses ask for the same bounds and
+        operands again (a window's bounds, its blocks' spans, a strided form)."""
+        fn = self.built.get(id(e))
+        if fn is None:
+            fn = self.built[id(e)] = self.build(e)
+        return fn
+
+    def build(self, e):
         method = getattr(self, "e_" + type(e).__name__, None)
         if method is None:
             raise _Unsupported(type(e).__name__)
@@ -2286,18 +2366,14 @@ def _lane_arrays(batch, *bounds):
     )
 
 
-def _varying_names(kernel: ir.KernelIR) -> set[str]:
+def _varying_names(kernel: ir.KernelIR, reads: dict[int, set]) -> set[str]:
     """The locals whose value may differ between programs: assigned from an expression
-    that reads ``program_id`` (or another such local), or under a per-program branch."""
-    varying: set[str] = set()
+    that reads ``program_id`` (or another such local), or under a per-program branch.
+    ``reads`` is :class:`_Facts`'s: what each of the statements' expressions reads."""
+    varying: set = {None}  # (None: program_id, as in ``reads``)
 
     def reads_varying(e):
-        for node in ir.walk(e):
-            if isinstance(node, ir.ProgramId) and node.which == "id":
-                return True
-            if isinstance(node, ir.Var) and node.name in varying:
-                return True
-        return False
+        return not varying.isdisjoint(reads[id(e)])
 
     def visit(body, masked):
         changed = False
@@ -2322,4 +2398,5 @@ def _varying_names(kernel: ir.KernelIR) -> set[str]:
 
     while visit(kernel.body, False):
         pass
+    varying.discard(None)
     return varying

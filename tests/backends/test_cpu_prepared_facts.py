@@ -1,0 +1,113 @@
+"""The prepared path's one walk of the IR (``_Facts`` in qnb/backends/cpu_prepared.py)
+against the questions it answers, each asked the long way: ``ir.array_uses``,
+``ir.holds_tiles``, ``cpu.chunk_programs``, a walk per loop for its exits, and the
+varying locals by walking every statement's expressions again at each round."""
+
+import numpy as np
+import pytest
+
+import qnb
+from qnb import Tile16, Vec16, f32, i32, ir
+from qnb.backends import cpu
+from qnb.backends.cpu_prepared import _Facts, _varying_names
+from tests.suite import CASES, lowered
+
+
+def _varying_by_walks(kernel):
+    """The varying locals, as the prepared path first defined them (a walk of each
+    statement's expressions at every round of the fixpoint)."""
+    varying = set()
+
+    def reads_varying(e):
+        return any(
+            (isinstance(n, ir.ProgramId) and n.which == "id")
+            or (isinstance(n, ir.Var) and n.name in varying)
+            for n in ir.walk(e)
+        )
+
+    def visit(body, masked):
+        changed = False
+        for s in body:
+            if isinstance(s, ir.Assign):
+                if s.name not in varying and (masked or reads_varying(s.value)):
+                    varying.add(s.name)
+                    changed = True
+            elif isinstance(s, ir.If):
+                inner = masked or reads_varying(s.cond)
+                changed |= visit(s.then_body, inner) | visit(s.else_body, inner)
+            elif isinstance(s, ir.For):
+                inner = masked or any(reads_varying(x) for x in (s.start, s.stop, s.step))
+                if inner and s.var not in varying:
+                    varying.add(s.var)
+                    changed = True
+                changed |= visit(s.body, inner)
+            elif isinstance(s, ir.While):
+                changed |= visit(s.body, masked or reads_varying(s.cond))
+        return changed
+
+    while visit(kernel.body, False):
+        pass
+    return varying
+
+
+def _assert_facts(kernel):
+    facts = _Facts(kernel)
+    loaded, stored = ir.array_uses(kernel)
+    assert (facts.loaded, facts.stored) == (loaded, stored)
+    assert facts.holds_tiles == ir.holds_tiles(kernel)
+    assert cpu.chunk_for(facts.largest) == cpu.chunk_programs(kernel)
+    loops = [n for n in ir.walk_body(kernel.body) if isinstance(n, ir.For)]
+    exits = {
+        id(s)
+        for s in loops
+        if any(isinstance(n, ir.Break | ir.Continue) for n in ir.walk_body(s.body))
+    }
+    assert facts.exits == exits
+    counts = {}
+    for n in ir.walk_body(kernel.body):
+        if isinstance(n, ir.Assign):
+            counts[n.name] = counts.get(n.name, 0) + 1
+        elif isinstance(n, ir.For):
+            counts[n.var] = counts.get(n.var, 0) + 2
+    assert facts.assign_count == counts
+    assert _varying_names(kernel, facts.reads) == _varying_by_walks(kernel)
+    return facts
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_facts_of_the_suite_kernels(case):
+    kernel, _, _ = lowered(case, np.dtype(case.dtypes[0]))
+    _assert_facts(kernel)
+    _assert_facts(ir.kernel_from_json(ir.kernel_to_json(kernel)))  # as a warm start has it
+
+
+@qnb.kernel
+def _loops(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2], n: i32):
+    p = qnb.program_id(0)
+    q = 0
+    acc = Tile16.zeros(f32)
+    for k in range(n):
+        if k > 3:
+            break
+        for j in range(2):
+            if j == 1:
+                continue
+            acc += Tile16.load(x, k, j)
+    for k in range(4):  # no exit: its body runs as is
+        q = q + k
+    while q < 10:
+        q = q + p  # varying from here, and the loop below with it
+        if q > 5:
+            break
+    w = Vec16.load_row(x, q, 0)
+    for _k in range(q):
+        acc += w
+    acc.store(y, 0, 0)
+
+
+def test_facts_of_loops_and_exits():
+    x = np.zeros((32, 32), np.float32)
+    kernel, _ = _loops._lower_for([x, x, 3])
+    facts = _assert_facts(kernel)
+    assert {"p", "q"} <= _varying_names(kernel, facts.reads)
+    assert len(facts.exits) == 2
