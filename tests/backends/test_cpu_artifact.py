@@ -2,12 +2,16 @@
 kernel_from_json), what a warm start decodes before it prepares the kernel."""
 
 import copy
+import gc
 import json
+import sys
 
 import numpy as np
 import pytest
 
 from qnb import ir
+from qnb.backends.base import Options
+from qnb.backends.cpu import CpuBackend
 from tests.suite import CASES, lowered
 
 
@@ -61,3 +65,50 @@ def test_malformed_ir_raises_value_error(spoil):
     spoil(data)
     with pytest.raises(ValueError, match="malformed kernel IR"):
         ir.kernel_from_json(data)
+
+
+def _collections_inside_load(artifact):
+    """The garbage collections that started while ``CpuBackend.load`` decoded or
+    prepared the kernel (with the collector made to run after every 10 allocations),
+    and the loaded launcher."""
+    from qnb.backends import cpu_prepared
+
+    inside = []
+    building = {ir.kernel_from_json.__code__, cpu_prepared.prepare.__code__}
+
+    def watch(phase, info):
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code in building:
+                inside.append((phase, frame.f_code.co_name))
+                return
+            frame = frame.f_back
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(10)
+    gc.callbacks.append(watch)
+    try:
+        launch = CpuBackend().load(artifact)
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*threshold)
+    return inside, launch
+
+
+def test_a_load_pauses_the_garbage_collector_and_restores_it():
+    """A load's IR nodes and closures all live as long as the launcher: the collector
+    waits until it is done (and is left on, or off, as it was found)."""
+    kernel, grid, args = lowered(CASES[0], np.dtype(CASES[0].dtypes[0]))
+    artifact = CpuBackend().compile(kernel, Options())
+    assert gc.isenabled()
+    inside, launch = _collections_inside_load(artifact)
+    assert inside == []
+    assert gc.isenabled()
+    launch(grid, args)  # (a working launcher)
+    gc.disable()
+    try:
+        inside, _ = _collections_inside_load(artifact)
+        assert inside == []
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
