@@ -324,11 +324,15 @@ class _Facts:
     ``assign_count`` (name -> assignments, a loop's variable counting 2), ``loaded`` and
     ``stored`` (as :func:`ir.array_uses`), ``holds_tiles`` (:func:`ir.holds_tiles`),
     ``largest`` (the most elements of a value, as :func:`cpu.chunk_programs` counts),
-    ``exits`` (the ``For`` loops with a ``break``/``continue`` anywhere in their body)
-    and ``reads`` (per expression a statement holds: the variables it reads, with None
-    standing for ``program_id``)."""
+    ``exits`` (the ``For`` loops with a ``break``/``continue`` anywhere in their body),
+    and per expression (and view) node: ``reads``, what it reads as a bit mask (bit 0
+    ``program_id``, then one bit per variable, see ``bits``), and ``constant``, whether
+    it is known now (:meth:`_Compiler.constant`)."""
 
-    __slots__ = ("assign_count", "loaded", "stored", "holds_tiles", "largest", "exits", "reads")
+    __slots__ = (
+        "assign_count", "loaded", "stored", "holds_tiles", "largest", "exits", "reads",
+        "constant", "bits",
+    )  # fmt: skip
 
     def __init__(self, kernel: ir.KernelIR):
         self.assign_count: dict[str, int] = {}
@@ -341,27 +345,15 @@ class _Facts:
             if t.kind in ("tile", "vec"):
                 self.holds_tiles = True
         self.exits: set[int] = set()
-        self.reads: dict[int, set] = {}
+        self.reads: dict[int, int] = {}
+        self.constant: dict[int, bool] = {}
+        self.bits: dict[str, int] = {}
         loops: list[int] = []
         for stmt in kernel.body:
-            self.visit(stmt, None, loops)
+            self.statement(stmt, loops)
 
-    def visit(self, node, names, loops):
-        """Note ``node`` and the nodes below it; ``names`` collects the reads of the
-        statement's expression ``node`` is part of (None: ``node`` is a statement)."""
+    def statement(self, node, loops):
         kind = type(node)
-        if kind is ir.Const:
-            return
-        if kind is ir.Var:
-            names.add(node.name)
-            if node.type.kind in ("tile", "vec"):
-                self.holds_tiles = True
-                self.largest = max(self.largest, node.type.size)
-            return
-        if kind is ir.ProgramId:
-            if node.which == "id":
-                names.add(None)
-            return
         if kind is ir.Assign:
             self.assign_count[node.name] = self.assign_count.get(node.name, 0) + 1
         elif kind is ir.For:
@@ -369,34 +361,65 @@ class _Facts:
             loops.append(id(node))
         elif kind is ir.Break or kind is ir.Continue:
             self.exits.update(loops)
-        elif kind is ir.ArrayLoad or kind is ir.LoadWindow or kind is ir.VecLoad:
-            self.loaded.add(node.view.param)
         elif kind is ir.ArrayStore or kind is ir.StoreWindow or kind is ir.VecStore:
             self.stored.add(node.view.param)
-        typ = getattr(node, "type", None)
-        if isinstance(typ, ir.Type) and typ.kind in ("tile", "vec"):
-            self.holds_tiles = True
-            self.largest = max(self.largest, typ.size)
-        statement = names is None
         for child in ir.children(node):
-            if statement and not isinstance(child, ir.Stmt):
-                names = self.reads[id(child)] = set()
-                self.visit(child, names, loops)
-                names = None
+            if isinstance(child, ir.Stmt):
+                self.statement(child, loops)
             else:
-                self.visit(child, names, loops)
+                self.expression(child)
         if kind is ir.For:
             loops.pop()
+
+    def expression(self, node) -> int:
+        """Note ``node`` (an expression or a view) and the nodes below it; its reads."""
+        kind = type(node)
+        key = id(node)
+        if kind is ir.Const:
+            self.reads[key] = 0
+            self.constant[key] = True
+            return 0
+        typ = node.type
+        if typ.kind in ("tile", "vec"):
+            self.holds_tiles = True
+            self.largest = max(self.largest, typ.size)
+        if kind is ir.Var:
+            mask = self.bits.get(node.name)
+            if mask is None:
+                mask = self.bits[node.name] = 2 << len(self.bits)
+            constant = False
+        elif kind is ir.ProgramId:
+            mask = 1 if node.which == "id" else 0
+            constant = False
+        else:
+            if kind is ir.ArrayLoad or kind is ir.LoadWindow or kind is ir.VecLoad:
+                self.loaded.add(node.view.param)
+            mask = 0
+            constant = isinstance(node, _FOLDABLE)
+            for child in ir.children(node):
+                mask |= self.expression(child)
+                constant = constant and self.constant[id(child)]
+            if kind is ir.TileFill and node.kind == "eye":
+                constant = True
+        self.reads[key] = mask
+        self.constant[key] = constant
+        return mask
+
+    def mask(self, names) -> int:
+        """The bits of ``names`` (with ``program_id``'s)."""
+        mask = 1
+        for name in names:
+            mask |= self.bits.get(name, 0)
+        return mask
 
 
 class _Compiler:
     def __init__(self, kernel: ir.KernelIR):
         self.kernel = kernel
         self.facts = facts = _Facts(kernel)
-        self.varying = _varying_names(kernel, facts.reads)
+        self.varying = _varying_names(kernel, facts)
+        self.varying_mask = facts.mask(self.varying)
         # per node (the IR lives as long as this walk, so ids stay unique)
-        self.varying_nodes: dict[int, bool] = {}
-        self.constant_nodes: dict[int, bool] = {}
         self.built: dict[int, object] = {}  # node -> its closure (see expr)
         self.assign_count = facts.assign_count
         # top-level variables that hold program_id(a) (factor 1) or program_id(a) * factor
@@ -460,16 +483,9 @@ class _Compiler:
     # ------------------------------------------------------------------ analysis
 
     def is_varying(self, e) -> bool:
-        found = self.varying_nodes.get(id(e))
-        if found is None:
-            if isinstance(e, ir.ProgramId):
-                found = e.which == "id"
-            elif isinstance(e, ir.Var):
-                found = e.name in self.varying
-            else:
-                found = any(self.is_varying(c) for c in ir.children(e))
-            self.varying_nodes[id(e)] = found
-        return found
+        """Whether ``e`` may differ between programs (it reads ``program_id`` or a
+        varying local)."""
+        return bool(self.facts.reads[id(e)] & self.varying_mask)
 
     def pid_block(self, e, side=16):
         """The grid axis ``a`` when ``e`` is ``program_id(a) * side``; else None."""
@@ -1821,18 +1837,9 @@ class _Compiler:
         return fn
 
     def constant(self, e) -> bool:
-        found = self.constant_nodes.get(id(e))
-        if found is None:
-            if isinstance(e, ir.Const):
-                found = True
-            elif not isinstance(e, _FOLDABLE):
-                found = False
-            elif isinstance(e, ir.TileFill) and e.kind == "eye":
-                found = True
-            else:
-                found = all(self.constant(c) for c in ir.children(e))
-            self.constant_nodes[id(e)] = found
-        return found
+        """Whether ``e`` is known now: a literal, an identity tile, or a foldable op of
+        such (see :class:`_Facts`)."""
+        return self.facts.constant[id(e)]
 
     def e_Const(self, e):
         value = np.array([e.value], e.type.dtype.numpy)
@@ -2366,21 +2373,28 @@ def _lane_arrays(batch, *bounds):
     )
 
 
-def _varying_names(kernel: ir.KernelIR, reads: dict[int, set]) -> set[str]:
+def _varying_names(kernel: ir.KernelIR, facts: _Facts) -> set[str]:
     """The locals whose value may differ between programs: assigned from an expression
-    that reads ``program_id`` (or another such local), or under a per-program branch.
-    ``reads`` is :class:`_Facts`'s: what each of the statements' expressions reads."""
-    varying: set = {None}  # (None: program_id, as in ``reads``)
+    that reads ``program_id`` (or another such local), or under a per-program branch
+    (what each expression reads is :class:`_Facts`'s)."""
+    varying: set[str] = set()
+    reads = facts.reads
+    mask = 1  # (program_id, and the bits of the varying locals)
 
     def reads_varying(e):
-        return not varying.isdisjoint(reads[id(e)])
+        return bool(reads[id(e)] & mask)
+
+    def note(name):
+        nonlocal mask
+        varying.add(name)
+        mask |= facts.bits.get(name, 0)
 
     def visit(body, masked):
         changed = False
         for s in body:
             if isinstance(s, ir.Assign):
                 if s.name not in varying and (masked or reads_varying(s.value)):
-                    varying.add(s.name)
+                    note(s.name)
                     changed = True
             elif isinstance(s, ir.If):
                 inner = masked or reads_varying(s.cond)
@@ -2389,7 +2403,7 @@ def _varying_names(kernel: ir.KernelIR, reads: dict[int, set]) -> set[str]:
             elif isinstance(s, ir.For):
                 inner = masked or any(reads_varying(x) for x in (s.start, s.stop, s.step))
                 if inner and s.var not in varying:
-                    varying.add(s.var)
+                    note(s.var)
                     changed = True
                 changed |= visit(s.body, inner)
             elif isinstance(s, ir.While):
@@ -2398,5 +2412,4 @@ def _varying_names(kernel: ir.KernelIR, reads: dict[int, set]) -> set[str]:
 
     while visit(kernel.body, False):
         pass
-    varying.discard(None)
     return varying

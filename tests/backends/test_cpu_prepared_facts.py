@@ -9,7 +9,7 @@ import pytest
 import qnb
 from qnb import Tile16, Vec16, f32, i32, ir
 from qnb.backends import cpu
-from qnb.backends.cpu_prepared import _Facts, _varying_names
+from qnb.backends.cpu_prepared import _FOLDABLE, _Compiler, _Facts, _varying_names
 from tests.suite import CASES, lowered
 
 
@@ -50,6 +50,20 @@ def _varying_by_walks(kernel):
     return varying
 
 
+def _constant_by_walks(e):
+    if isinstance(e, ir.Const) or (isinstance(e, ir.TileFill) and e.kind == "eye"):
+        return True
+    return isinstance(e, _FOLDABLE) and all(_constant_by_walks(c) for c in ir.children(e))
+
+
+def _varying_by_walk(e, varying):
+    return any(
+        (isinstance(n, ir.ProgramId) and n.which == "id")
+        or (isinstance(n, ir.Var) and n.name in varying)
+        for n in ir.walk(e)
+    )
+
+
 def _assert_facts(kernel):
     facts = _Facts(kernel)
     loaded, stored = ir.array_uses(kernel)
@@ -70,7 +84,13 @@ def _assert_facts(kernel):
         elif isinstance(n, ir.For):
             counts[n.var] = counts.get(n.var, 0) + 2
     assert facts.assign_count == counts
-    assert _varying_names(kernel, facts.reads) == _varying_by_walks(kernel)
+    varying = _varying_by_walks(kernel)
+    assert _varying_names(kernel, facts) == varying
+    compiler = _Compiler(kernel)
+    for node in ir.walk_body(kernel.body):
+        if not isinstance(node, ir.Stmt):
+            assert compiler.constant(node) == _constant_by_walks(node), ir.format_expr(node)
+            assert compiler.is_varying(node) == _varying_by_walk(node, varying)
     return facts
 
 
@@ -109,5 +129,5 @@ def test_facts_of_loops_and_exits():
     x = np.zeros((32, 32), np.float32)
     kernel, _ = _loops._lower_for([x, x, 3])
     facts = _assert_facts(kernel)
-    assert {"p", "q"} <= _varying_names(kernel, facts.reads)
+    assert {"p", "q"} <= _varying_names(kernel, facts)
     assert len(facts.exits) == 2
