@@ -42,6 +42,7 @@ from qnb.backends import cpu
 from qnb.errors import QnbIndexError
 from qnb.frontend.checks import tile_index_message
 
+_LEAVES = (ir.Const, ir.Var, ir.ProgramId, ir.ArrayDim)
 _FOLDABLE = (ir.Const, ir.Unary, ir.Binary, ir.Cast, ir.TileFill, ir.Select, ir.Transpose)
 
 
@@ -421,6 +422,7 @@ class _Compiler:
         self.varying_mask = facts.mask(self.varying)
         # per node (the IR lives as long as this walk, so ids stay unique)
         self.built: dict[int, object] = {}  # node -> its closure (see expr)
+        self.ints: dict[tuple, object] = {}  # (int, dtype) -> a Const's closure
         self.assign_count = facts.assign_count
         # top-level variables that hold program_id(a) (factor 1) or program_id(a) * factor
         self.pid_vars: dict[str, tuple[int, int]] = {}
@@ -1259,10 +1261,12 @@ class _Compiler:
         if not isinstance(fill, np.ndarray) or np.result_type(dtype, fill.dtype) != dtype:
             return None
         flat = fill.reshape(-1)
-        same = np.array_equal(
-            flat, np.broadcast_to(flat[:1], flat.shape), equal_nan=fill.dtype.kind in "fc"
-        )
         value = flat[0]  # the fill of every element outside, where it is one value
+        # (np.array_equal of flat and its first element broadcast, NaN equal to NaN,
+        # without its broadcast and copies)
+        same = bool((flat == value).all()) or (
+            fill.dtype.kind in "fc" and bool(np.isnan(flat).all())
+        )
         window = self.strided_window(e, shape, edges=same)
         if window is None:
             return None
@@ -1823,17 +1827,18 @@ class _Compiler:
         if method is None:
             raise _Unsupported(type(e).__name__)
         fn = method(e)
-        folds = isinstance(e, _FOLDABLE) and not isinstance(e, ir.Const) and self.constant(e)
-        if not folds and not isinstance(e, ir.Const | ir.Var | ir.ProgramId | ir.ArrayDim):
+        if isinstance(e, _LEAVES):  # (nothing to fold, no arithmetic)
+            return fn
+        if not self.constant(e):
             self.computes = True
-        if folds:
-            try:
-                value = fn(None)  # under launcher()'s errstate
-            except Exception:  # noqa: BLE001 - an error stays where it happens at launch
-                return fn
-            if not isinstance(value, _Blocks):
-                value.flags.writeable = False
-                return lambda st: value
+            return fn
+        try:
+            value = fn(None)  # under launcher()'s errstate
+        except Exception:  # noqa: BLE001 - an error stays where it happens at launch
+            return fn
+        if not isinstance(value, _Blocks):
+            value.flags.writeable = False
+            return lambda st: value
         return fn
 
     def constant(self, e) -> bool:
@@ -1842,6 +1847,17 @@ class _Compiler:
         return self.facts.constant[id(e)]
 
     def e_Const(self, e):
+        value = e.value
+        if type(value) is int:  # (a kernel's bounds and sides repeat a few ints: one each)
+            key = (value, e.type.dtype)
+            fn = self.ints.get(key)
+            if fn is None:
+                fn = self.ints[key] = self.const_closure(e)
+            return fn
+        return self.const_closure(e)
+
+    @staticmethod
+    def const_closure(e):
         value = np.array([e.value], e.type.dtype.numpy)
         value.flags.writeable = False
         return lambda st: value
