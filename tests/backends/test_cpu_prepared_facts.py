@@ -13,41 +13,40 @@ from qnb.backends.cpu_prepared import _FOLDABLE, _Compiler, _Facts, _varying_nam
 from tests.suite import CASES, lowered
 
 
+def _assignments(body, conditions=()):
+    """Each assignment of ``body`` as ``(name, value or None, the conditions around it)``
+    (a loop's variable is assigned under its bounds, as its body runs)."""
+    for s in body:
+        if isinstance(s, ir.Assign):
+            yield s.name, s.value, conditions
+        elif isinstance(s, ir.If):
+            yield from _assignments(s.then_body + s.else_body, (*conditions, s.cond))
+        elif isinstance(s, ir.For):
+            inner = (*conditions, s.start, s.stop, s.step)
+            yield s.var, None, inner
+            yield from _assignments(s.body, inner)
+        elif isinstance(s, ir.While):
+            yield from _assignments(s.body, (*conditions, s.cond))
+
+
 def _varying_by_walks(kernel):
-    """The varying locals, as the prepared path first defined them (a walk of each
-    statement's expressions at every round of the fixpoint)."""
+    """The varying locals, by walking every expression again at each round: a local is
+    varying where its value, or a condition around an assignment of it, reads
+    ``program_id`` or a varying local."""
     varying = set()
-
-    def reads_varying(e):
-        return any(
-            (isinstance(n, ir.ProgramId) and n.which == "id")
-            or (isinstance(n, ir.Var) and n.name in varying)
-            for n in ir.walk(e)
-        )
-
-    def visit(body, masked):
-        changed = False
-        for s in body:
-            if isinstance(s, ir.Assign):
-                if s.name not in varying and (masked or reads_varying(s.value)):
-                    varying.add(s.name)
-                    changed = True
-            elif isinstance(s, ir.If):
-                inner = masked or reads_varying(s.cond)
-                changed |= visit(s.then_body, inner) | visit(s.else_body, inner)
-            elif isinstance(s, ir.For):
-                inner = masked or any(reads_varying(x) for x in (s.start, s.stop, s.step))
-                if inner and s.var not in varying:
-                    varying.add(s.var)
-                    changed = True
-                changed |= visit(s.body, inner)
-            elif isinstance(s, ir.While):
-                changed |= visit(s.body, masked or reads_varying(s.cond))
-        return changed
-
-    while visit(kernel.body, False):
-        pass
-    return varying
+    assignments = list(_assignments(kernel.body))
+    while True:
+        found = {
+            name
+            for name, value, conditions in assignments
+            if any(
+                _varying_by_walk(e, varying)
+                for e in (*conditions, *([value] if value is not None else []))
+            )
+        }
+        if found <= varying:
+            return varying
+        varying |= found
 
 
 def _constant_by_walks(e):
