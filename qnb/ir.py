@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, dataclass, field, fields
+from operator import attrgetter
 
 from qnb.dtypes import DType, as_dtype
 
@@ -545,6 +546,9 @@ class KernelIR:
 
 def children(node) -> list:
     """The direct IR children of a node (expressions, statements, views) in field order."""
+    found = _CHILDREN.get(type(node))
+    if found is not None:
+        return found(node)
     out = []
     for name, kind in _LAYOUTS[type(node).__name__]:
         if kind == "node":
@@ -663,6 +667,28 @@ _LAYOUTS = {
 }
 
 
+def _children_getter(layout):
+    """``children`` for one node class, made once: the walks (``walk``, the backends'
+    analyses) call it for every node, so the common layouts read their fields with one
+    ``attrgetter`` instead of a loop over the layout."""
+    names = [name for name, kind in layout if kind in ("node", "nodes")]
+    if not names:
+        return lambda node: []
+    if any(kind == "nodes" for name, kind in layout):
+        return None  # (a list field: the general loop)
+    get = attrgetter(*names)
+    if len(names) == 1:
+        return lambda node: [] if (value := get(node)) is None else [value]
+    return lambda node: [value for value in get(node) if value is not None]
+
+
+_CHILDREN = {}
+for _name, _cls in _NODE_CLASSES.items():
+    _getter = _children_getter(_LAYOUTS[_name])
+    if _getter is not None:
+        _CHILDREN[_cls] = _getter
+
+
 def _encode(node) -> list:
     out = [type(node).__name__]
     for name, kind in _LAYOUTS[out[0]]:
@@ -692,20 +718,40 @@ def _decode_type(value) -> Type:
     return found
 
 
-def _decode(data):
-    cls = _NODE_CLASSES[data[0]]
-    args = []
-    for (_, kind), value in zip(_LAYOUTS[data[0]], data[1:]):
-        if value is None or kind == "value":
-            args.append(value)
-        elif kind == "type":
-            args.append(_decode_type(value))
-        elif kind == "loc":
-            args.append(Loc(*value))
-        elif kind == "nodes":
-            args.append([_decode(v) for v in value])
-        else:
-            args.append(_decode(value))
+def _decoding(layout) -> tuple:
+    """Where a node class's fields need decoding, by what they hold: ``(types, locs,
+    nodes, lists)``, each the field positions (made once per class, so decoding a node
+    does not compare field kinds)."""
+    return tuple(
+        tuple(i for i, (_, kind) in enumerate(layout) if kind == wanted)
+        for wanted in ("type", "loc", "node", "nodes")
+    )
+
+
+_DECODING = {name: (cls, *_decoding(_LAYOUTS[name])) for name, cls in _NODE_CLASSES.items()}
+
+
+def _decode(data, locs: dict):
+    """The node of ``data``; ``locs`` holds the kernel's locations made so far (equal
+    locations share one frozen ``Loc``)."""
+    cls, types, loc_fields, nodes, lists = _DECODING[data[0]]
+    args = data[1:]
+    for i in types:
+        args[i] = _decode_type(args[i])
+    for i in loc_fields:
+        value = args[i]
+        if value is not None:
+            key = tuple(value)
+            loc = locs.get(key)
+            if loc is None:
+                loc = locs[key] = Loc(*key)
+            args[i] = loc
+    for i in nodes:
+        value = args[i]
+        if value is not None:
+            args[i] = _decode(value, locs)
+    for i in lists:
+        args[i] = [_decode(v, locs) for v in args[i]]
     return cls(*args)
 
 
@@ -722,11 +768,12 @@ def kernel_to_json(kernel: KernelIR) -> dict:
 
 def kernel_from_json(data: dict) -> KernelIR:
     """Rebuild IR from :func:`kernel_to_json`; raises ValueError on malformed data."""
+    locs: dict = {}
     try:
         return KernelIR(
             name=data["name"],
             params=[Param(name, _decode_type(t)) for name, t in data["params"]],
-            body=[_decode(stmt) for stmt in data["body"]],
+            body=[_decode(stmt, locs) for stmt in data["body"]],
             locals={name: _decode_type(t) for name, t in data["locals"].items()},
             units=[Unit(q) for q in data["units"]],
         )

@@ -42,6 +42,7 @@ from qnb.backends import cpu
 from qnb.errors import QnbIndexError
 from qnb.frontend.checks import tile_index_message
 
+_LEAVES = (ir.Const, ir.Var, ir.ProgramId, ir.ArrayDim)
 _FOLDABLE = (ir.Const, ir.Unary, ir.Binary, ir.Cast, ir.TileFill, ir.Select, ir.Transpose)
 
 
@@ -306,7 +307,8 @@ def _tiles(st, value):
 
 def prepare(kernel: ir.KernelIR, stored=None):
     """A launcher ``launch(grid, args, stored)`` for ``kernel`` (``stored`` given here is
-    its default), or None where the kernel needs the interpreter."""
+    its default; None: the arrays the kernel stores to), or None where the kernel needs
+    the interpreter."""
     try:
         return _Compiler(kernel).launcher(stored)
     except _Unsupported:
@@ -316,19 +318,112 @@ def prepare(kernel: ir.KernelIR, stored=None):
 # ---------------------------------------------------------------------- the walk
 
 
+class _Facts:
+    """What the compiler asks about the whole kernel, from one walk of its IR (a warm
+    start prepares every kernel it loads, so the IR is walked once, not once a question):
+
+    ``assign_count`` (name -> assignments, a loop's variable counting 2), ``loaded`` and
+    ``stored`` (as :func:`ir.array_uses`), ``holds_tiles`` (:func:`ir.holds_tiles`),
+    ``largest`` (the most elements of a value, as :func:`cpu.chunk_programs` counts),
+    ``exits`` (the ``For`` loops with a ``break``/``continue`` anywhere in their body),
+    and per expression (and view) node: ``reads``, what it reads as a bit mask (bit 0
+    ``program_id``, then one bit per variable, see ``bits``), and ``constant``, whether
+    it is known now (:meth:`_Compiler.constant`)."""
+
+    __slots__ = (
+        "assign_count", "loaded", "stored", "holds_tiles", "largest", "exits", "reads",
+        "constant", "bits",
+    )  # fmt: skip
+
+    def __init__(self, kernel: ir.KernelIR):
+        self.assign_count: dict[str, int] = {}
+        self.loaded: set[str] = set()
+        self.stored: set[str] = set()
+        self.holds_tiles = False
+        self.largest = 256
+        for t in kernel.locals.values():
+            self.largest = max(self.largest, t.size)
+            if t.kind in ("tile", "vec"):
+                self.holds_tiles = True
+        self.exits: set[int] = set()
+        self.reads: dict[int, int] = {}
+        self.constant: dict[int, bool] = {}
+        self.bits: dict[str, int] = {}
+        loops: list[int] = []
+        for stmt in kernel.body:
+            self.statement(stmt, loops)
+
+    def statement(self, node, loops):
+        kind = type(node)
+        if kind is ir.Assign:
+            self.assign_count[node.name] = self.assign_count.get(node.name, 0) + 1
+        elif kind is ir.For:
+            self.assign_count[node.var] = self.assign_count.get(node.var, 0) + 2
+            loops.append(id(node))
+        elif kind is ir.Break or kind is ir.Continue:
+            self.exits.update(loops)
+        elif kind is ir.ArrayStore or kind is ir.StoreWindow or kind is ir.VecStore:
+            self.stored.add(node.view.param)
+        for child in ir.children(node):
+            if isinstance(child, ir.Stmt):
+                self.statement(child, loops)
+            else:
+                self.expression(child)
+        if kind is ir.For:
+            loops.pop()
+
+    def expression(self, node) -> int:
+        """Note ``node`` (an expression or a view) and the nodes below it; its reads."""
+        kind = type(node)
+        key = id(node)
+        if kind is ir.Const:
+            self.reads[key] = 0
+            self.constant[key] = True
+            return 0
+        typ = node.type
+        if typ.kind in ("tile", "vec"):
+            self.holds_tiles = True
+            self.largest = max(self.largest, typ.size)
+        if kind is ir.Var:
+            mask = self.bits.get(node.name)
+            if mask is None:
+                mask = self.bits[node.name] = 2 << len(self.bits)
+            constant = False
+        elif kind is ir.ProgramId:
+            mask = 1 if node.which == "id" else 0
+            constant = False
+        else:
+            if kind is ir.ArrayLoad or kind is ir.LoadWindow or kind is ir.VecLoad:
+                self.loaded.add(node.view.param)
+            mask = 0
+            constant = isinstance(node, _FOLDABLE)
+            for child in ir.children(node):
+                mask |= self.expression(child)
+                constant = constant and self.constant[id(child)]
+            if kind is ir.TileFill and node.kind == "eye":
+                constant = True
+        self.reads[key] = mask
+        self.constant[key] = constant
+        return mask
+
+    def mask(self, names) -> int:
+        """The bits of ``names`` (with ``program_id``'s)."""
+        mask = 1
+        for name in names:
+            mask |= self.bits.get(name, 0)
+        return mask
+
+
 class _Compiler:
     def __init__(self, kernel: ir.KernelIR):
         self.kernel = kernel
-        self.varying = _varying_names(kernel)
+        self.facts = facts = _Facts(kernel)
+        self.varying = _varying_names(kernel, facts)
+        self.varying_mask = facts.mask(self.varying)
         # per node (the IR lives as long as this walk, so ids stay unique)
-        self.varying_nodes: dict[int, bool] = {}
-        self.constant_nodes: dict[int, bool] = {}
-        self.assign_count = {}
-        for node in ir.walk_body(kernel.body):
-            if isinstance(node, ir.Assign):
-                self.assign_count[node.name] = self.assign_count.get(node.name, 0) + 1
-            elif isinstance(node, ir.For):
-                self.assign_count[node.var] = self.assign_count.get(node.var, 0) + 2
+        self.built: dict[int, object] = {}  # node -> its closure (see expr)
+        self.ints: dict[tuple, object] = {}  # (int, dtype) -> a Const's closure
+        self.assign_count = facts.assign_count
         # top-level variables that hold program_id(a) (factor 1) or program_id(a) * factor
         self.pid_vars: dict[str, tuple[int, int]] = {}
         # top-level variables assigned once, a constant: name -> its value
@@ -341,13 +436,15 @@ class _Compiler:
         with np.errstate(all="ignore"):  # constants fold as a launch computes them
             body = self.block(self.kernel.body, top=True)
         kernel = self.kernel
+        if default_stored is None:
+            default_stored = self.facts.stored
         fresh = _fresh_env(kernel)
         if fresh is dict:  # no locals: the scalars bound anew at each launch are the variables
             fresh = None
         aliases = bool(self.assign_count)  # (only an assignment or a loop makes an alias)
         bind = _binder(kernel)
-        holds_tiles = ir.holds_tiles(kernel)
-        chunk_size = cpu.chunk_programs(kernel)
+        holds_tiles = self.facts.holds_tiles
+        chunk_size = cpu.chunk_for(self.facts.largest)
         quiet = not self.computes
         pids = {}  # (grid, start, count) -> program ids: a launch's ids are made once
         one = _ONE_PROGRAM
@@ -388,16 +485,9 @@ class _Compiler:
     # ------------------------------------------------------------------ analysis
 
     def is_varying(self, e) -> bool:
-        found = self.varying_nodes.get(id(e))
-        if found is None:
-            if isinstance(e, ir.ProgramId):
-                found = e.which == "id"
-            elif isinstance(e, ir.Var):
-                found = e.name in self.varying
-            else:
-                found = any(self.is_varying(c) for c in ir.children(e))
-            self.varying_nodes[id(e)] = found
-        return found
+        """Whether ``e`` may differ between programs (it reads ``program_id`` or a
+        varying local)."""
+        return bool(self.facts.reads[id(e)] & self.varying_mask)
 
     def pid_block(self, e, side=16):
         """The grid axis ``a`` when ``e`` is ``program_id(a) * side``; else None."""
@@ -612,7 +702,7 @@ class _Compiler:
             self.loops -= 1
         name = s.var
         zero_step = self.error("range() step must not be zero", s)
-        has_exits = any(isinstance(n, ir.Break | ir.Continue) for n in ir.walk_body(s.body))
+        has_exits = id(s) in self.facts.exits
         gemm = self.gemm_loop(s)
 
         def run_for(st):
@@ -1171,10 +1261,12 @@ class _Compiler:
         if not isinstance(fill, np.ndarray) or np.result_type(dtype, fill.dtype) != dtype:
             return None
         flat = fill.reshape(-1)
-        same = np.array_equal(
-            flat, np.broadcast_to(flat[:1], flat.shape), equal_nan=fill.dtype.kind in "fc"
-        )
         value = flat[0]  # the fill of every element outside, where it is one value
+        # (np.array_equal of flat and its first element broadcast, NaN equal to NaN,
+        # without its broadcast and copies)
+        same = bool((flat == value).all()) or (
+            fill.dtype.kind in "fc" and bool(np.isnan(flat).all())
+        )
         window = self.strided_window(e, shape, edges=same)
         if window is None:
             return None
@@ -1723,38 +1815,49 @@ class _Compiler:
     # ------------------------------------------------------------------ expressions
 
     def expr(self, e):
+        """The closure of ``e``, built once: the analyses ask for the same bounds and
+        operands again (a window's bounds, its blocks' spans, a strided form)."""
+        fn = self.built.get(id(e))
+        if fn is None:
+            fn = self.built[id(e)] = self.build(e)
+        return fn
+
+    def build(self, e):
         method = getattr(self, "e_" + type(e).__name__, None)
         if method is None:
             raise _Unsupported(type(e).__name__)
         fn = method(e)
-        folds = isinstance(e, _FOLDABLE) and not isinstance(e, ir.Const) and self.constant(e)
-        if not folds and not isinstance(e, ir.Const | ir.Var | ir.ProgramId | ir.ArrayDim):
+        if isinstance(e, _LEAVES):  # (nothing to fold, no arithmetic)
+            return fn
+        if not self.constant(e):
             self.computes = True
-        if folds:
-            try:
-                value = fn(None)  # under launcher()'s errstate
-            except Exception:  # noqa: BLE001 - an error stays where it happens at launch
-                return fn
-            if not isinstance(value, _Blocks):
-                value.flags.writeable = False
-                return lambda st: value
+            return fn
+        try:
+            value = fn(None)  # under launcher()'s errstate
+        except Exception:  # noqa: BLE001 - an error stays where it happens at launch
+            return fn
+        if not isinstance(value, _Blocks):
+            value.flags.writeable = False
+            return lambda st: value
         return fn
 
     def constant(self, e) -> bool:
-        found = self.constant_nodes.get(id(e))
-        if found is None:
-            if isinstance(e, ir.Const):
-                found = True
-            elif not isinstance(e, _FOLDABLE):
-                found = False
-            elif isinstance(e, ir.TileFill) and e.kind == "eye":
-                found = True
-            else:
-                found = all(self.constant(c) for c in ir.children(e))
-            self.constant_nodes[id(e)] = found
-        return found
+        """Whether ``e`` is known now: a literal, an identity tile, or a foldable op of
+        such (see :class:`_Facts`)."""
+        return self.facts.constant[id(e)]
 
     def e_Const(self, e):
+        value = e.value
+        if type(value) is int:  # (a kernel's bounds and sides repeat a few ints: one each)
+            key = (value, e.type.dtype)
+            fn = self.ints.get(key)
+            if fn is None:
+                fn = self.ints[key] = self.const_closure(e)
+            return fn
+        return self.const_closure(e)
+
+    @staticmethod
+    def const_closure(e):
         value = np.array([e.value], e.type.dtype.numpy)
         value.flags.writeable = False
         return lambda st: value
@@ -2286,25 +2389,28 @@ def _lane_arrays(batch, *bounds):
     )
 
 
-def _varying_names(kernel: ir.KernelIR) -> set[str]:
+def _varying_names(kernel: ir.KernelIR, facts: _Facts) -> set[str]:
     """The locals whose value may differ between programs: assigned from an expression
-    that reads ``program_id`` (or another such local), or under a per-program branch."""
+    that reads ``program_id`` (or another such local), or under a per-program branch
+    (what each expression reads is :class:`_Facts`'s)."""
     varying: set[str] = set()
+    reads = facts.reads
+    mask = 1  # (program_id, and the bits of the varying locals)
 
     def reads_varying(e):
-        for node in ir.walk(e):
-            if isinstance(node, ir.ProgramId) and node.which == "id":
-                return True
-            if isinstance(node, ir.Var) and node.name in varying:
-                return True
-        return False
+        return bool(reads[id(e)] & mask)
+
+    def note(name):
+        nonlocal mask
+        varying.add(name)
+        mask |= facts.bits.get(name, 0)
 
     def visit(body, masked):
         changed = False
         for s in body:
             if isinstance(s, ir.Assign):
                 if s.name not in varying and (masked or reads_varying(s.value)):
-                    varying.add(s.name)
+                    note(s.name)
                     changed = True
             elif isinstance(s, ir.If):
                 inner = masked or reads_varying(s.cond)
@@ -2313,7 +2419,7 @@ def _varying_names(kernel: ir.KernelIR) -> set[str]:
             elif isinstance(s, ir.For):
                 inner = masked or any(reads_varying(x) for x in (s.start, s.stop, s.step))
                 if inner and s.var not in varying:
-                    varying.add(s.var)
+                    note(s.var)
                     changed = True
                 changed |= visit(s.body, inner)
             elif isinstance(s, ir.While):
