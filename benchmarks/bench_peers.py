@@ -443,7 +443,9 @@ def _format_seconds(seconds):
         return "-"
     if seconds < 1e-3:
         return f"{seconds * 1e6:.1f} µs"
-    return f"{seconds * 1e3:.2f} ms"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
 
 
 def main():
@@ -459,9 +461,12 @@ def main():
                     tools.append(tool)
             rows.append((workload.name, results))
             for tool, (seconds, numpy_seconds, ratio, ok) in results.items():
-                ratio_text = "-" if ratio is None else f"{ratio:.2f}×"
+                if ratio is None:
+                    ratio_text = "-"
+                else:  # an interpreter's thousands need no decimals
+                    ratio_text = f"{ratio:.0f}×" if ratio >= 100 else f"{ratio:.2f}×"
                 print(
-                    f"{workload.name:<46} {tool:<24} {_format_seconds(seconds):>10} "
+                    f"{workload.name:<46} {tool:<27} {_format_seconds(seconds):>10} "
                     f"NumPy {_format_seconds(numpy_seconds):>10} {ratio_text:>8}  {ok}",
                     flush=True,
                 )
