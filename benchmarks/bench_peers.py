@@ -13,6 +13,7 @@ cannot run a workload, shows as "-"; nothing here is needed by ``make test``.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import statistics
 import time
@@ -94,7 +95,16 @@ def _close(want, rtol=1e-5, atol=1e-5):
     return lambda got: got is not None and np.allclose(got, want, rtol=rtol, atol=atol)
 
 
-def workloads():
+# The shapes of each workload: the table's, and small ones on which a test checks every
+# tool (the interpreters included) in seconds.
+SHAPES = {"tiles": 2048, "elements": 2**20, "matmul": 512, "softmax": 65536, "cholesky": 16384}
+SMALL_SHAPES = {"tiles": 64, "elements": 1000, "matmul": 64, "softmax": 256, "cholesky": 8}
+
+
+def workloads(small=False):
+    """The table's workloads; ``small``: the same kernels and checks on ``SMALL_SHAPES``
+    (each name then ends in "[small]")."""
+    shapes = SMALL_SHAPES if small else SHAPES
     rng = np.random.default_rng(0)
     out = []
 
@@ -117,11 +127,11 @@ def workloads():
         )
     )
 
-    x = rng.uniform(-1, 1, (2048, 2048)).astype(np.float32)
+    x = rng.uniform(-1, 1, (shapes["tiles"],) * 2).astype(np.float32)
     y = np.empty_like(x)
 
     def qnb_affine():
-        affine_tiles[(128, 128)](x, y)
+        affine_tiles[(x.shape[0] // 16, x.shape[1] // 16)](x, y)
         return y
 
     out.append(
@@ -133,7 +143,7 @@ def workloads():
         )
     )
 
-    v = rng.uniform(-1, 1, 2**20).astype(np.float32)
+    v = rng.uniform(-1, 1, shapes["elements"]).astype(np.float32)
     w = np.empty_like(v)
 
     def qnb_elements():
@@ -149,12 +159,12 @@ def workloads():
         )
     )
 
-    a = rng.uniform(-1, 1, (512, 512)).astype(np.float32)
-    b = rng.uniform(-1, 1, (512, 512)).astype(np.float32)
+    a = rng.uniform(-1, 1, (shapes["matmul"],) * 2).astype(np.float32)
+    b = rng.uniform(-1, 1, (shapes["matmul"],) * 2).astype(np.float32)
     c = np.empty_like(a)
 
     def qnb_matmul():
-        tiled_matmul[(32, 32)](a, b, c)
+        tiled_matmul[(a.shape[0] // 16, b.shape[1] // 16)](a, b, c)
         return c
 
     out.append(
@@ -166,7 +176,7 @@ def workloads():
         )
     )
 
-    s = rng.uniform(-4, 4, (65536, 16)).astype(np.float32)
+    s = rng.uniform(-4, 4, (shapes["softmax"], 16)).astype(np.float32)
     t = np.empty_like(s)
 
     def numpy_softmax():
@@ -186,7 +196,7 @@ def workloads():
         )
     )
 
-    count = 16384
+    count = shapes["cholesky"]
     m = rng.uniform(-1, 1, (count, 16, 16))
     spd = m @ m.transpose(0, 2, 1) + 16 * np.eye(16)
     rhs = rng.uniform(-1, 1, (count, 16, 16))
@@ -210,6 +220,9 @@ def workloads():
             {"qnb": lambda: qnb_cholesky_solve, **_peer_runners("cholesky", a=spd, b=rhs)},
         )
     )
+    if small:
+        for workload in out:
+            workload.name += " [small]"
     return out
 
 
@@ -241,38 +254,42 @@ def _peer_runners(workload, **arrays):
 
 
 def peer_notes():
-    """One line per peer: its version here, or why it does not run."""
+    """One line per peer: its version here, or why it does not run. Versions come from
+    the installed distributions, importing none of them (Triton must first be imported
+    by ``_peers_triton``, which chooses its interpreter)."""
     notes = []
-    for module, tool in (("jax", "jax pallas"), ("warp", "warp"), ("triton", "triton")):
+    for distribution, tool in (("jax", "jax pallas"), ("warp-lang", "warp"), ("triton", "triton")):
         try:
-            version = __import__(module).__version__
-        except ImportError:
+            version = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
             notes.append(f"{tool}: not installed (pip install -e '.[peers]')")
             continue
         line = f"{tool}: {version}"
-        if module == "triton" and _triton_unusable():
-            line += f" (not run: {_triton_unusable()})"
-        if module == "jax":
+        if distribution == "triton":
+            line += f" (workloads of more than {TRITON_MAX_STEPS} block steps not run)"
+        if distribution == "jax":
             line += f" (workloads of more than {PALLAS_MAX_PROGRAMS} programs not run)"
         notes.append(line)
     return notes
 
 
-def _triton_unusable():
-    """Why Triton's interpreter cannot run here, or None. Its interpreter (as of Triton
-    3.x) runs kernels on PyTorch tensors (``data_ptr``, ``untyped_storage``), not NumPy."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return "its interpreter takes PyTorch tensors, and PyTorch is not installed"
-    return None
+# Triton's interpreter runs each program's body as Python over NumPy blocks, so its time
+# grows with programs × the steps of a kernel's loop (measured here with Triton 3.9: 1.5 ms
+# a block of 2x + 1, 2 ms a block of the softmax, 0.4 ms a K step of the matmul, 0.11 ms a
+# program of the tile-free form, 2.5 ms a column step of the Cholesky). A workload of more
+# steps than this is not run on it: the tile-free form (2²⁰ steps) would take about 2
+# minutes a call, the Cholesky (16,384 × 32) about 22 minutes; the 2x + 1 (16,384) 25 s.
+TRITON_MAX_STEPS = 32768
 
 
 def _peer_triton(workload, arrays):
-    """Triton's interpreter needs PyTorch (see :func:`_triton_unusable`): none is
-    installed where this was written, so no Triton kernel is run (one that could not be
-    checked here is not shipped)."""
-    return None
+    """Triton's interpreter (``TRITON_INTERPRET=1``) on NumPy arrays, without PyTorch
+    (``benchmarks/_peers_triton.py``)."""
+    try:
+        from benchmarks import _peers_triton
+    except ImportError:
+        return None
+    return _peers_triton.runner(workload, arrays, TRITON_MAX_STEPS)
 
 
 def _peer_warp(workload, arrays):
@@ -426,7 +443,9 @@ def _format_seconds(seconds):
         return "-"
     if seconds < 1e-3:
         return f"{seconds * 1e6:.1f} µs"
-    return f"{seconds * 1e3:.2f} ms"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
 
 
 def main():
@@ -442,9 +461,12 @@ def main():
                     tools.append(tool)
             rows.append((workload.name, results))
             for tool, (seconds, numpy_seconds, ratio, ok) in results.items():
-                ratio_text = "-" if ratio is None else f"{ratio:.2f}×"
+                if ratio is None:
+                    ratio_text = "-"
+                else:  # an interpreter's thousands need no decimals
+                    ratio_text = f"{ratio:.0f}×" if ratio >= 100 else f"{ratio:.2f}×"
                 print(
-                    f"{workload.name:<46} {tool:<24} {_format_seconds(seconds):>10} "
+                    f"{workload.name:<46} {tool:<27} {_format_seconds(seconds):>10} "
                     f"NumPy {_format_seconds(numpy_seconds):>10} {ratio_text:>8}  {ok}",
                     flush=True,
                 )
