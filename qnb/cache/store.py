@@ -73,11 +73,14 @@ _QNB_PACKAGE = str(Path(__file__).parents[1]) + os.sep
 
 def warn(message: str) -> None:
     """A CacheWarning shown at the first frame outside qnb: the user's launch line,
-    not the cache's internals."""
+    not the cache's internals. On a thread qnb started (the early wgpu device), which
+    has no line of the user's, at the line of qnb that warns, not in ``threading``."""
     frame, level = sys._getframe(0), 1
     while frame is not None and frame.f_code.co_filename.startswith(_QNB_PACKAGE):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, CacheWarning, stacklevel=level if frame is not None else 2)
+    if frame is None or frame.f_code.co_filename == threading.__file__:
+        level = 2
+    warnings.warn(message, CacheWarning, stacklevel=level)
 
 
 # ---------------------------------------------------------------------------------

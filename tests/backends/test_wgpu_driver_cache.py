@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 import warnings
 
 import pytest
@@ -130,6 +131,20 @@ def test_a_header_directory_others_may_write_is_refused(cache):
     with pytest.warns(CacheWarning, match="parsed C header.*group or others may write"):
         assert wgpu_backend._header_cache() is None
     assert _mode(path) == 0o777
+
+
+def test_a_refusal_on_the_device_thread_is_shown_at_qnb_s_line_not_threading_s(cache):
+    """The early device makes these directories on a thread of qnb's, where no line is
+    the user's: the warning names the line of qnb that refuses, not threading.py."""
+    _directory(cache, wgpu_backend.HEADER_CACHE, 0o777)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        thread = threading.Thread(target=wgpu_backend._header_cache)
+        thread.start()
+        thread.join()
+    (warning,) = [w for w in seen if issubclass(w.category, CacheWarning)]
+    assert "parsed C header" in str(warning.message)
+    assert warning.filename == wgpu_backend.__file__, warning.filename
 
 
 # ---------------------------------------------------------------------- the early device
