@@ -358,7 +358,7 @@ class Kernel(QnbFunction):
                 grid3 = self._grid(grid)
             except QnbError as err:  # (no @public here: this runs at every launch)
                 raise err.with_traceback(None) from None
-            launch = self._launcher_for(grid3)
+            launch = functools.partial(self._launch_over, grid3)
             if len(self._grids) < 64:
                 self._grids[grid] = launch
         return launch
@@ -371,17 +371,13 @@ class Kernel(QnbFunction):
         except QnbError as err:
             raise err.with_traceback(None) from None
 
-    def _launcher_for(self, grid):
-        """``k[grid]``: a launch over ``grid`` (3 ints) taking the kernel's arguments."""
-        launch_over = self._launch
-
-        def launch(*args, **kwargs):
-            try:  # (as in __call__: this frame is the one qnb frame a user sees)
-                return launch_over(grid, args, kwargs)
-            except QnbError as err:
-                raise err.with_traceback(None) from None
-
-        return launch
+    def _launch_over(self, grid, *args, **kwargs):
+        """``k[grid](*args)``: a ``functools.partial`` of this with the grid (``qnb.compare``
+        reads the kernel and the grid from it)."""
+        try:  # (as in __call__: this frame is the one qnb frame a user sees)
+            return self._launch(grid, args, kwargs)
+        except QnbError as err:
+            raise err.with_traceback(None) from None
 
     @property
     def trace(self):
