@@ -358,7 +358,7 @@ class Kernel(QnbFunction):
                 grid3 = self._grid(grid)
             except QnbError as err:  # (no @public here: this runs at every launch)
                 raise err.with_traceback(None) from None
-            launch = functools.partial(self._launch, grid3)
+            launch = functools.partial(self._launch_over, grid3)
             if len(self._grids) < 64:
                 self._grids[grid] = launch
         return launch
@@ -367,9 +367,15 @@ class Kernel(QnbFunction):
         # As @public does, without its extra call on the launch fast path (``_launch``
         # raises with the compiler's frames dropped; this drops its own).
         try:
-            if kwargs:
-                return self._launch(_ONE_PROGRAM, *args, **kwargs)
-            return self._launch(_ONE_PROGRAM, *args)
+            return self._launch(_ONE_PROGRAM, args, kwargs)
+        except QnbError as err:
+            raise err.with_traceback(None) from None
+
+    def _launch_over(self, grid, *args, **kwargs):
+        """``k[grid](*args)``: a ``functools.partial`` of this with the grid (``qnb.compare``
+        reads the kernel and the grid from it)."""
+        try:  # (as in __call__: this frame is the one qnb frame a user sees)
+            return self._launch(grid, args, kwargs)
         except QnbError as err:
             raise err.with_traceback(None) from None
 
@@ -404,8 +410,9 @@ class Kernel(QnbFunction):
 
     # ------------------------------------------------------------------ launch path
 
-    def _launch(self, grid, *args, **kwargs):
-        # As @public does, without its extra call on the launch fast path.
+    def _launch(self, grid, args: tuple, kwargs: dict):
+        # As @public does, without its extra call on the launch fast path. (The arguments
+        # come as a tuple and a dict, not re-packed: ``k(d)`` builds each once.)
         try:
             if kwargs:
                 args = self._positional(args, kwargs)

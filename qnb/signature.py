@@ -126,6 +126,25 @@ def _fixed_signature(plan) -> tuple[tuple | None, list | None]:
     return tuple(step.spec for step in plan), checks
 
 
+def _one_array_signature(fixed, numpy_dtype, dtype, ndim):
+    """``Parameters._fast_signature`` for a kernel of one array parameter of a fixed dtype
+    and rank (the commonest kernel), its loop over the parameters unrolled: the same
+    checks, in the same order."""
+
+    def fast_signature(args) -> tuple | None:
+        if len(args) != 1:
+            return None
+        value = args[0]
+        if type(value) not in FAST_ARRAY_TYPES or not value.flags.c_contiguous:
+            return None
+        found = value.dtype
+        if found is not numpy_dtype and _QNB_DTYPES.get(found) is not dtype:
+            return None
+        return fixed if value.ndim == ndim else None
+
+    return fast_signature
+
+
 def _plain_array_spec(value, dtype, ndim) -> ArgSpec | None:
     """The array spec for a C-contiguous array of a fast-path type whose dtype and
     rank qnb supports and the annotation (``dtype``/``ndim``, None for any) allows; else
@@ -218,6 +237,9 @@ class Parameters:
         # rank, scalars): that one tuple, so a launch builds none and the memo compares it
         # by identity.
         self._fast_fixed, self._fast_checks = _fixed_signature(self._fast_plan)
+        checks = self._fast_checks
+        if checks is not None and len(checks) == 1 and checks[0][0] is _FAST_ARRAY:
+            self._fast_signature = _one_array_signature(self._fast_fixed, *checks[0][1:])
 
     @property
     def is_fully_annotated(self) -> bool:

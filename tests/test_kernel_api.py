@@ -460,6 +460,43 @@ def test_the_launch_fast_path_agrees_with_the_full_argument_check():
     assert fast_taken == 2  # the two common calls do take it
 
 
+def test_the_one_array_fast_path_agrees_with_the_full_argument_check():
+    # A kernel of one annotated array has its own unrolled fast check: the same answers.
+    scope, _ = define("""
+        @qnb.kernel
+        def fill(d: qnb.Array[qnb.f32, 2]):
+            Tile16.full(4.0).store(d, 0, 0)
+        """)
+    fill = scope["fill"]
+    f32 = np.zeros((16, 16), np.float32)
+    cases = [
+        (f32,),
+        (f32[None],),  # rank 3
+        (f32[0],),  # rank 1
+        (f32[:, ::2],),  # not C-contiguous
+        (f32.astype(np.float64),),  # wrong dtype
+        (f32.astype(np.dtype(np.float32).newbyteorder()),),  # a non-native f32
+        (f32.tolist(),),  # not an array
+        (3.0,),
+        (f32, f32),  # too many
+        (),
+    ]
+    fast_taken = 0
+    for args in cases:
+        fast = fill._fast_signature(args)
+        try:
+            full = fill._signature(args)[0]
+        except qnb.QnbTypeError:
+            assert fast is None, args
+            continue
+        assert fast in (None, full), (fast, full)
+        fast_taken += fast is not None
+    assert fast_taken == 1
+    d = np.zeros((16, 16), np.float32)
+    fill(d)
+    assert (d == 4.0).all()
+
+
 def test_i32_arithmetic_wraps_as_numpys_does(backend_name):
     # Signed overflow is undefined in C++ (and INT_MIN // -1 traps on x86): the CUDA code
     # must wrap like NumPy and WGSL, products and sums inside @, .sum() and outer included.
