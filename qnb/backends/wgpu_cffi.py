@@ -275,7 +275,7 @@ def _write_header_file(path: Path, ffi, types) -> None:
         return
     _install_types(ffi, parsed)
     body = text.encode()
-    store._write_atomically(
+    store.write_atomically(
         path.parent, path, hashlib.sha256(body).hexdigest().encode() + b"\n" + body
     )
     _drop_older_files(path)

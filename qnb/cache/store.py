@@ -434,7 +434,7 @@ def save(
     data = json.dumps(entry, sort_keys=True, indent=1, ensure_ascii=True).encode("utf-8")
     final = entry_path(root, kernel_name, key.digest)
     try:
-        _write_atomically(root, final, data)
+        write_atomically(root, final, data)
     except IsADirectoryError:  # a directory under the entry's name: load said so
         log.debug("not storing %s: a directory has its name", final)
         return None
@@ -445,7 +445,7 @@ def save(
     return final
 
 
-def _write_atomically(root: Path, final: Path, data: bytes) -> None:
+def write_atomically(root: Path, final: Path, data: bytes) -> None:
     """``data`` as ``final``: written to a temporary file in ``root``, synced, then
     renamed over ``final`` (a reader sees the old file or the new one, never a part).
     Raises OSError; the temporary file never outlives a failure."""
@@ -942,6 +942,6 @@ def save_manifest(kernel_name: str, pre_digest: str, reads: list) -> None:
     data = canonical_json({"pre_key": pre_digest, "reads": sets}).encode("utf-8")
     final = manifest_path(root, kernel_name, pre_digest)
     try:
-        _write_atomically(root, final, data)
+        write_atomically(root, final, data)
     except OSError as exc:
         log.debug("cannot write %s: %s", final, exc)
