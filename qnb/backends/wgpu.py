@@ -222,17 +222,9 @@ def _driver_shader_cache() -> None:
     write; then the driver keeps its own default."""
     if any(name in os.environ for name in _MESA_CACHE_SETTINGS):
         return
-    from qnb.cache import store
-
-    root = store.usable_directory()  # None: QNB_CACHE=0, or an untrusted cache dir
-    if root is None:
-        return
-    path = root / DRIVER_CACHE
-    why = driver_cache_problem(path)
-    if why is not None:
-        store.warn(f"qnb: not using {path} for the Vulkan driver's shader cache: {why}")
-        return
-    os.environ["MESA_SHADER_CACHE_DIR"] = str(path)
+    path = _private_directory(DRIVER_CACHE, "not using {} for the Vulkan driver's shader cache")
+    if path is not None:
+        os.environ["MESA_SHADER_CACHE_DIR"] = str(path)
 
 
 HEADER_CACHE = "wgpu-cffi-header"
@@ -243,15 +235,23 @@ def _header_cache() -> pathlib.Path | None:
     (:func:`qnb.backends.wgpu_cffi.import_wgpu_native`), on the driver cache's trust
     rules; None (wgpu-py parses it, as without qnb) under ``QNB_CACHE=0`` or a cache
     directory qnb does not use."""
+    return _private_directory(HEADER_CACHE, "not keeping wgpu-py's parsed C header in {}")
+
+
+def _private_directory(name: str, refusal: str) -> pathlib.Path | None:
+    """``name`` under a usable (private) qnb cache directory, on the trust rules of
+    :func:`driver_cache_problem`; None under ``QNB_CACHE=0`` or an untrusted cache dir,
+    and None with one warning (``refusal`` with the path, then why) where the directory
+    is refused."""
     from qnb.cache import store
 
-    root = store.usable_directory()
+    root = store.usable_directory()  # None: QNB_CACHE=0, or an untrusted cache dir
     if root is None:
         return None
-    path = root / HEADER_CACHE
+    path = root / name
     why = driver_cache_problem(path)
     if why is not None:
-        store.warn(f"qnb: not keeping wgpu-py's parsed C header in {path}: {why}")
+        store.warn(f"qnb: {refusal.format(path)}: {why}")
         return None
     return path
 
