@@ -129,15 +129,21 @@ def _no_collections():
         gc.enable()
 
 
-def run(kernel: ir.KernelIR, grid, args, stored=None, chunk=None, observer=None) -> None:
+def run(
+    kernel: ir.KernelIR, grid, args, stored=None, chunk=None, observer=None, order=None
+) -> None:
     """Execute ``kernel`` over ``grid`` with ``args`` (in ``kernel.params`` order),
     ``chunk`` programs at a time (default: :func:`chunk_programs`); ``observer`` (an
-    :class:`Observer`) watches each chunk's run."""
+    :class:`Observer`) watches each chunk's run. ``order`` "forward" or "reverse": one
+    program at a time, in grid order or its reverse (``qnb.check`` compares the two)."""
+    if order not in (None, "forward", "reverse"):
+        raise ValueError(f"order is None, 'forward' or 'reverse', not {order!r}")
     arrays, scalars = _bind(kernel, args, stored)
     total = grid[0] * grid[1] * grid[2]
-    chunk = chunk or chunk_programs(kernel)
+    chunk = 1 if order else chunk or chunk_programs(kernel)
     observer = observer or UNWATCHED
-    for start in range(0, total, chunk):
+    starts = range(0, total, chunk)
+    for start in reversed(starts) if order == "reverse" else starts:
         count = min(chunk, total - start)
         _Executor(kernel, grid, arrays, scalars, start, count, observer).run()
 
