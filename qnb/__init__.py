@@ -32,6 +32,7 @@ from qnb.errors import (
     QnbTypeError,
     public,
 )
+from qnb.hazards import Hazards, check  # (light: NumPy and dataclasses only)
 from qnb.kernel import Func, Kernel, func, kernel
 from qnb.language import (
     Array,
@@ -157,6 +158,8 @@ __all__ = [
     "TraceStep",
     "compare",
     "Comparison",
+    "check",
+    "Hazards",
     "Region",
     "QnbError",
     "QnbSyntaxError",

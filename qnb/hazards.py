@@ -1,0 +1,466 @@
+"""``qnb.check``: races between the programs of one launch.
+
+A GPU runs the programs of a launch in no fixed order, so a kernel whose result depends
+on that order has no single right answer; the cpu backend, which runs one order, returns
+one without a word. ``qnb.check`` runs the launch on the cpu interpreter with a recorder
+watching (``qnb/backends/cpu_hazards.py``: an observer of the executor, not another
+executor) and names every pair of programs that touch one element where one of them
+stores it: a **write-write** (both store it) or a **read-write** (one reads what the
+other stores). Where it finds one, the programs run one at a time, in grid order and
+in reverse, to say whether the stored values depend on the order.
+
+Atomics (``qnb.atomic_add`` …) are not accesses here: updating one element through
+them from many programs is how such a kernel is written without a race.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from qnb.errors import public
+
+MAX_RECORDS = 1000  # hazard records kept (the first, by kind, array and element)
+MAX_WINDOWS = 64  # windows kept per program of a record, for a view
+_KINDS = ("write-write", "read-write")
+
+
+@dataclass(frozen=True)
+class Window:
+    """A rectangle of ``array`` one program touched where it conflicts: rows ``[r0, r1)``
+    and columns ``[c0, c1)`` of the 2-D view (``batch``: the slab of a 3-D array, else
+    None; a 1-D array has rows (0, 1)), ``write`` for a store, at the user's ``line``."""
+
+    array: str
+    batch: int | None
+    r0: int
+    r1: int
+    c0: int
+    c1: int
+    write: bool
+    line: int
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """Two programs of one launch in conflict on array ``array``.
+
+    ``kind``: ``"write-write"`` (both store an element) or ``"read-write"`` (the first
+    program reads an element the second stores). ``index``: the first such element (C
+    order, an index tuple in ``array``'s shape); ``count``: how many elements the pair
+    conflicts on that way. ``programs``: the two programs (3-tuples; a read-write's
+    reader first, a write-write's in grid order); ``lines``: the user's line of each
+    one's access at ``index`` (absolute, as a trace step's ``lineno``); ``values``: for a
+    write-write, what each stored there (the same value twice is still a race: another
+    run, or a GPU, may store something else between them), else None. ``windows``: each
+    program's windows in ``array`` that touch conflicting elements (for a view)."""
+
+    kind: str
+    array: str
+    index: tuple[int, ...]
+    count: int
+    programs: tuple[tuple[int, int, int], tuple[int, int, int]]
+    lines: tuple[int, int]
+    values: tuple | None = None
+    windows: tuple = field(default=((), ()), repr=False, compare=False)
+
+    @property
+    def same_value(self) -> bool:
+        """A write-write whose two programs stored the same value (still a hazard)."""
+        return self.values is not None and _same(*self.values)
+
+    def describe(self) -> str:
+        """One sentence a learner reads."""
+        (a, b), (line_a, line_b) = self.programs, self.lines
+        element = f"{self.array}[{', '.join(map(str, self.index))}]"
+        more = f" (and {self.count - 1:,} more elements)" if self.count > 1 else ""
+        if self.kind == "write-write":
+            stored = f"storing {_text(self.values[0])} and {_text(self.values[1])}"
+            if self.same_value:
+                stored += ": the same value, still a race"
+            return (
+                f"programs {a} (line {line_a}) and {b} (line {line_b}) both store "
+                f"{element}{more}, {stored}"
+            )
+        return (
+            f"program {a} reads {element} (line {line_a}), which program {b} stores "
+            f"(line {line_b}){more}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} hazard: {self.describe()}>"
+
+
+@dataclass
+class Hazards:
+    """What ``qnb.check`` found (see its help): ``ok``, ``hazards``, ``order_dependent``.
+
+    ``elements``: per array in conflict, how many of its elements are; ``truncated``:
+    more program pairs conflict than ``hazards`` holds (:data:`MAX_RECORDS`).
+    ``arrays`` and ``conflicts`` (each array in conflict after the check's run, and the
+    mask of its conflicting elements) and the kernel's source are for a view."""
+
+    kernel_name: str
+    grid: tuple[int, int, int]
+    hazards: list[Hazard]
+    order_dependent: bool = False
+    elements: dict[str, int] = field(default_factory=dict)
+    truncated: bool = False
+    arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    conflicts: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    filename: str = ""
+    firstlineno: int = 1
+    source_lines: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when no two programs of the launch conflict."""
+        return not self.hazards
+
+    def summary(self) -> str:
+        """One line: no hazard, or how many, of which kinds, on which arrays."""
+        grid = "×".join(str(g) for g in self.grid)
+        if self.ok:
+            return f"{self.kernel_name}[{grid}]: no hazard between programs"
+        kinds = [k for k in _KINDS if any(h.kind == k for h in self.hazards)]
+        arrays = ", ".join(f"{name} ({count:,} elements)" for name, count in self.elements.items())
+        pairs = f"{len(self.hazards):,}{'+' if self.truncated else ''}"
+        order = (
+            "the stored values depend on the order of the programs"
+            if self.order_dependent
+            else "in grid order and in reverse the stored values agree"
+        )
+        return (
+            f"{self.kernel_name}[{grid}]: {' and '.join(kinds)} hazards between programs "
+            f"({pairs} program pairs) on {arrays}; {order}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<qnb.Hazards {self.summary()}>"
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        lines = [repr(self)] + [f"  {h.kind}: {h.describe()}" for h in self.hazards[:10]]
+        if len(self.hazards) > 10:
+            lines.append(f"  … {len(self.hazards) - 10:,} more")
+        printer.text("\n".join(lines))
+
+
+@public
+def check(launch, *args) -> Hazards:
+    """Find races between the programs of one launch (see ``qnb.Hazards``).
+
+    ``launch`` is ``kernel[grid]`` or a kernel (grid 1), ``args`` its arguments. The
+    launch runs on the cpu backend on copies of the arguments (the arguments passed are
+    not changed), recording which programs read and which stored each array element;
+    atomics are not accesses here.
+
+    Returns a ``qnb.Hazards``: ``.ok`` (True when there is none) and ``.hazards``, each
+    a record with ``kind`` (``"write-write"``: two programs store one element;
+    ``"read-write"``: a program reads an element another program stores), ``array``
+    (the parameter's name), ``index`` (the first element concerned, C order), ``count``
+    (how many elements this pair of programs conflicts on), ``programs`` (the two
+    programs, 3-tuples), ``lines`` (the user's line of each one's access) and, for a
+    write-write, ``values`` (what each stored). ``.order_dependent``: whether running
+    the programs one at a time, in grid order and then in reverse, stores different
+    values. A kernel with no hazard gives the same result in any order.
+
+    ``qnb.viz.HazardView(hazards)`` shows it; ``%qcheck`` runs it in a notebook.
+    """
+    from qnb.backends import cpu, cpu_hazards, cpu_skeleton
+
+    launch_ = _specialise(launch, args)
+    host = _host_arrays(args)
+    stored = launch_.stored_arguments(host)
+    # Pass 1: the launch itself (its answer, and any error it raises), and beside it
+    # the kernel's access skeleton with the recorder watching.
+    first = _copies_keeping_overlaps(host, stored)
+    launch_.launch(first)
+    layouts = cpu_hazards.layouts_of(launch_.ir, launch_.runtime_args(host))
+    watched = {name for name, lay in layouts.items() if lay.memory.watched}
+    memory_of = {name: lay.memory.index for name, lay in layouts.items()}
+    bones, read_back = cpu_skeleton.skeleton(launch_.ir, watched, memory_of)
+    # memories the skeleton only stores to (and reads values of no one uses) start blank
+    unread = [
+        a for a, name in zip(stored, launch_.stored_names()) if memory_of[name] not in read_back
+    ]
+    copies = _copies_keeping_overlaps(host, stored, blank=unread)
+    overlaps = cpu_hazards.Overlaps(bones, launch_.grid)
+    launch_.run(cpu, copies, observer=overlaps, kernel_ir=bones)
+    found = Hazards(
+        kernel_name=launch_.name,
+        grid=launch_.grid,
+        hazards=[],
+        filename=launch_.parsed.filename,
+        firstlineno=launch_.parsed.firstlineno,
+        source_lines=launch_.parsed.source.splitlines(),
+    )
+    hot = overlaps.conflicts()
+    if not hot:
+        return found
+    accesses = cpu_hazards.Accesses(launch_.ir, launch_.grid, hot)
+    launch_.run(cpu, _copies_keeping_overlaps(host, stored), observer=accesses)
+    records = []
+    columns = accesses.log.columns()
+    for index in sorted(hot):
+        memory = next(lay.memory for lay in layouts.values() if lay.memory.index == index)
+        for name in memory.params:
+            mask = layouts[name].mask(hot[index])
+            if mask.any():
+                found.elements[name] = int(mask.sum())
+                found.conflicts[name] = mask
+                found.arrays[name] = np.array(_argument(launch_, first, name))
+        orders = [layouts[name].order for name in memory.params]
+        part = np.isin(columns["params"], orders)
+        records += cpu_hazards.pairs({k: v[part] for k, v in columns.items()})
+    # by kind, then array, element (C order within an array) and programs
+    records.sort(key=lambda pair: (_KINDS.index(pair.kind), pair.param, pair.unit, pair.programs))
+    windows = _Windows(accesses, launch_)
+    found.hazards = [
+        _record(pair, launch_, layouts, accesses, windows) for pair in records[:MAX_RECORDS]
+    ]
+    found.truncated = len(records) > MAX_RECORDS
+    found.order_dependent = _order_dependent(launch_, host, stored, cpu)
+    return found
+
+
+# --------------------------------------------------------------------------- the launch
+
+
+@dataclass
+class _Launch:
+    """One launch as the recorder runs it: the kernel's IR for these arguments, the
+    grid, and how to name the user's lines and bind fresh copies of the arguments."""
+
+    name: str
+    grid: tuple[int, int, int]
+    ir: object  # qnb.ir.KernelIR
+    parsed: object  # the kernel's ParsedFunction
+    parsed_units: dict
+    runtime_args: object  # copies -> the runtime arguments (KernelIR.params order)
+    locate: object  # QnbError -> the same error at the user's line
+    launch: object  # copies -> None: the plain cpu launch on them
+
+    def run(self, cpu, copies, observer=None, order=None, kernel_ir=None) -> None:
+        """The interpreter over ``copies`` (``kernel_ir``: another IR of the same
+        parameters, the skeleton; by default the kernel's)."""
+        from qnb.errors import QnbError
+
+        kernel_ir = kernel_ir or self.ir
+        try:
+            cpu.run(kernel_ir, self.grid, self.runtime_args(copies), observer=observer, order=order)
+        except QnbError as err:
+            raise self.locate(err) from None
+
+    def stored_names(self) -> list[str]:
+        """The array parameters the kernel stores to, in parameter order."""
+        from qnb import ir
+
+        stored = ir.array_uses(self.ir)[1]
+        return [p.name for p in self.ir.params if p.name in stored]
+
+    def stored_arguments(self, args) -> list:
+        """The arrays among ``args`` that the kernel stores to (:meth:`stored_names`)."""
+        names = self.stored_names()
+        bound = self.runtime_args(args)
+        return [a for p, a in zip(self.ir.params, bound) if p.name in names]
+
+    def line(self, stmt) -> int:
+        """The user's (absolute) line of IR statement ``stmt``."""
+        loc = stmt.loc
+        if loc is None:
+            return self.parsed.firstlineno
+        unit = self.ir.units[loc.unit].qualname if loc.unit < len(self.ir.units) else None
+        parsed = self.parsed_units.get(unit, self.parsed)
+        return parsed.firstlineno + loc.line - 1
+
+
+def _specialise(launch, args) -> _Launch:
+    """The kernel and grid of ``launch`` and its IR for ``args``.
+
+    Every reach into the kernel's internals that ``qnb.check`` makes is here, in one
+    place: a ``kernel[grid]`` is a ``functools.partial`` of ``Kernel._launch_over`` with
+    the grid (as ``qnb.compare`` reads it); ``Kernel._signature``, ``_resolve`` (its
+    ``parsed_units``), ``_lower``, ``_locate`` and ``parsed``; and the plain cpu launch
+    through ``qnb.compare._run`` (``Kernel._fast_signature``, ``_memo``, ``_prepare``)."""
+    import functools
+
+    from qnb.errors import QnbTypeError
+    from qnb.kernel import Kernel
+
+    if isinstance(launch, Kernel):
+        kernel, grid = launch, (1, 1, 1)
+    elif isinstance(launch, functools.partial) and isinstance(
+        getattr(launch.func, "__self__", None), Kernel
+    ):
+        kernel, grid = launch.func.__self__, tuple(launch.args[0])
+    else:
+        raise QnbTypeError(
+            f"qnb.check takes a launch, kernel[grid], or a kernel; not {type(launch).__name__}"
+        )
+    signature, _ = kernel._signature(list(args))
+    resolved = kernel._resolve()
+    kernel_ir = kernel._lower(signature, resolved)
+    units = resolved.parsed_units
+
+    def runtime_args(copies):
+        return kernel._signature(copies)[1]
+
+    def locate(err):
+        return kernel._locate(err, units, kernel_ir.units)
+
+    def launch_on_cpu(copies):
+        from qnb.compare import _run
+
+        _run(kernel, "cpu", grid, copies)
+
+    return _Launch(
+        kernel.name, grid, kernel_ir, kernel.parsed, units, runtime_args, locate, launch_on_cpu
+    )
+
+
+def _host_arrays(args) -> list:
+    from qnb.compare import _to_host
+
+    return [_to_host(a) for a in args]
+
+
+def _copies_keeping_overlaps(args, stored: list, blank=()) -> list:
+    """``args`` with a copy of each array that shares bytes with one of ``stored`` (the
+    arrays the kernel stores to); arrays that did share bytes (one array passed twice,
+    two views of one buffer) share them in the copy too, so a race through an alias is
+    one in the copy. The other arrays are only read: they are passed as they are. The
+    bytes of a group holding one of ``blank`` are not copied (left as they come)."""
+    spans = []
+    for k, value in enumerate(args):
+        if isinstance(value, np.ndarray) and value.nbytes:
+            low = value.__array_interface__["data"][0]
+            spans.append((low, low + value.nbytes, k))
+    spans.sort()
+    groups: list[list] = []
+    for low, high, k in spans:
+        if groups and low < groups[-1][1]:
+            groups[-1][1] = max(groups[-1][1], high)
+            groups[-1][2].append((low, k))
+        else:
+            groups.append([low, high, [(low, k)]])
+    written, unread = {id(a) for a in stored}, {id(a) for a in blank}
+    out = list(args)
+    for low, high, members in groups:
+        if not any(id(args[k]) in written for _, k in members):
+            continue
+        empty = any(id(args[k]) in unread for _, k in members)
+        if len(members) == 1 or not all(args[k].flags.c_contiguous for _, k in members):
+            for _, k in members:
+                out[k] = np.empty_like(args[k]) if empty else np.array(args[k], copy=True)
+            continue
+        if empty:
+            buffer = np.empty(high - low, np.uint8)
+        else:
+            origin = args[members[0][1]]  # the lowest: its bytes start the group's
+            buffer = np.lib.stride_tricks.as_strided(
+                origin.reshape(-1).view(np.uint8), shape=(high - low,), strides=(1,)
+            ).copy()
+        for start, k in members:
+            value = args[k]
+            part = buffer[start - low : start - low + value.nbytes]
+            out[k] = part.view(value.dtype).reshape(value.shape)
+    return out
+
+
+def _argument(launch_: _Launch, copies, name: str):
+    """Array parameter ``name``'s argument among ``copies`` (in its own shape)."""
+    params = launch_.ir.params
+    position = next(k for k, p in enumerate(params) if p.name == name)
+    return launch_.runtime_args(copies)[position]
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _record(pair, launch_: _Launch, layouts, accesses, windows: _Windows) -> Hazard:
+    arrays = launch_.ir.arrays
+    layout = layouts[arrays[pair.param].name]
+    flat = int(layout.elements(np.int64(pair.unit)))
+    index = tuple(int(i) for i in np.unravel_index(flat, layout.shape)) if layout.shape else ()
+    statements = [accesses.statements[s] for s in pair.statements]
+    values = None
+    if pair.values is not None:
+        values = tuple(_as_stored(v, layout.dtype) for v in pair.values)
+    return Hazard(
+        kind=pair.kind,
+        array=layout.param,
+        index=index,
+        count=pair.count,
+        programs=tuple(_unflat(p, launch_.grid) for p in pair.programs),
+        lines=tuple(launch_.line(s) for s in statements),
+        values=values,
+        windows=tuple(windows.of(p, layout) for p in pair.programs),
+    )
+
+
+class _Windows:
+    """The windows pass 2 logged, found by program and array."""
+
+    def __init__(self, accesses, launch_: _Launch):
+        rows = accesses.log.window_rows()
+        self.rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))] if rows.size else rows
+        self.accesses, self.launch = accesses, launch_
+
+    def of(self, program: int, layout) -> tuple[Window, ...]:
+        """``program``'s windows in ``layout``'s array, each once."""
+        keys = self.rows[:, 0]
+        mine = self.rows[
+            np.searchsorted(keys, program, "left") : np.searchsorted(keys, program, "right")
+        ]
+        mine = mine[mine[:, 1] == layout.order]
+        if not mine.size:
+            return ()
+        slabbed = len(layout.shape) == 3
+        out = []
+        for _, _, stmt, write, batch, r0, r1, c0, c1 in np.unique(mine, axis=0)[
+            :MAX_WINDOWS
+        ].tolist():
+            line = self.launch.line(self.accesses.statements[stmt])
+            out.append(
+                Window(layout.param, batch if slabbed else None, r0, r1, c0, c1, bool(write), line)
+            )
+        return tuple(out)
+
+
+def _as_stored(value: float, dtype):
+    """A logged float64 as the Python number the array holds."""
+    return np.asarray(value).astype(dtype).item()
+
+
+def _unflat(flat: int, grid) -> tuple[int, int, int]:
+    return (flat % grid[0], (flat // grid[0]) % grid[1], flat // (grid[0] * grid[1]))
+
+
+def _same(a, b) -> bool:
+    return a == b or (a != a and b != b)  # NaN stored twice is the same value
+
+
+def _text(value) -> str:
+    return repr(value)
+
+
+# --------------------------------------------------------------------------- order
+
+
+def _order_dependent(launch_: _Launch, host, stored, cpu) -> bool:
+    """Whether the programs one at a time in grid order and in reverse grid order store
+    different values (compared bit for bit, every array argument)."""
+    results = []
+    for order in ("forward", "reverse"):
+        copies = _copies_keeping_overlaps(host, stored)
+        launch_.run(cpu, copies, order=order)
+        results.append(copies)
+    forward, reverse = results
+    for a, b in zip(forward, reverse):
+        if isinstance(a, np.ndarray) and a.tobytes() != b.tobytes():
+            return True
+    return False
+
+
+__all__ = ["Hazard", "Hazards", "Window", "check"]
