@@ -167,39 +167,33 @@ def check(launch, *args) -> Hazards:
 
     ``qnb.viz.HazardView(hazards)`` shows it; ``%qcheck`` runs it in a notebook.
     """
-    from qnb.backends import cpu, cpu_hazards, cpu_skeleton
+    return _check(_specialise(launch, args), _host_arrays(args))
 
-    launch_ = _specialise(launch, args)
-    host = _host_arrays(args)
-    stored = launch_.stored_arguments(host)
-    # Pass 1: the launch itself (its answer, and any error it raises), and beside it
-    # the kernel's access skeleton with the recorder watching.
-    first = _copies_keeping_overlaps(host, stored)
-    launch_.launch(first)
-    layouts = cpu_hazards.layouts_of(launch_.ir, launch_.runtime_args(host))
-    watched = {name for name, lay in layouts.items() if lay.memory.watched}
-    memory_of = {name: lay.memory.index for name, lay in layouts.items()}
-    bones, read_back = cpu_skeleton.skeleton(launch_.ir, watched, memory_of)
-    # memories the skeleton only stores to (and reads values of no one uses) start blank
-    unread = [
-        a for a, name in zip(stored, launch_.stored_names()) if memory_of[name] not in read_back
-    ]
-    copies = _copies_keeping_overlaps(host, stored, blank=unread)
-    overlaps = cpu_hazards.Overlaps(bones, launch_.grid)
-    launch_.run(cpu, copies, observer=overlaps, kernel_ir=bones)
+
+def _check(launch_: _Launch, host: list, skeleton: bool = True) -> Hazards:
+    """``check`` of one launch (``host``: its arguments, NumPy arrays). ``skeleton``
+    False: pass 1 runs the whole kernel instead of its access skeleton (tests compare
+    the two)."""
+    from qnb.backends import cpu, cpu_hazards
+
+    parsed = launch_.parsed
     found = Hazards(
         kernel_name=launch_.name,
         grid=launch_.grid,
         hazards=[],
-        filename=launch_.parsed.filename,
-        firstlineno=launch_.parsed.firstlineno,
-        source_lines=launch_.parsed.source.splitlines(),
+        filename=getattr(parsed, "filename", ""),
+        firstlineno=getattr(parsed, "firstlineno", 1),
+        source_lines=parsed.source.splitlines() if parsed is not None else [],
     )
+    stored = launch_.stored_arguments(host)
+    overlaps, first = _first_pass(launch_, host, stored, skeleton)
     hot = overlaps.conflicts()
     if not hot:
         return found
+    # Pass 2: the whole kernel again, logging each access to a conflicting element.
     accesses = cpu_hazards.Accesses(launch_.ir, launch_.grid, hot)
     launch_.run(cpu, _copies_keeping_overlaps(host, stored), observer=accesses)
+    layouts = overlaps.layouts
     records = []
     columns = accesses.log.columns()
     for index in sorted(hot):
@@ -215,13 +209,36 @@ def check(launch, *args) -> Hazards:
         records += cpu_hazards.pairs({k: v[part] for k, v in columns.items()})
     # by kind, then array, element (C order within an array) and programs
     records.sort(key=lambda pair: (_KINDS.index(pair.kind), pair.param, pair.unit, pair.programs))
-    windows = _Windows(accesses, launch_)
+    windows = _Windows(accesses, launch_, layouts)
     found.hazards = [
         _record(pair, launch_, layouts, accesses, windows) for pair in records[:MAX_RECORDS]
     ]
     found.truncated = len(records) > MAX_RECORDS
     found.order_dependent = _order_dependent(launch_, host, stored, cpu)
     return found
+
+
+def _first_pass(launch_: _Launch, host: list, stored: list, skeleton: bool):
+    """Pass 1: the launch itself on copies (its answer, and any error it raises), and
+    beside it the kernel's access skeleton with the recorder watching. Returns the
+    recorder and the launch's copies."""
+    from qnb.backends import cpu, cpu_hazards, cpu_skeleton
+
+    first = _copies_keeping_overlaps(host, stored)
+    launch_.launch(first)
+    kernel_ir, unread = launch_.ir, []
+    if skeleton:
+        layouts = cpu_hazards.layouts_of(launch_.ir, launch_.runtime_args(host))
+        watched = {name for name, lay in layouts.items() if lay.memory.watched}
+        memory_of = {name: lay.memory.index for name, lay in layouts.items()}
+        kernel_ir, read_back = cpu_skeleton.skeleton(launch_.ir, watched, memory_of)
+        # a memory whose contents the skeleton never reads back may start blank
+        names = launch_.stored_names()
+        unread = [a for a, name in zip(stored, names) if memory_of[name] not in read_back]
+    copies = _copies_keeping_overlaps(host, stored, blank=unread)
+    overlaps = cpu_hazards.Overlaps(kernel_ir, launch_.grid)
+    launch_.run(cpu, copies, observer=overlaps, kernel_ir=kernel_ir)
+    return overlaps, first
 
 
 # --------------------------------------------------------------------------- the launch
@@ -268,6 +285,8 @@ class _Launch:
     def line(self, stmt) -> int:
         """The user's (absolute) line of IR statement ``stmt``."""
         loc = stmt.loc
+        if self.parsed is None:  # IR built by hand: its own line numbers
+            return loc.line if loc is not None else 0
         if loc is None:
             return self.parsed.firstlineno
         unit = self.ir.units[loc.unit].qualname if loc.unit < len(self.ir.units) else None
@@ -317,6 +336,18 @@ def _specialise(launch, args) -> _Launch:
     return _Launch(
         kernel.name, grid, kernel_ir, kernel.parsed, units, runtime_args, locate, launch_on_cpu
     )
+
+
+def _ir_launch(kernel_ir, grid) -> _Launch:
+    """A launch of IR built by hand (no kernel object; its arguments are already the
+    runtime ones): the interpreter is its launch, its lines the IR's own."""
+    from qnb.backends import cpu
+
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    return _Launch(
+        kernel_ir.name, grid, kernel_ir, None, {}, list, lambda err: err,
+        lambda copies: cpu.run(kernel_ir, grid, copies),
+    )  # fmt: skip
 
 
 def _host_arrays(args) -> list:
@@ -402,30 +433,48 @@ def _record(pair, launch_: _Launch, layouts, accesses, windows: _Windows) -> Haz
 class _Windows:
     """The windows pass 2 logged, found by program and array."""
 
-    def __init__(self, accesses, launch_: _Launch):
+    def __init__(self, accesses, launch_: _Launch, layouts: dict):
         rows = accesses.log.window_rows()
         self.rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))] if rows.size else rows
         self.accesses, self.launch = accesses, launch_
+        self.by_order = {lay.order: lay for lay in layouts.values()}
 
     def of(self, program: int, layout) -> tuple[Window, ...]:
-        """``program``'s windows in ``layout``'s array, each once."""
+        """``program``'s windows in ``layout``'s array, each once: its own, and those
+        through another parameter of the same memory laid out alike (an alias), moved
+        into this array's indices."""
         keys = self.rows[:, 0]
         mine = self.rows[
             np.searchsorted(keys, program, "left") : np.searchsorted(keys, program, "right")
         ]
-        mine = mine[mine[:, 1] == layout.order]
-        if not mine.size:
-            return ()
-        slabbed = len(layout.shape) == 3
         out = []
-        for _, _, stmt, write, batch, r0, r1, c0, c1 in np.unique(mine, axis=0)[
-            :MAX_WINDOWS
-        ].tolist():
-            line = self.launch.line(self.accesses.statements[stmt])
-            out.append(
-                Window(layout.param, batch if slabbed else None, r0, r1, c0, c1, bool(write), line)
-            )
-        return tuple(out)
+        for row in np.unique(mine, axis=0).tolist():
+            other = self.by_order[row[1]]
+            if other.memory is not layout.memory:
+                continue
+            moved = _moved(row[4:], other, layout)
+            if moved is not None:
+                line = self.launch.line(self.accesses.statements[row[2]])
+                out.append(Window(layout.param, *moved, bool(row[3]), line))
+        return tuple(out[:MAX_WINDOWS])
+
+
+def _moved(box, source, target):
+    """A window (batch, r0, r1, c0, c1) of ``source``'s 3-D view in ``target``'s
+    indices (batch None unless ``target`` is 3-D), or None where the two are not laid
+    out alike (other strides) or the window does not fit a row of ``target``."""
+    batch, r0, r1, c0, c1 = box
+    if source.strides[1:] != target.strides[1:] or source.span != target.span:
+        return None
+    shift = source.offset - target.offset + batch * source.strides[0]
+    slab_units = target.strides[0] if len(target.shape) == 3 else 0
+    slab, shift = divmod(shift, slab_units) if slab_units else (0, shift)
+    rows, columns = divmod(shift, target.strides[1]) if target.strides[1] else (0, shift)
+    width = target.shape[-1]
+    if c1 + columns > width:
+        return None
+    slabbed = len(target.shape) == 3
+    return (slab if slabbed else None, r0 + rows, r1 + rows, c0 + columns, c1 + columns)
 
 
 def _as_stored(value: float, dtype):
