@@ -1,4 +1,4 @@
-"""Notebook widgets: ``TileView``, ``TraceView``, ``CacheView``, ``CompareView``.
+"""Notebook widgets: ``TileView``, ``TraceView``, ``CacheView``, ``CompareView``, ``HazardView``.
 
 Each is an anywidget (ipywidgets 8): state in traitlets, logic in Python, a small front
 end bundled in ``qnb/viz/static/`` (no CDN). Each also renders statically (HTML and a
@@ -17,6 +17,7 @@ _WIDGETS = {
     "TraceView": "qnb.viz.trace_view",
     "CacheView": "qnb.viz.cache_view",
     "CompareView": "qnb.viz.compare_view",
+    "HazardView": "qnb.viz.hazard_view",
 }
 
 __all__ = list(_WIDGETS)

@@ -207,7 +207,8 @@ def draw_heatmap(
 ):
     """Draw a heatmap into a matplotlib Axes: cells, values (up to 32x32), row and column
     index labels, the tile grid (``tile``: the kernel's tile shape, 16x16 by default) over
-    larger arrays, read/write regions as outlined rectangles. NaN and infinities are grey
+    larger arrays, read/write regions as outlined rectangles (in the region's own ``rgb``
+    where it has one). NaN and infinities are grey
     cells with their values written, as in the HTML table and the live view. ``steps``
     (rows, columns) says that ``a`` holds every k-th row and column of a larger array:
     labels, grid and regions are in that array's indices. A thin array (1x128) drawn
@@ -284,6 +285,8 @@ def draw_heatmap(
             ax.axvline(j - 0.5, color="white", linewidth=0.8)
     for region in regions:
         edge = WRITE_COLOUR if region["kind"] == "write" else READ_COLOUR
+        if region.get("rgb"):  # a region of its own colour (HazardView: each program's)
+            edge = "#{:02x}{:02x}{:02x}".format(*region["rgb"])
         r0, c0 = region["r0"] // row_step, region["c0"] // col_step
         r1, c1 = -(-region["r1"] // row_step), -(-region["c1"] // col_step)
         outline = Rectangle(

@@ -101,7 +101,8 @@ function qnbSourceListing(lines, first, current, title) {
 }
 
 // Draw rows x cols values as coloured cells. opts: cell (px), vmin, vmax, showValues,
-// regions [{r0, r1, c0, c1, kind: "read"|"write"}], steps [row step, column step] when
+// regions [{r0, r1, c0, c1, kind: "read"|"write", rgb?: [r, g, b] (its own colour)}],
+// steps [row step, column step] when
 // the values are every k-th row/column of a larger array (regions are in its indices),
 // tile [M, N]: the tile grid drawn over an array larger than one tile (16x16 by default).
 // Returns the canvas.
@@ -149,7 +150,7 @@ function qnbDrawHeatmap(canvas, values, rows, cols, opts) {
     ctx.stroke();
   }
   for (const reg of opts.regions || []) {
-    const colour = reg.kind === "write" ? "255,64,64" : "0,200,255";
+    const colour = reg.rgb ? reg.rgb.join(",") : reg.kind === "write" ? "255,64,64" : "0,200,255";
     const r0 = Math.floor(reg.r0 / rowStep), r1 = Math.ceil(reg.r1 / rowStep);
     const c0 = Math.floor(reg.c0 / colStep), c1 = Math.ceil(reg.c1 / colStep);
     const x = c0 * cell, y = r0 * cell;
