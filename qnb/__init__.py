@@ -103,7 +103,8 @@ def __getattr__(name):
 
 
 def load_ipython_extension(ipython):
-    """``%load_ext qnb``: registers %%qkernel, %qcache, %qbackend and %qbench."""
+    """``%load_ext qnb``: registers %%qkernel, %qcache, %qbackend, %qbench, %qcompare
+    and %qcheck."""
     from qnb.magics import load_ipython_extension as load
 
     load(ipython)

@@ -124,12 +124,16 @@ class Hazards:
         if self.ok:
             return f"{self.kernel_name}[{grid}]: no hazard between programs"
         kinds = [k for k in _KINDS if any(h.kind == k for h in self.hazards)]
-        arrays = ", ".join(f"{name} ({count:,} elements)" for name, count in self.elements.items())
+        arrays = ", ".join(
+            f"{name} ({count:,} element{'' if count == 1 else 's'})"
+            for name, count in self.elements.items()
+        )
         pairs = f"{len(self.hazards):,}{'+' if self.truncated else ''}"
         order = (
-            "the stored values depend on the order of the programs"
+            "one at a time, in grid order and in reverse, the programs store different values"
             if self.order_dependent
-            else "in grid order and in reverse the stored values agree"
+            else "one at a time, in grid order and in reverse, they store the same values "
+            "(run together, as on a GPU, they need not)"
         )
         return (
             f"{self.kernel_name}[{grid}]: {' and '.join(kinds)} hazards between programs "

@@ -1,14 +1,17 @@
 """IPython magics for qnb: ``%load_ext qnb`` registers ``%%qkernel``, ``%qcache``,
-``%qbackend``, ``%qbench`` and ``%qcompare`` (see :mod:`qnb.magics.magics`)."""
+``%qbackend``, ``%qbench`` and ``%qcompare`` (see :mod:`qnb.magics.magics`), and
+``%qcheck`` (:mod:`qnb.magics.check`)."""
 
 from __future__ import annotations
 
 
 def load_ipython_extension(ip) -> None:
     """Register qnb's magics with the IPython shell ``ip``."""
+    from qnb.magics.check import CheckMagics
     from qnb.magics.magics import QnbMagics
 
     ip.register_magics(QnbMagics)
+    ip.register_magics(CheckMagics)
     _start_devices()
 
 
