@@ -431,9 +431,21 @@ def _first_divergence(
     else:
         found.reason = (
             f"every one of the {limit} steps of program {program} agrees "
-            "(the arrays differ where programs race, or outside this program's steps)"
+            f"({_where_else(kernel, grid, args)})"
         )
     return found
+
+
+def _where_else(kernel, grid, args) -> str:
+    """Where arrays differ although a program's own steps agree: a race between programs
+    only where ``qnb.check`` finds one (and then that one), else the other steps."""
+    from qnb.hazards import check
+
+    hazards = check(kernel[grid], *args)
+    if hazards.ok:
+        return "qnb.check finds no race between programs: the arrays differ outside its steps"
+    first = hazards.hazards[0]
+    return f"programs race, as qnb.check finds: {first.kind}, {first.describe()}"
 
 
 def _trace(kernel, grid, args, programs: range):
