@@ -30,6 +30,7 @@ EXPECTED = [
     "04_cache_keys.ipynb",
     "05_one_kernel_three_backends.ipynb",
     "06_softmax_and_attention.ipynb",
+    "07_races_and_atomics.ipynb",
 ]
 IGNORE_TAG = "nbval-ignore-output"
 RAISES_TAG = "raises-exception"

@@ -152,7 +152,8 @@ class HazardView(QnbWidget):
         }
 
     def __repr__(self) -> str:
-        state = "no hazard" if self.ok else f"{len(self.hazards.hazards)} hazards"
+        more = "+" if self.hazards.truncated else ""
+        state = "no hazard" if self.ok else f"{len(self.hazards.hazards):,}{more} hazards"
         return f"HazardView({self.kernel_name!r}: {state})"
 
     # ------------------------------------------------------------------ static rendering
