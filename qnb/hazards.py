@@ -190,13 +190,15 @@ def _check(launch_: _Launch, host: list, skeleton: bool = True) -> Hazards:
         source_lines=parsed.source.splitlines() if parsed is not None else [],
     )
     stored = launch_.stored_arguments(host)
-    overlaps, first = _first_pass(launch_, host, stored, skeleton)
+    overlaps = _first_pass(launch_, host, stored, skeleton)
     hot = overlaps.conflicts()
     if not hot:
         return found
-    # Pass 2: the whole kernel again, logging each access to a conflicting element.
+    # Pass 2: the whole kernel again, logging each access to a conflicting element (its
+    # arrays afterwards are the launch's: the view shows them)
     accesses = cpu_hazards.Accesses(launch_.ir, launch_.grid, hot)
-    launch_.run(cpu, _copies_keeping_overlaps(host, stored), observer=accesses)
+    second = _copies_keeping_overlaps(host, stored)
+    launch_.run(cpu, second, observer=accesses)
     layouts = overlaps.layouts
     records = []
     columns = accesses.log.columns()
@@ -207,7 +209,7 @@ def _check(launch_: _Launch, host: list, skeleton: bool = True) -> Hazards:
             if mask.any():
                 found.elements[name] = int(mask.sum())
                 found.conflicts[name] = mask
-                found.arrays[name] = np.array(_argument(launch_, first, name))
+                found.arrays[name] = np.array(_argument(launch_, second, name))
         orders = [layouts[name].order for name in memory.params]
         part = np.isin(columns["params"], orders)
         records += cpu_hazards.pairs({k: v[part] for k, v in columns.items()})
@@ -223,9 +225,9 @@ def _check(launch_: _Launch, host: list, skeleton: bool = True) -> Hazards:
 
 
 def _first_pass(launch_: _Launch, host: list, stored: list, skeleton: bool):
-    """Pass 1: the launch itself on copies (its answer, and any error it raises), and
+    """Pass 1: the launch itself on copies (any error it raises is the check's), and
     beside it the kernel's access skeleton with the recorder watching. Returns the
-    recorder and the launch's copies."""
+    recorder."""
     from qnb.backends import cpu, cpu_hazards, cpu_skeleton
 
     first = _copies_keeping_overlaps(host, stored)
@@ -236,13 +238,15 @@ def _first_pass(launch_: _Launch, host: list, stored: list, skeleton: bool):
         watched = {name for name, lay in layouts.items() if lay.memory.watched}
         memory_of = {name: lay.memory.index for name, lay in layouts.items()}
         kernel_ir, read_back = cpu_skeleton.skeleton(launch_.ir, watched, memory_of)
-        # a memory whose contents the skeleton never reads back may start blank
+        # a memory whose contents the skeleton never reads back may start as anything
         names = launch_.stored_names()
         unread = [a for a, name in zip(stored, names) if memory_of[name] not in read_back]
-    copies = _copies_keeping_overlaps(host, stored, blank=unread)
+    # (the launch's own buffers serve where no value is read back: fresh ones would cost
+    # their page faults, as much as the skeleton's run)
+    copies = _copies_keeping_overlaps(host, stored, reuse=(first, unread))
     overlaps = cpu_hazards.Overlaps(kernel_ir, launch_.grid)
     launch_.run(cpu, copies, observer=overlaps, kernel_ir=kernel_ir)
-    return overlaps, first
+    return overlaps
 
 
 # --------------------------------------------------------------------------- the launch
@@ -360,12 +364,13 @@ def _host_arrays(args) -> list:
     return [_to_host(a) for a in args]
 
 
-def _copies_keeping_overlaps(args, stored: list, blank=()) -> list:
+def _copies_keeping_overlaps(args, stored: list, reuse=None) -> list:
     """``args`` with a copy of each array that shares bytes with one of ``stored`` (the
     arrays the kernel stores to); arrays that did share bytes (one array passed twice,
     two views of one buffer) share them in the copy too, so a race through an alias is
-    one in the copy. The other arrays are only read: they are passed as they are. The
-    bytes of a group holding one of ``blank`` are not copied (left as they come)."""
+    one in the copy. The other arrays are only read: they are passed as they are.
+    ``reuse``: (earlier copies made by this function, some of ``stored``): a group that
+    holds one of those takes the earlier copies, whatever they hold now."""
     spans = []
     for k, value in enumerate(args):
         if isinstance(value, np.ndarray) and value.nbytes:
@@ -379,27 +384,27 @@ def _copies_keeping_overlaps(args, stored: list, blank=()) -> list:
             groups[-1][2].append((low, k))
         else:
             groups.append([low, high, [(low, k)]])
-    written, unread = {id(a) for a in stored}, {id(a) for a in blank}
+    earlier, reused = reuse if reuse is not None else (None, ())
+    written, taken = {id(a) for a in stored}, {id(a) for a in reused}
     out = list(args)
     for low, high, members in groups:
         if not any(id(args[k]) in written for _, k in members):
             continue
-        empty = any(id(args[k]) in unread for _, k in members)
-        if len(members) == 1 or not all(args[k].flags.c_contiguous for _, k in members):
+        if any(id(args[k]) in taken for _, k in members):
             for _, k in members:
-                out[k] = np.empty_like(args[k]) if empty else np.array(args[k], copy=True)
-            continue
-        if empty:
-            buffer = np.empty(high - low, np.uint8)
+                out[k] = earlier[k]
+        elif len(members) == 1 or not all(args[k].flags.c_contiguous for _, k in members):
+            for _, k in members:
+                out[k] = np.array(args[k], copy=True)
         else:
             origin = args[members[0][1]]  # the lowest: its bytes start the group's
             buffer = np.lib.stride_tricks.as_strided(
                 origin.reshape(-1).view(np.uint8), shape=(high - low,), strides=(1,)
             ).copy()
-        for start, k in members:
-            value = args[k]
-            part = buffer[start - low : start - low + value.nbytes]
-            out[k] = part.view(value.dtype).reshape(value.shape)
+            for start, k in members:
+                value = args[k]
+                part = buffer[start - low : start - low + value.nbytes]
+                out[k] = part.view(value.dtype).reshape(value.shape)
     return out
 
 

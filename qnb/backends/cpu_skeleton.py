@@ -190,7 +190,9 @@ class _Skeleton:
             elif isinstance(node, ir.VecLoad):
                 load = dataclasses.replace(node, other=None)
             self.temporaries[name] = node.type
-            out.append(ir.Assign(loc, name, load))
+            # loaded, then dropped: a view of the array held on would be copied before
+            # the next store to it (the executor keeps tiles values)
+            out += [ir.Assign(loc, name, load), ir.Assign(loc, name, fill(node.type))]
         return out
 
     def watched_loads(self, value) -> list:

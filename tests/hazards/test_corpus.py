@@ -56,8 +56,8 @@ def intervals(overlaps) -> dict:
 
 def assert_skeleton_touches_the_same(launch_, host) -> None:
     stored = launch_.stored_arguments(host)
-    whole, _ = hazards._first_pass(launch_, host, stored, skeleton=False)
-    bones, _ = hazards._first_pass(launch_, host, stored, skeleton=True)
+    whole = hazards._first_pass(launch_, host, stored, skeleton=False)
+    bones = hazards._first_pass(launch_, host, stored, skeleton=True)
     seen, seen_by_skeleton = intervals(whole), intervals(bones)
     assert seen.keys() == seen_by_skeleton.keys()
     for index in seen:
