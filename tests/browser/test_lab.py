@@ -459,3 +459,66 @@ def check_compare_view(page, view) -> None:
     assert view.locator(".qnb-maps .qnb-block-title").all_inner_texts() == [
         "out on wgpu: 512 differ"
     ]
+
+
+# HazardView (its own test: the same page, the notebook's last cells) ---------------------
+
+# the stroke colours of HazardView's two programs' windows and of the conflicting elements
+HAZARD_STROKES = """(canvas) => {
+  const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+  const want = {first: [0, 170, 255], second: [255, 0, 200], conflict: [255, 40, 40]};
+  const found = {};
+  for (const [name, [r, g, b]] of Object.entries(want)) {
+    found[name] = false;
+    for (let i = 0; i < data.length; i += 4) {
+      if (data[i] === r && data[i + 1] === g && data[i + 2] === b) { found[name] = true; break; }
+    }
+  }
+  return found;
+}"""
+
+
+def test_hazard_view_renders_in_jupyterlab(lab_page):
+    """The notebook's ``HazardView`` of a real ``qnb.check``: the records table, the two
+    programs' lines highlighted, the array drawn with both programs' windows and the
+    conflicting rows outlined; selecting another record is a round trip to the kernel."""
+    page, console_errors = lab_page
+    view = page.locator(".qnb-hazardview").first
+    try:
+        view.wait_for(state="attached", timeout=WIDGET_MS)
+        check_hazard_view(page, view)
+    finally:
+        if view.count():
+            view.screenshot(path=str(ARTIFACTS / "lab-hazardview.png"), timeout=10_000)
+    assert_no_widget_errors(console_errors)
+
+
+def check_hazard_view(page, view) -> None:
+    page.wait_for_function(
+        """() => !document.body.innerText.includes("Loading widget")""",
+        timeout=WIDGET_MS,
+        polling=250,
+    )
+    assert view.locator(".qnb-title").first.inner_text() == "check blur_rows_in_place"
+    assert "read-write hazards between programs" in view.locator(".qnb-summary").inner_text()
+    rows = view.locator("table.qnb-hazards tbody tr")
+    assert rows.count() == 6, rows.all_inner_texts()  # rows 15|16, 31|32, 47|48, both ways
+    first = view.locator(".qnb-step-text").inner_text()
+    assert first.startswith("program (1, 0, 0) reads x[15, 0]"), first
+    # the reader's line (its "up" load) and the writer's (the store), one colour each
+    assert "up = qnb.Tile16.load(x, i - 1, 0)" in view.locator(".qnb-hazard-line-0").inner_text()
+    assert ".store(x, i, 0)" in view.locator(".qnb-hazard-line-1").inner_text()
+    canvas = view.locator(".qnb-arrays canvas.qnb-heatmap")
+    assert canvas.count() == 1
+    strokes = canvas.evaluate(HAZARD_STROKES)
+    assert strokes == {"first": True, "second": True, "conflict": True}, strokes
+    rows.nth(1).click()  # kernel round trip: Python picks the record's windows and lines
+    page.wait_for_function(
+        "([el, before]) => el.textContent !== before",
+        arg=[view.locator(".qnb-step-text").element_handle(), first],
+        timeout=WIDGET_MS,
+    )
+    second = view.locator(".qnb-step-text").inner_text()
+    assert second.startswith("program (0, 0, 0) reads x[16, 0]"), second
+    assert "down = qnb.Tile16.load(x, i + 1, 0)" in view.locator(".qnb-hazard-line-0").inner_text()
+    assert view.locator("table.qnb-hazards tbody tr.qnb-selected").count() == 1
