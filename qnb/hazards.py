@@ -128,7 +128,8 @@ class Hazards:
             f"{name} ({count:,} element{'' if count == 1 else 's'})"
             for name, count in self.elements.items()
         )
-        pairs = f"{len(self.hazards):,}{'+' if self.truncated else ''}"
+        count = len(self.hazards)
+        pairs = f"{count:,}{'+' if self.truncated else ''} program pair{'' if count == 1 else 's'}"
         order = (
             "one at a time, in grid order and in reverse, the programs store different values"
             if self.order_dependent
@@ -137,7 +138,7 @@ class Hazards:
         )
         return (
             f"{self.kernel_name}[{grid}]: {' and '.join(kinds)} hazards between programs "
-            f"({pairs} program pairs) on {arrays}; {order}"
+            f"({pairs}) on {arrays}; {order}"
         )
 
     def __repr__(self) -> str:
