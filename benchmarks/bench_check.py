@@ -18,43 +18,26 @@ Machines here are noisy: read the ratio and its range, not the absolute times.
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-import qnb
-from qnb import Tile, Tile16
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import qnb  # noqa: E402
+
+# the kernels bench_trace and bench_cpu time (the same tiled matmul, softmax, Cholesky)
+from benchmarks.bench_cpu import batched_cholesky  # noqa: E402
+from benchmarks.bench_trace import softmax_rows_64 as row_softmax  # noqa: E402
+from benchmarks.bench_trace import tiled_matmul  # noqa: E402
+from qnb import Tile16  # noqa: E402
 
 REPEATS = 9
-
-
-@qnb.kernel
-def tiled_matmul(a: qnb.Array[qnb.f32, 2], b: qnb.Array[qnb.f32, 2], c: qnb.Array[qnb.f32, 2]):
-    row = qnb.program_id(0) * 16
-    col = qnb.program_id(1) * 16
-    acc = Tile16.zeros(qnb.f32)
-    for k in range(0, a.shape[1], 16):
-        acc = qnb.mma(Tile16.load(a, row, k), Tile16.load(b, k, col), acc)
-    acc.store(c, row, col)
-
-
-@qnb.kernel
-def row_softmax(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
-    row = qnb.program_id(0) * 16
-    t = Tile[16, 64].load(x, row, 0, other=-math.inf)
-    e = qnb.exp(t - t.max(axis=1, keepdims=True))
-    (e / e.sum(axis=1, keepdims=True)).store(out, row, 0)
-
-
-@qnb.kernel
-def batched_cholesky(a: qnb.Array[qnb.f64, 3], out: qnb.Array[qnb.f64, 3]):
-    b = qnb.program_id(0)
-    t = Tile16.load(a[b], 0, 0)
-    t.cholesky_(0.0)
-    t.store(out[b], 0, 0)
 
 
 @qnb.kernel

@@ -37,6 +37,7 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.cpu import Observer
+from qnb.backends.cpu_skeleton import headers, statements
 
 _NONE = -1  # no program yet
 
@@ -434,7 +435,7 @@ class Accesses(Watcher):
         self.pending = []  # a store's own entries: (values slot, where, dtype)
         self.ids: dict[int, int] = {}
         self.statements: list[ir.Stmt] = []
-        ordered = list(_statements(kernel.body))
+        ordered = list(statements(kernel.body))
         self.position = {id(stmt): k for k, stmt in enumerate(ordered)}
         self.headers = _header_reads(ordered)
 
@@ -535,28 +536,12 @@ def _hot(hot: np.ndarray, units: np.ndarray, span: int) -> np.ndarray:
     return hot[(units[:, None] + np.arange(span)).reshape(-1)].reshape(-1, span).any(axis=1)
 
 
-def _statements(body):
-    """Every statement in source (pre-)order."""
-    for stmt in body:
-        yield stmt
-        for name in ("then_body", "else_body", "body"):
-            inner = getattr(stmt, name, None)
-            if inner:
-                yield from _statements(inner)
-
-
 def _header_reads(ordered: list) -> dict[str, list]:
     """Per array parameter, the if/for/while statements (of ``ordered``, pre-order)
     whose header (condition, loop bounds) reads it, as (position, statement)."""
     out: dict[str, list] = {}
     for at, stmt in enumerate(ordered):
-        if isinstance(stmt, ir.If | ir.While):
-            exprs = [stmt.cond]
-        elif isinstance(stmt, ir.For):
-            exprs = [stmt.start, stmt.stop, stmt.step]
-        else:
-            continue
-        for expr in exprs:
+        for expr in headers(stmt):
             for node in ir.walk(expr):
                 if isinstance(node, ir.ArrayLoad | ir.LoadWindow | ir.VecLoad):
                     found = out.setdefault(node.view.param, [])

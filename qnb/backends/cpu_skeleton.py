@@ -58,7 +58,8 @@ def _addresses(node) -> list:
     return out + [node.start, node.stop] + ([node.col] if node.col is not None else [])
 
 
-def _headers(stmt) -> list:
+def headers(stmt) -> list:
+    """The expressions of an if/while condition or a for loop's bounds (else none)."""
     if isinstance(stmt, ir.If | ir.While):
         return [stmt.cond]
     if isinstance(stmt, ir.For):
@@ -66,21 +67,22 @@ def _headers(stmt) -> list:
     return []
 
 
-def _statements(body):
+def statements(body):
+    """Every statement of ``body``, nested ones included, in source (pre-)order."""
     for stmt in body:
         yield stmt
         for name in ("then_body", "else_body", "body"):
             inner = getattr(stmt, name, None)
             if inner:
-                yield from _statements(inner)
+                yield from statements(inner)
 
 
 def _kept(kernel: ir.KernelIR, memory_of: dict[str, int]) -> tuple[set[str], set[int]]:
     """The variables whose values are kept, and the memories kept expressions load from."""
-    statements = list(_statements(kernel.body))
+    every = list(statements(kernel.body))
     roots = []
-    for stmt in statements:
-        roots += _headers(stmt)
+    for stmt in every:
+        roots += headers(stmt)
         if isinstance(stmt, _STORES):
             roots += _addresses(stmt)
         for expr in _values(stmt):
@@ -99,7 +101,7 @@ def _kept(kernel: ir.KernelIR, memory_of: dict[str, int]) -> tuple[set[str], set
                 elif isinstance(node, _LOADS):
                     feeding.add(memory_of[node.view.param])
         pending = []
-        for stmt in statements:
+        for stmt in every:
             if id(stmt) in done_assigns:
                 continue
             keep = (isinstance(stmt, ir.Assign) and stmt.name in kept_vars) or (
