@@ -17,7 +17,8 @@ This module is the one owner of the encoding every compile-time value goes throu
   member computes as its int). A captured constant's own methods never run at compile
   time, so nothing the key does not hold can change what is compiled.
 - :func:`display`: the form as Python writes the value (``2.0``, ``'ab'``, ``(1, 2)``,
-  ``Point(x=1, y=2)``, ``<Mode.FAST: 1>``), never a hex float or a tagged list; every
+  ``Point(x=1, y=2)``, ``<Mode.FAST: 1>``, a dtype as ``str`` prints it: ``f32``,
+  ``float32``), never a hex float or a tagged list; every
   display of a key or a reason (events, ``explain``, ``qnb cache``, ``--cache-detail``,
   CacheView) goes through it. ``exact=True`` adds what tells two look-alike forms apart
   (an enum's module), for a reason whose two sides would otherwise read the same.
@@ -416,10 +417,8 @@ def _display(form, exact: bool) -> str:
         name = form[1] if exact else form[1].rsplit(".", 1)[-1]
         members = ", ".join(f"{n}={_display(v, exact)}" for n, v in form[3])
         return f"<enum {name!r}: {members}>"
-    if tag == "dtype":
-        return f"qnb.{form[1]}"
-    if tag == "numpy-dtype":
-        return f"dtype({form[1]!r})"
+    if tag in ("dtype", "numpy-dtype"):  # as qnb and NumPy print a dtype: f32, float32
+        return str(form[1])
     return repr(decode(form))
 
 

@@ -14,6 +14,7 @@ from qnb.viz.events import event_detail, event_record
 from qnb.viz.widget import QnbWidget
 
 SYNC_SECONDS = 0.25
+_NOWRAP = ' style="white-space:nowrap;padding:0 6px"'
 
 
 def _weak_listener(view: CacheView):
@@ -160,8 +161,10 @@ class CacheView(QnbWidget):
                 row["short_key"],
                 row["reason"],
             )
-            rows.append(
-                "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
+            rows.append(  # (every cell but the reason on one line: "memory-hit" never wraps)
+                "<tr>"
+                + "".join(f"<td{_NOWRAP}>{html.escape(str(c))}</td>" for c in cells[:-1])
+                + f"<td>{html.escape(str(cells[-1]))}</td></tr>"
             )
         if not rows:
             rows.append('<tr><td colspan="8"><i>no cache events yet</i></td></tr>')
