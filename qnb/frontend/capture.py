@@ -516,10 +516,10 @@ def classify(owner: ParsedFunction, chain: tuple[str, ...], value) -> Classified
             return Classified(CaptureKind.CONST, ["library", library])
         raise QnbCaptureError(
             f"kernel {owner.name!r} calls {name!r} ({callable_name(value)}) inside "
-            "qnb.static(...); qnb.static runs only functions of Python's builtins, math and "
-            "NumPy whose result depends on their arguments alone (the cache key names "
-            "them, and cannot follow what other code computes): compute the value outside "
-            "the kernel and capture the result, or pass it as a qnb.Template parameter"
+            f"qnb.static(...); the cache key cannot follow what {name} computes (qnb.static "
+            "may call Python's builtins, math and NumPy functions whose result depends on "
+            "their arguments alone, which the key names): compute the value outside the "
+            "kernel and capture the result, or pass it as a qnb.Template parameter"
         )
     raise QnbCaptureError(
         f"kernel {owner.name!r} reads {name!r} ({callable_name(value)}) from the enclosing "

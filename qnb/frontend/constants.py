@@ -125,9 +125,11 @@ def _tuple_form(value: tuple):
     items = [_canonical(item) for item in _items(value)]
     if any(item is None for item in items):
         return None
-    fields = _named_fields(value)
-    if fields is None:  # a tuple, or a tuple subclass with no fields: its plain items
+    if getattr(type(value), "_fields", None) is None:  # a tuple, or a subclass: its items
         return ["tuple", items]
+    fields = _named_fields(value)
+    if fields is None:
+        return None  # fields that do not name its items: no named tuple qnb can rebuild
     return ["namedtuple", _qualified(type(value)), list(fields), items]
 
 
