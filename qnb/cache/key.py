@@ -228,6 +228,7 @@ def _same(a: Any, b: Any) -> bool:
 # Rendering values for people
 # ---------------------------------------------------------------------------------
 
+
 def render_value(value: Any, exact: bool = False) -> str:
     """A short readable form of a component value: a compile-time value's form as Python
     writes the value (``qnb.frontend.constants.display``: ``["float", "0x1.4p+1"]`` →

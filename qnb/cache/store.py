@@ -222,9 +222,7 @@ def directory_problem(path: Path) -> str | None:
     return None
 
 
-def _unsafe(
-    path: Path, info: os.stat_result | None = None, holds: str = "kernels"
-) -> str | None:
+def _unsafe(path: Path, info: os.stat_result | None = None, holds: str = "kernels") -> str | None:
     """Why another account could plant entries in the directory ``path``, if it could:
     it is not the user's own, or group or others may write to it. (An entry's
     checksum is no defence: anyone can recompute a sha256.) ``info``: its ``os.stat``,
@@ -234,7 +232,9 @@ def _unsafe(
     except OSError as exc:
         return f"cannot check it ({exc.strerror or exc})"
     if info.st_uid != os.geteuid():
-        return f"it is owned by another user (uid {info.st_uid}), so that account could plant {holds}"
+        return (
+            f"it is owned by another user (uid {info.st_uid}), so that account could plant {holds}"
+        )
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return (
             f"group or others may write to it (mode {stat.S_IMODE(info.st_mode):o}), so "

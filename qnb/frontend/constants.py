@@ -453,8 +453,11 @@ def decodable(form) -> bool:
 
 def is_form(value) -> bool:
     """Whether a JSON value looks like a canonical (or read) form: ``[tag, …]``."""
-    return isinstance(value, list) and bool(value) and isinstance(value[0], str) and (
-        value[0] in _TAGS or value[0].startswith("np.")
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and isinstance(value[0], str)
+        and (value[0] in _TAGS or value[0].startswith("np."))
     )
 
 

@@ -162,9 +162,16 @@ class Batch:
         lines += [f"    return k{case}", f"K{case} = make_{case}()"]
         lines.append(f"T{case} = ({''.join(f'{t}, ' for t in templates)})")
         self.top.extend(lines)
-        expected = [EXPECTED[k].replace("[s]", f"[{f'c{case}_{j}'!r}]") for j, k in enumerate(kinds)]
-        return {"name": f"k{case}", "slots": len(kinds), "template": bool(templates), "kinds": kinds,
-                "expected": expected}
+        expected = [
+            EXPECTED[k].replace("[s]", f"[{f'c{case}_{j}'!r}]") for j, k in enumerate(kinds)
+        ]
+        return {
+            "name": f"k{case}",
+            "slots": len(kinds),
+            "template": bool(templates),
+            "kinds": kinds,
+            "expected": expected,
+        }
 
     def slot(self, kind, s, j, closure, templates):
         store = f"x[{j}] = "
@@ -263,7 +270,9 @@ class Batch:
             self.mutation(f"setattr(DC_{s}, 'v', W[{s!r}])")
             return [store + f"qnb.static(DC_{s}.v * 3.0)"]
         if kind == "namespace":
-            self.top.append(f"NS_{s} = types.SimpleNamespace(inner=types.SimpleNamespace(v=V[{s!r}]))")
+            self.top.append(
+                f"NS_{s} = types.SimpleNamespace(inner=types.SimpleNamespace(v=V[{s!r}]))"
+            )
             self.mutation(f"setattr(NS_{s}.inner, 'v', W[{s!r}])")
             return [store + f"NS_{s}.inner.v"]
         if kind == "nested_object":
@@ -301,7 +310,11 @@ class Batch:
             ]
             if kind == "enum_iteration":
                 return [store + f"qnb.static(sum(e.value for e in EN_{s}) * 1.0)"]
-            self.top += ["@qnb.func", f"def en_{s}(m):", f"    return qnb.static(len(m.EN_{s}) * 1.0)"]
+            self.top += [
+                "@qnb.func",
+                f"def en_{s}(m):",
+                f"    return qnb.static(len(m.EN_{s}) * 1.0)",
+            ]
             return [store + f"en_{s}(fz_cfg)"]
         if kind == "str_subclass":
             self.top.append(f"SS_{s} = LyingStr('a' * int(V[{s!r}]))")

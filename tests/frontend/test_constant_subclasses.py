@@ -153,9 +153,7 @@ def _run(kernel, *args):
     ],
     ids=["str-repr", "str-len", "int", "float", "tuple", "named-tuple-getitem"],
 )
-def test_a_template_subclass_value_is_never_served_another_values_kernel(
-    kernel, values, answers
-):
+def test_a_template_subclass_value_is_never_served_another_values_kernel(kernel, values, answers):
     with qnb.backend("cpu"):
         got = [_run(kernel, value) for value in values]
     assert got == answers
@@ -295,7 +293,9 @@ def test_an_enum_member_as_a_template_value_is_keyed_by_its_form():
         assert _run(enum_template, Mode.FAST) == 11.0
         assert _run(enum_template, Mode.SLOW) == 2.0
         event = qnb.cache.events()[-1]
-        assert event.reason == "signature.mode: Template = <Mode.FAST: 1> → Template = <Mode.SLOW: 2>"
+        assert (
+            event.reason == "signature.mode: Template = <Mode.FAST: 1> → Template = <Mode.SLOW: 2>"
+        )
         assert _run(enum_template, Level.HIGH) == 2.0
 
 
