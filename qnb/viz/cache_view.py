@@ -14,7 +14,6 @@ from qnb.viz.events import event_detail, event_record
 from qnb.viz.widget import QnbWidget
 
 SYNC_SECONDS = 0.25
-_NOWRAP = ' style="white-space:nowrap;padding:0 6px"'
 
 
 def _weak_listener(view: CacheView):
@@ -161,10 +160,10 @@ class CacheView(QnbWidget):
                 row["short_key"],
                 row["reason"],
             )
-            rows.append(  # (every cell but the reason on one line: "memory-hit" never wraps)
+            rows.append(  # (the table keeps cells on one line, "memory-hit" too; the reason wraps)
                 "<tr>"
-                + "".join(f"<td{_NOWRAP}>{html.escape(str(c))}</td>" for c in cells[:-1])
-                + f"<td>{html.escape(str(cells[-1]))}</td></tr>"
+                + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells[:-1])
+                + f'<td style="white-space:normal">{html.escape(str(cells[-1]))}</td></tr>'
             )
         if not rows:
             rows.append('<tr><td colspan="8"><i>no cache events yet</i></td></tr>')
@@ -176,6 +175,6 @@ class CacheView(QnbWidget):
         )
         return (
             f'<div class="qnb-static qnb-cacheview-static"><b>{html.escape(repr(self))}</b>'
-            '<table style="border-collapse:collapse;font:12px monospace">'
+            '<table style="border-collapse:collapse;font:12px monospace;white-space:nowrap">'
             f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{detail}</div>"
         )
