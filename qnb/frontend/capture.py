@@ -490,6 +490,8 @@ def classify(owner: ParsedFunction, chain: tuple[str, ...], value) -> Classified
         return _UNDEFINED_NAME
     if isinstance(value, types.ModuleType):
         return _NAMESPACE
+    if is_config_object(value):  # (first: its own __getattr__ may answer any name)
+        return Classified(CaptureKind.OBJECT, ["object", object_name(value)])
     if getattr(value, "_qnb_intrinsic", None) is not None or foreign_intrinsic(value):
         return _INTRINSIC
     if is_qnb_callable(value):
@@ -501,8 +503,6 @@ def classify(owner: ParsedFunction, chain: tuple[str, ...], value) -> Classified
     form = canonical(value)
     if form is not None:
         return Classified(CaptureKind.CONST, form)
-    if is_config_object(value):
-        return Classified(CaptureKind.OBJECT, ["object", object_name(value)])
     name = ".".join(chain)
     if isinstance(value, Raised):
         error = value.error

@@ -285,18 +285,18 @@ class _MemberType(type):
 
 class EnumMember(metaclass=_MemberType):
     """An enum member as a compile computes with it: ``name``, ``value`` (plain) and the
-    behaviour of its kind; ``form`` is its canonical form."""
+    behaviour of its kind (``_qnb_form``: its canonical form)."""
 
     def _set(self, form, value):
-        self.form, self.name, self.value = form, form[1].rsplit(".", 1)[-1], value
+        self._qnb_form, self.name, self.value = form, form[1].rsplit(".", 1)[-1], value
         self._value_, self._name_ = value, self.name
-        self.enum_name = form[1].rsplit(".", 2)[-2] if form[1].count(".") >= 1 else form[1]
+        self._qnb_enum = form[1].rsplit(".", 2)[-2] if form[1].count(".") >= 1 else form[1]
 
     def __repr__(self) -> str:
-        return f"<{self.enum_name}.{self.name}: {self.value!r}>"
+        return f"<{self._qnb_enum}.{self.name}: {self.value!r}>"
 
     def __str__(self) -> str:
-        return f"{self.enum_name}.{self.name}"
+        return f"{self._qnb_enum}.{self.name}"
 
     def __reduce__(self):
         raise TypeError("a decoded enum member is not pickled")
@@ -340,35 +340,37 @@ class EnumClass:
     ``Mode.FAST``, ``Mode(1)``, ``Mode['FAST']``): its members, decoded, in their order."""
 
     def __init__(self, form):
-        self.form = form
+        self._qnb_form = form
         qualname, kind, members = form[1], form[2], form[3]
         self.__qualname__ = qualname.rsplit(".", 1)[-1]
         self.__name__ = self.__qualname__.rsplit(".", 1)[-1]
         self.__members__: dict[str, EnumMember] = {}
-        self._order: list[EnumMember] = []
+        self._qnb_order: list[EnumMember] = []
         for name, value_form in members:
             member = decode(["enum", f"{qualname}.{name}", value_form, kind])
-            alias = next((m for m in self._order if _same_value(m.value, member.value)), None)
+            alias = next((m for m in self._qnb_order if _same_value(m.value, member.value)), None)
             if alias is not None:  # an alias: the name of the member it repeats
                 member = alias
             else:
-                self._order.append(member)
+                self._qnb_order.append(member)
             self.__members__[name] = member
 
     def __iter__(self):
-        return iter(self._order)
+        return iter(self._qnb_order)
 
     def __len__(self) -> int:
-        return len(self._order)
+        return len(self._qnb_order)
 
     def __contains__(self, item) -> bool:
-        return any(item is m or (type(m) is not _PlainMember and m == item) for m in self._order)
+        return any(
+            item is m or (type(m) is not _PlainMember and m == item) for m in self._qnb_order
+        )
 
     def __getitem__(self, name):
         return self.__members__[name]
 
     def __call__(self, value):
-        for member in self._order:
+        for member in self._qnb_order:
             if _same_value(member.value, value):
                 return member
         raise ValueError(f"{value!r} is not a valid {self.__qualname__}")

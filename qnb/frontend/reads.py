@@ -211,10 +211,10 @@ class Recorder:
         live = self._live.get(id(base))
         if live is not None and live[0] is base:  # a decoded value, read from what it holds
             if _decided_by_form(base, name):
-                return getattr(base, name)
+                return _form_attribute(base, name)
             return self._read(live[1], name, live[2])
         if _decided_by_form(base, name) or _value_determined(base, name):
-            return getattr(base, name)
+            return _form_attribute(base, name)
         if isinstance(base, EnumMember | EnumClass) or hasattr(type(base), "_qnb_form_name"):
             raise AttributeError(  # (a Template value: it is its canonical value alone)
                 f"{_short(base)} has no attribute {name!r} (qnb computes with a "
@@ -385,6 +385,14 @@ def _decided_by_form(value, name: str) -> bool:
 
 
 _NAMED_TUPLE_METHODS = ("_fields", "_asdict", "_replace", "_make", "_field_defaults")
+
+
+def _form_attribute(value, name: str):
+    """A decided attribute (an enum class's member by its name, whatever else the
+    stand-in holds under that name)."""
+    if isinstance(value, EnumClass) and name in value.__members__:
+        return value.__members__[name]
+    return getattr(value, name)
 
 
 def _value_determined(base, name: str) -> bool:
