@@ -65,29 +65,7 @@ class Outer:
     block: Block
     label: str = "outer"
 
-class Liar:
-    def __repr__(self):
-        return "Liar"
-    def __eq__(self, other):
-        return True
-    def __hash__(self):
-        return 0
-
-class LyingStr(Liar, str):
-    def __len__(self):
-        return 1
-
-class LyingInt(Liar, int):
-    def __add__(self, other):
-        return 100
-
-class LyingFloat(Liar, float):
-    def __mul__(self, other):
-        return 100.0
-
-class LyingTuple(Liar, tuple):
-    def __getitem__(self, index):
-        return 100.0
+from tests.lying_values import LyingFloat, LyingInt, LyingStr, LyingTuple
 
 MUTATIONS = []
 
@@ -119,6 +97,15 @@ EXPECTED = {
     "float_subclass": "V[s] * 2.0", "tuple_subclass": "V[s] + 2",
     "subclass_template": "float(int(V[s]))",
 }  # fmt: skip
+
+
+# A subclass's value, and what the case computes with it (NAME stands for it).
+SUBCLASSES = {
+    "str_subclass": ("LyingStr('a' * int(V[s]))", "qnb.static(float(len(NAME)))"),
+    "int_subclass": ("LyingInt(int(V[s]))", "qnb.static(NAME + 1)"),
+    "float_subclass": ("LyingFloat(V[s])", "NAME * 2.0"),
+    "tuple_subclass": ("LyingTuple((V[s], 1.0))", "qnb.static(NAME[0] + len(NAME))"),
+}
 
 
 def domain(kind):
@@ -316,18 +303,10 @@ class Batch:
                 f"    return qnb.static(len(m.EN_{s}) * 1.0)",
             ]
             return [store + f"en_{s}(fz_cfg)"]
-        if kind == "str_subclass":
-            self.top.append(f"SS_{s} = LyingStr('a' * int(V[{s!r}]))")
-            return [store + f"qnb.static(float(len(SS_{s})))"]
-        if kind == "int_subclass":
-            self.top.append(f"SI_{s} = LyingInt(int(V[{s!r}]))")
-            return [store + f"qnb.static(SI_{s} + 1)"]
-        if kind == "float_subclass":
-            self.top.append(f"SF_{s} = LyingFloat(V[{s!r}])")
-            return [store + f"SF_{s} * 2.0"]
-        if kind == "tuple_subclass":
-            self.top.append(f"ST_{s} = LyingTuple((V[{s!r}], 1.0))")
-            return [store + f"qnb.static(ST_{s}[0] + len(ST_{s}))"]
+        if kind in SUBCLASSES:
+            value, use = SUBCLASSES[kind]
+            self.top.append(f"SB_{s} = " + value.replace("[s]", f"[{s!r}]"))
+            return [store + use.replace("NAME", f"SB_{s}")]
         raise AssertionError(kind)
 
     def write(self, directory):

@@ -24,57 +24,12 @@ import qnb
 import qnb.cache
 from qnb.errors import QnbCaptureError
 from qnb.frontend.constants import canonical, decode, display
+from tests.lying_values import LyingFloat, LyingInt, LyingStr, LyingTuple
 
 
 class Name(str):
     def __repr__(self):
         return "Name"
-
-
-class Liar:
-    """Mixed into a subclass: every instance claims to equal every other, hash alike and
-    print alike."""
-
-    def __repr__(self):
-        return "Liar"
-
-    def __eq__(self, other):
-        return True
-
-    def __hash__(self):
-        return 0
-
-
-class LyingStr(Liar, str):
-    def __len__(self):
-        return 1
-
-
-class LyingInt(Liar, int):
-    def __add__(self, other):
-        return 100
-
-    def __int__(self):
-        return 100
-
-
-class LyingFloat(Liar, float):
-    def __mul__(self, other):
-        return 100.0
-
-    def __float__(self):
-        return 100.0
-
-
-class LyingTuple(Liar, tuple):
-    def __getitem__(self, index):
-        return 100.0
-
-    def __len__(self):
-        return 0
-
-    def __iter__(self):
-        return iter(())
 
 
 class Point(NamedTuple):
