@@ -175,7 +175,10 @@ def _template_spec(value, form) -> ArgSpec:
 
     text = cache.canonical_json(form)
     used = decode(form)
-    return ArgSpec("template", text=text, value=used, shown=f"Template = {display(form)}")
+    # (what the key's signature holds: exact, so two values never share a key; an enum
+    # member's or a named tuple's name has its module there)
+    shown = f"Template = {display(form, exact=True)}"
+    return ArgSpec("template", text=text, value=used, shown=shown)
 
 
 _QNB_DTYPES = {d.numpy: d for d in (bool_, i32, f32, f64, as_dtype("f16"))}

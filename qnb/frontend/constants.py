@@ -416,11 +416,13 @@ def _display(form, exact: bool) -> str:
         return f"{name}({fields})"
     if tag == "enum":
         name = form[1] if exact else ".".join(form[1].rsplit(".", 2)[-2:])
-        return f"<{name}: {_display(form[2], exact)}>"
+        kind = f" ({form[3]})" if exact and len(form) > 3 and form[3] != "enum" else ""
+        return f"<{name}: {_display(form[2], exact)}{kind}>"
     if tag == "enum-class":
         name = form[1] if exact else form[1].rsplit(".", 1)[-1]
         members = ", ".join(f"{n}={_display(v, exact)}" for n, v in form[3])
-        return f"<enum {name!r}: {members}>"
+        kind = f" ({form[2]})" if exact and form[2] != "enum" else ""
+        return f"<enum {name!r}: {members}{kind}>"
     if tag in ("dtype", "numpy-dtype"):  # as qnb and NumPy print a dtype: f32, float32
         return str(form[1])
     return repr(decode(form))
