@@ -31,9 +31,9 @@ from qnb.errors import (
 )
 from qnb.frontend import reads as _reads
 from qnb.frontend.capture import (
-    UNDEFINED,
     CaptureKind,
     Captures,
+    chain_node,
     classify,
     intrinsic_name,
 )
@@ -135,6 +135,7 @@ class _Resolved:
         # (id(object), attribute) -> value, for every attribute a captured chain's walk read.
         self.covered: dict[tuple[int, str], object] = {}
         self._keep: list = []  # the objects of ``covered``, so their ids stay theirs
+        self.root_forms: dict[str, dict] = {}  # unit -> root name -> its form, keyed whole
 
     def add(self, parsed: ParsedFunction, roots: dict) -> str:
         name, count = parsed.unit_name, 1
@@ -156,15 +157,16 @@ class _Resolved:
         self.items[id(parsed)] = items
         forms = self.forms[id(parsed)] = {}
         prefix = "" if is_kernel else f"{unit}."
+        keyed = self.root_forms[unit] = {}  # root name -> its own form, where keyed whole
         for item in items:
             chain, value = item.chain, item.value
             for base, attr, found in item.steps:
                 self.covered[(id(base), attr)] = found
                 self._keep.append(base)
             try:
-                classified = classify(parsed, chain, value)
+                classified = classify(parsed, item.walked, value)
             except QnbCaptureError as err:
-                where = parsed.position(_first_use(parsed, chain))
+                where = parsed.position(chain_node(parsed, chain))
                 static_only = chain in parsed.static_chains
                 if _is_library_callable(value) and not static_only:  # print, math.sin
                     message = unsupported_call_message(".".join(chain))
@@ -174,8 +176,11 @@ class _Resolved:
             if kind is CaptureKind.CONST and _is_qnb_module(roots.get(chain[0])):
                 continue  # qnb.f32 and friends: the language itself (the `qnb` component)
             form = None
-            if kind is CaptureKind.CONST:
+            if kind is CaptureKind.CONST or kind is CaptureKind.OBJECT:
                 form = classified.form
+                chain = item.walked  # (keyed by what the walk read: ``cfg.scale``)
+                if not item.steps and kind is CaptureKind.CONST:
+                    keyed[chain[0]] = form  # lowering computes with its decoded value
             elif (
                 kind is CaptureKind.INTRINSIC
                 and len(chain) == 1
@@ -196,7 +201,7 @@ class _Resolved:
                 form = ["undefined"]
             if form is not None:
                 self.captured[prefix + ".".join(chain)] = form
-                forms[chain] = form
+                forms[item.chain] = form
 
     def items_of(self, parsed: ParsedFunction) -> list:
         return self.items[id(parsed)]
@@ -224,7 +229,7 @@ class _Resolved:
 
     def recorder(self) -> Recorder:
         """The one way this launch's lowering reads attributes of compile-time values."""
-        return Recorder(self.covered, self.roots, self.fingerprint)
+        return Recorder(self.covered, self.roots, self.fingerprint, self.root_forms, self.unit_of)
 
     def unit_of(self, parsed: ParsedFunction) -> tuple[str, dict]:
         """(unit name, captured roots) of a function the lowering meets."""
@@ -236,30 +241,8 @@ class _Resolved:
 
 def _evaluator(resolved: _Resolved):
     """``evaluate(reads)`` for ``get_or_compile_reading``: the recorded reads' forms now
-    (label → form, and the (object, attribute, form) checks), or None when a path no longer
-    names an object or a value can no longer be keyed."""
-
-    def evaluate(reads):
-        forms, checks = {}, []
-        for label, path, attr in reads:
-            base = _reads.resolve(path, resolved.roots)
-            if base is UNDEFINED:
-                return None
-            try:
-                value = getattr(base, attr)
-            except AttributeError:
-                value = UNDEFINED
-            except Exception:  # noqa: BLE001 - a property failing now: compile and report
-                return None
-            try:
-                form = _reads.encode(value, resolved.fingerprint)
-            except QnbError:
-                return None
-            forms[label] = form
-            checks.append((base, attr, form))
-        return forms, checks
-
-    return evaluate
+    (``reads.evaluate``), from this launch's one read of the captured names."""
+    return lambda reads: _reads.evaluate(reads, resolved.roots, resolved.fingerprint)
 
 
 def _fresh_fingerprint(func) -> str:
@@ -511,7 +494,7 @@ class Kernel(QnbFunction):
     def _lower(self, signature, resolved: _Resolved, reads: Recorder | None = None) -> ir.KernelIR:
         reads = reads if reads is not None else resolved.recorder()
         try:
-            return lower_kernel(self.parsed, resolved.unit_of, self._param_specs(signature), reads)
+            return lower_kernel(self.parsed, reads.unit_of, self._param_specs(signature), reads)
         except RecursionError:
             message = f"kernel {self.name!r} is nested too deeply to compile"
             raise self.parsed.error(QnbTypeError, message, self.parsed.tree) from None
@@ -770,15 +753,6 @@ def _is_library_callable(value) -> bool:
     if isinstance(value, np.ufunc) or module == "numpy":
         return True
     return module in sys.stdlib_module_names or module == "builtins"
-
-
-def _first_use(parsed: ParsedFunction, chain):
-    import ast
-
-    for node in ast.walk(parsed.tree):
-        if isinstance(node, ast.Name) and node.id == chain[0]:
-            return node
-    return parsed.tree
 
 
 class _TraceLauncher:

@@ -164,24 +164,21 @@ def _param_node(parsed: ParsedFunction, name: str):
     return next((a for a in parsed.tree.args.args if a.arg == name), parsed.tree)
 
 
-def _holds_named_tuple(form) -> bool:
-    if form[0] == "namedtuple":
-        return True
-    return form[0] == "tuple" and any(_holds_named_tuple(item) for item in form[1])
-
-
 def _template_spec(value, form) -> ArgSpec:
     """A Template parameter's signature entry (its canonical JSON text, the value
     lowering uses, how the key shows it). The memo and the key both compare the
     canonical form (never ``==`` or ``repr``: ``0.0 == -0.0``, and a float subclass may
     print rounded); lowering uses the value the form decodes to, so what is compiled is
-    what is keyed (a named tuple, read by field, stays as passed: its form holds its
-    fields)."""
+    what is keyed (a subclass is its plain value, a named tuple or enum member qnb's own
+    stand-in: none of the class's own methods runs at compile time)."""
     from qnb import cache  # (imported on first use: ``import qnb`` stays light)
 
     text = cache.canonical_json(form)
-    used = value if _holds_named_tuple(form) else decode(form)
-    return ArgSpec("template", text=text, value=used, shown=f"Template = {display(form)}")
+    used = decode(form)
+    # (what the key's signature holds: exact, so two values never share a key; an enum
+    # member's or a named tuple's name has its module there)
+    shown = f"Template = {display(form, exact=True)}"
+    return ArgSpec("template", text=text, value=used, shown=shown)
 
 
 _QNB_DTYPES = {d.numpy: d for d in (bool_, i32, f32, f64, as_dtype("f16"))}

@@ -238,18 +238,32 @@ def _header_cache() -> pathlib.Path | None:
     return _private_directory(HEADER_CACHE, "not keeping wgpu-py's parsed C header in {}")
 
 
+# What each directory of :func:`_private_directory` holds (what another account able to
+# write there could plant): its refusals say so, not "kernels".
+_HOLDS = {
+    DRIVER_CACHE: "shader binaries for the Vulkan driver to load",
+    HEADER_CACHE: "a parse of wgpu-py's C header for qnb to serve to cffi",
+}
+
+
 def _private_directory(name: str, refusal: str) -> pathlib.Path | None:
     """``name`` under a usable (private) qnb cache directory, on the trust rules of
     :func:`driver_cache_problem`; None under ``QNB_CACHE=0`` or an untrusted cache dir,
-    and None with one warning (``refusal`` with the path, then why) where the directory
-    is refused."""
+    and None with one warning (``refusal`` with the path, then why, worded for what the
+    directory holds) where the directory is refused: a symbolic link (never followed, and
+    said so), not a directory, another account's, or one group or others may write."""
     from qnb.cache import store
 
     root = store.usable_directory()  # None: QNB_CACHE=0, or an untrusted cache dir
     if root is None:
         return None
     path = root / name
-    why = driver_cache_problem(path)
+    if path.is_symlink():
+        why = "it is a symbolic link (qnb uses only a directory of its own there, never a link)"
+    else:
+        why = driver_cache_problem(path)
+        if why is not None and why == store.refusal(path):  # the trust rules: say what it holds
+            why = store.refusal(path, holds=_HOLDS.get(name, "files qnb reads"))
     if why is not None:
         store.warn(f"qnb: {refusal.format(path)}: {why}")
         return None

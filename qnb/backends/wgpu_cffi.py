@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import importlib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -195,16 +196,46 @@ def import_wgpu_native(directory: Path | None):
         path = directory / f"{header_key(header)}.json"
     except Exception:  # noqa: BLE001 - another wgpu-py or cffi: its own import
         return importlib.import_module(_NATIVE)
+    try:
+        return _import_through(cffi, path, header)
+    except Exception as exc:  # noqa: BLE001 - re-raised where the file is not to blame
+        if not _SERVED:
+            raise
+        # The file verified, yet wgpu-py does not import with the parse it held (a file
+        # forged with a checksum, or a cffi that reads its parse otherwise): it is dropped
+        # and the header parsed again, as a corrupt kernel-cache entry is recompiled.
+        _SERVED.clear()
+        from qnb.cache import store
+
+        store.warn(
+            f"qnb: discarding {path}: wgpu-py does not import with the parse of its C header "
+            f"that it holds ({type(exc).__name__}: {exc}); parsing the header again"
+        )
+        with contextlib.suppress(OSError):
+            path.unlink()
+        for name in [n for n in sys.modules if n == _NATIVE or n.startswith(_NATIVE + ".")]:
+            del sys.modules[name]  # (its modules made from that parse: imported anew)
+        return _import_through(cffi, path, header)
+
+
+_SERVED: list = []  # set where the last import's cdef was served from a file
+
+
+def _import_through(cffi, path: Path, header: str):
+    """``wgpu.backends.wgpu_native`` imported with its header's cdef going through the
+    file at ``path`` (:func:`_cdef_through`)."""
     real_cdef = cffi.FFI.cdef
 
     def cdef(ffi, csource, override=False, packed=False, pack=None):
         plain = type(ffi) is cffi.FFI and not (override or packed or pack)
         if plain and csource == header and not ffi._cdefsources:
             types = (*WGPU_NATIVE_IMPORT_TYPES, *WGPU_NATIVE_C_TYPES)
-            _cdef_through(path, ffi, csource, lambda: real_cdef(ffi, csource), types)
+            if _cdef_through(path, ffi, csource, lambda: real_cdef(ffi, csource), types):
+                _SERVED.append(path)
         else:
             real_cdef(ffi, csource, override=override, packed=packed, pack=pack)
 
+    _SERVED.clear()
     cffi.FFI.cdef = cdef  # (any other cdef meanwhile goes through to cffi's own)
     try:
         return importlib.import_module(_NATIVE)
@@ -225,10 +256,10 @@ def header_key(header: str) -> str:
     return h.hexdigest()
 
 
-def _cdef_through(path: Path, ffi, csource: str, parse, types=()) -> None:
+def _cdef_through(path: Path, ffi, csource: str, parse, types=()) -> bool:
     """``ffi.cdef(csource)``: from the file at ``path`` where it verifies; else ``parse()``
     (cffi's own), then the file is written for the next process, with the C ``types``
-    (cdecls) parsed too."""
+    (cdecls) parsed too. Returns whether the file served it."""
     try:
         state, served_types = _read_header_file(path)
     except Exception:  # noqa: BLE001 - missing, corrupt, foreign: cffi parses
@@ -240,10 +271,13 @@ def _cdef_through(path: Path, ffi, csource: str, parse, types=()) -> None:
             ffi._cdefsources.append(csource)
         with contextlib.suppress(Exception):  # (cffi would parse them on use)
             _install_types(ffi, served_types)
-        return
+        with contextlib.suppress(OSError):  # used: the cache's eviction keeps it longest
+            os.utime(path)
+        return True
     parse()
     with contextlib.suppress(Exception):  # an optimisation only: nothing is written
         _write_header_file(path, ffi, types)
+    return False
 
 
 def _write_header_file(path: Path, ffi, types) -> None:

@@ -138,7 +138,10 @@ class Difference:
     def __str__(self) -> str:
         if self.component == "source":
             return f"{self.label}: {describe_text_change(self.old, self.new)}"
-        return f"{self.label}: {render_value(self.old)} → {render_value(self.new)}"
+        old, new = render_value(self.old), render_value(self.new)
+        if old == new:  # two forms that read alike (an enum of another module): say how
+            old, new = render_value(self.old, exact=True), render_value(self.new, exact=True)
+        return f"{self.label}: {old} → {new}"
 
 
 def _components_of(key: CacheKey | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -225,19 +228,19 @@ def _same(a: Any, b: Any) -> bool:
 # Rendering values for people
 # ---------------------------------------------------------------------------------
 
-_TAGS_SHOWN_BARE = {"dtype", "numpy-dtype"}
 
-
-def render_value(value: Any) -> str:
-    """A short readable form of a component value: tagged captured values as Python
-    would write them (``["bool", true]`` → ``True``, ``["dtype", "f16"]`` → ``f16``)."""
+def render_value(value: Any, exact: bool = False) -> str:
+    """A short readable form of a component value: a compile-time value's form as Python
+    writes the value (``qnb.frontend.constants.display``: ``["float", "0x1.4p+1"]`` →
+    ``2.5``, ``["str", "ab"]`` → ``'ab'``), anything else as JSON data reads. ``exact``:
+    what tells two look-alike forms apart too (see ``Difference``)."""
     if value is ABSENT:
         return ABSENT
-    text = _render(value)
+    text = _render(value, exact)
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _render(value: Any) -> str:
+def _render(value: Any, exact: bool = False) -> str:
     if value is None:
         return "None"
     if isinstance(value, bool):
@@ -247,59 +250,14 @@ def _render(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, (list, tuple)):
-        tagged = _render_tagged(value)
-        if tagged is not None:
-            return tagged
-        return "[" + ", ".join(_render(item) for item in value) + "]"
+        from qnb.frontend import constants  # (the one owner of the forms: shown its way)
+
+        if constants.is_form(list(value)):
+            return constants.display(list(value), exact)
+        return "[" + ", ".join(_render(item, exact) for item in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_render(v)}" for k, v in sorted(value.items())) + "}"
+        return "{" + ", ".join(f"{k}: {_render(v, exact)}" for k, v in sorted(value.items())) + "}"
     return repr(value)
-
-
-def _render_tagged(value: list | tuple) -> str | None:
-    """Render ``[tag, payload…]`` captured values; None if ``value`` is not one."""
-    if not value or not isinstance(value[0], str):
-        return None
-    if len(value) == 1:
-        return "None" if value[0] in ("none", "None") else None
-    if value[0] == "enum" and len(value) == 3 and isinstance(value[1], str):
-        return ".".join(value[1].split(".")[-2:])  # Class.MEMBER
-    if len(value) != 2:
-        return None
-    tag, payload = value
-    if tag.startswith("np.") and isinstance(payload, bool | int | str):  # np.float32(1.0)
-        number = _render_float(payload) if isinstance(payload, str) else repr(payload)
-        return f"{tag}({number})"
-    if tag == "bool" and isinstance(payload, bool):
-        return "True" if payload else "False"
-    if tag == "int" and isinstance(payload, int) and not isinstance(payload, bool):
-        return repr(payload)
-    if tag == "float":
-        if isinstance(payload, str):
-            return _render_float(payload)
-        if isinstance(payload, float):
-            return repr(payload)
-        return None
-    if tag == "str" and isinstance(payload, str):
-        return repr(payload)
-    if tag in ("library", "intrinsic") and isinstance(payload, str):  # a function, by name
-        return payload
-    if tag in ("none", "None") and payload is None:
-        return "None"
-    if tag in _TAGS_SHOWN_BARE and isinstance(payload, str):
-        return payload
-    if tag == "tuple" and isinstance(payload, (list, tuple)):
-        items = [_render(item) for item in payload]
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    return None
-
-
-def _render_float(text: str) -> str:
-    """A float stored as ``float.hex()`` text, as Python writes it (other text as is)."""
-    try:
-        return repr(float.fromhex(text))
-    except ValueError:
-        return text
 
 
 def describe_text_change(old: Any, new: Any) -> str:

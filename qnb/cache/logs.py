@@ -5,7 +5,8 @@ a warm cpu process a few milliseconds of its 20 first launches. Where no module 
 ``logging`` yet, nothing can have set a level below WARNING or added a handler, so a
 DEBUG or INFO record would be dropped by ``logging`` itself: :class:`LazyLogger` drops it
 without the import. A WARNING or an exception imports ``logging`` and goes through it (its
-last-resort handler shows it, as ever).
+last-resort handler shows it, as ever), except one a ``CacheWarning`` reports too
+(``warning_beside``), which is logged only where a handler was set up.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ class LazyLogger:
 
     def warning(self, *args, **kwargs) -> None:
         self.logger().warning(*args, **kwargs)
+
+    def warning_beside(self, *args, **kwargs) -> None:
+        """A WARNING that a :class:`CacheWarning` also reports: logged only where a handler
+        would show it (logging configured by the application, a test's capture), so a
+        plain ``python`` run, whose only handler is logging's last resort on stderr, shows
+        the warning once, not once from each."""
+        if "logging" in sys.modules:
+            logger = self.logger()
+            if logger.hasHandlers():
+                logger.warning(*args, **kwargs)
 
     def exception(self, *args, **kwargs) -> None:
         self.logger().exception(*args, **kwargs)

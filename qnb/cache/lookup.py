@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from qnb.cache import store
+from qnb.cache import manifests, store
 from qnb.cache.key import CacheKey, Difference, count_differing_components, diff
 from qnb.cache.logs import LazyLogger
 
@@ -505,7 +505,7 @@ def get_or_compile_reading(
         with _lock:
             known = list(_manifests.get(pre_key.digest, ()))
         root = store.usable_directory()  # (once for the manifest and the entries)
-        for reads in store.load_manifest(kernel_name, pre_key.digest, root):
+        for reads in manifests.load_manifest(kernel_name, pre_key.digest, root):
             if reads not in known:
                 known.append(reads)
         for reads in known or [[]]:
@@ -537,7 +537,7 @@ def get_or_compile_reading(
     store.save(kernel_name, backend_name, key, artifact, origin=origin)
     if reads:
         _note_reads(pre_key.digest, reads)
-        store.save_manifest(kernel_name, pre_key.digest, reads)
+        manifests.save_manifest(kernel_name, pre_key.digest, reads, key.digest)
     launcher = _remember(kernel_name, key, launcher, replace=forced)
     event = _finish(kernel_name, backend_name, key, "miss", start, reason, differences)
     log.info("compiled %s [%s] key %s… (%s)", kernel_name, backend_name, key.short, reason)
@@ -549,4 +549,4 @@ def _note_reads(pre_digest: str, reads: list) -> None:
         known = _manifests.setdefault(pre_digest, [])
         if reads not in known:
             known.insert(0, reads)
-            del known[store.MAX_MANIFEST_SETS :]
+            del known[manifests.MAX_MANIFEST_SETS :]

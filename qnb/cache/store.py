@@ -222,31 +222,32 @@ def directory_problem(path: Path) -> str | None:
     return None
 
 
-def _unsafe(path: Path, info: os.stat_result | None = None) -> str | None:
+def _unsafe(path: Path, info: os.stat_result | None = None, holds: str = "kernels") -> str | None:
     """Why another account could plant entries in the directory ``path``, if it could:
     it is not the user's own, or group or others may write to it. (An entry's
     checksum is no defence: anyone can recompute a sha256.) ``info``: its ``os.stat``,
-    where the caller has just taken it."""
+    where the caller has just taken it; ``holds``: what an account could plant there."""
     try:
         info = os.stat(path) if info is None else info
     except OSError as exc:
         return f"cannot check it ({exc.strerror or exc})"
     if info.st_uid != os.geteuid():
         return (
-            f"it is owned by another user (uid {info.st_uid}), so that account could plant kernels"
+            f"it is owned by another user (uid {info.st_uid}), so that account could plant {holds}"
         )
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return (
             f"group or others may write to it (mode {stat.S_IMODE(info.st_mode):o}), so "
-            "another account could plant kernels (chmod go-w it)"
+            f"another account could plant {holds} (chmod go-w it)"
         )
     return None
 
 
-def refusal(root: Path) -> str | None:
+def refusal(root: Path, holds: str = "kernels") -> str | None:
     """Why the directory ``root`` must not be read or changed at all (it exists and
-    another account could write it), or None. Listing, explaining and clearing ask."""
-    return _unsafe(root) if root.is_dir() else None
+    another account could write it), or None. Listing, explaining and clearing ask;
+    ``holds`` says what an account could plant there (a subdirectory's own contents)."""
+    return _unsafe(root, holds=holds) if root.is_dir() else None
 
 
 def _degrade(path: Path, why: str) -> None:
@@ -258,7 +259,7 @@ def _degrade(path: Path, why: str) -> None:
         _warned_unusable = True
     message = f"qnb kernel cache directory {path} is unusable: {why}; caching in memory only"
     if first:
-        log.warning("%s", message)
+        log.warning_beside("%s", message)
         warn(message)
     else:
         log.debug("%s", message)
@@ -576,7 +577,7 @@ def _parse(data: bytes):
 def discard(path: Path, why: str, inode: int | None = None) -> None:
     """Warn about and delete a bad entry (unless another process replaced it since)."""
     message = f"qnb kernel cache: discarding {path.name}: {why}; recompiling"
-    log.warning("%s", message)
+    log.warning_beside("%s", message)
     warn(message)
     try:
         found = os.lstat(path)
@@ -615,8 +616,10 @@ def _entry_files(root: Path, prefix: str = "") -> list[os.DirEntry]:
 
 
 def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
-    """Delete least-recently-used entries until the directory holds ``bound`` bytes
-    or less (never ``keep``, the entry just written). Returns what was deleted."""
+    """Delete least-recently-used entries (and parsed wgpu headers, :func:`header_files`)
+    until the directory holds ``bound`` bytes or less (never ``keep``, the entry just
+    written); the read manifests count too, and go with the last entry they list.
+    Returns what was deleted."""
     sized = []
     now = time.time()
     try:
@@ -624,6 +627,8 @@ def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
             items = list(scan)
     except OSError:
         return []
+    names = set()
+    others = 0  # the bytes of manifests: counted, deleted only with their entries
     for item in items:
         if not is_regular_entry(item):
             continue  # only qnb's own files: never a link, a FIFO, a directory
@@ -631,14 +636,19 @@ def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
             found = item.stat(follow_symlinks=False)
         except OSError:
             continue
+        names.add(item.name)
         if is_temp_name(item.name):
             if now - found.st_mtime > _STALE_TEMP_SECONDS:  # left by a crashed writer
                 _unlink_quietly(Path(item.path))
         elif is_entry_name(item.name):
             sized.append((found.st_mtime, item.name, found.st_size, Path(item.path)))
-    total = sum(size for _, _, size, _ in sized)
+        elif _is_manifest_name(item.name):
+            others += found.st_size
+    for path, found in header_files(root):
+        sized.append((found.st_mtime, path.name, found.st_size, path))
+    total = sum(size for _, _, size, _ in sized) + others
     deleted = []
-    for _, _, size, path in sorted(sized):
+    for _, name, size, path in sorted(sized):
         if total <= bound:
             break
         if keep is not None and path == keep:
@@ -651,14 +661,53 @@ def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
             continue
         total -= size
         deleted.append(path)
+        names.discard(name)
     if deleted:
+        from qnb.cache import manifests
+
+        deleted += manifests.drop_orphans(root, names)
         log.info(
-            "evicted %d cache entr%s to stay under %d bytes",
+            "evicted %d cache file%s to stay under %d bytes",
             len(deleted),
-            "y" if len(deleted) == 1 else "ies",
+            "" if len(deleted) == 1 else "s",
             bound,
         )
     return deleted
+
+
+# The parsed wgpu C headers (qnb/backends/wgpu_cffi.py) in their directory under the cache:
+# derived data like an entry, so they count toward the bound and ``clear`` removes them.
+HEADER_DIRECTORY = "wgpu-cffi-header"
+_HEADER_FILE = re.compile(r"[0-9a-f]{64}\.json")
+
+
+def header_files(root: Path) -> list[tuple[Path, os.stat_result]]:
+    """The parsed-header files (regular files of qnb's name pattern) in ``root``'s header
+    directory, with their ``lstat``; none where that directory is a link, not a
+    directory, or one another account could write (it is not qnb's to touch then)."""
+    directory = root / HEADER_DIRECTORY
+    try:
+        info = os.lstat(directory)
+    except OSError:
+        return []
+    if not stat.S_ISDIR(info.st_mode) or _unsafe(directory, info) is not None:
+        return []
+    found = []
+    try:
+        with os.scandir(directory) as scan:
+            for item in scan:
+                if _HEADER_FILE.fullmatch(item.name) and is_regular_entry(item):
+                    with contextlib.suppress(OSError):
+                        found.append((Path(item.path), item.stat(follow_symlinks=False)))
+    except OSError:
+        return []
+    return found
+
+
+def _is_manifest_name(name: str) -> bool:
+    from qnb.cache import manifests
+
+    return manifests.is_manifest_name(name)
 
 
 def read_info(path: Path) -> EntryInfo | None:
@@ -768,16 +817,26 @@ def list_entries(
 
 
 def disk_usage(root: Path | None = None) -> tuple[int, int]:
-    """(number of entries, bytes) in the directory."""
+    """(number of entries, bytes) in the directory: the bytes of what counts toward
+    ``QNB_CACHE_MAX_BYTES`` (entries, read manifests, parsed wgpu headers)."""
     if root is None:
         root = directory()
     count = size = 0
-    for item in _entry_files(root):
+    try:
+        with os.scandir(root) as scan:
+            items = [i for i in scan if is_regular_entry(i)]
+    except OSError:
+        items = []
+    for item in items:
+        entry = is_entry_name(item.name)
+        if not (entry or _is_manifest_name(item.name)):
+            continue
         try:
             size += item.stat(follow_symlinks=False).st_size
         except OSError:
             continue
-        count += 1
+        count += entry
+    size += sum(info.st_size for _, info in header_files(root))
     return count, size
 
 
@@ -850,98 +909,13 @@ def clear_disk(root: Path | None = None) -> ClearResult:
                 result.failed.append((Path(item.path), exc.strerror or str(exc)))
                 continue
             result.removed += 1
-        elif is_temp_name(item.name) or is_manifest_name(item.name):
+        elif is_temp_name(item.name) or _is_manifest_name(item.name):
             _unlink_quietly(Path(item.path))
+    for path, _info in header_files(root):  # derived data too: parsed again when needed
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            result.failed.append((path, exc.strerror or str(exc)))
     return result
-
-
-# ---------------------------------------------------------------------------------
-# Read manifests: which compile-time reads a kernel's lowering made, per pre-key
-# ---------------------------------------------------------------------------------
-
-# ``<kernel>-<pre-key digest>.reads``: for a kernel whose lowering read compile-time values
-# past its pre-lowering key (see ``qnb.frontend.reads``), the lists of reads (label, path,
-# attribute) its compiles made. A later process reads those paths' current values and so
-# forms the full key of the entry it may load; the entry's own components hold the values.
-MANIFEST_SUFFIX = ".reads"
-MAX_MANIFEST_BYTES = 1 << 20
-MAX_MANIFEST_SETS = 64
-_MANIFEST_NAME = re.compile(r"[A-Za-z0-9_.]{1,80}-[0-9a-f]{64}\.reads")
-
-
-def manifest_path(root: Path, kernel_name: str, pre_digest: str) -> Path:
-    return root / f"{sanitise(kernel_name)}-{pre_digest}{MANIFEST_SUFFIX}"
-
-
-def is_manifest_name(name: str) -> bool:
-    return _MANIFEST_NAME.fullmatch(name) is not None
-
-
-def load_manifest(kernel_name: str, pre_digest: str, root: Path | None = CHECK) -> list[list]:
-    """The read lists stored for a pre-key (each ``[[label, path, attribute], ...]``);
-    [] when there is none, or it is not a regular file qnb wrote (never blocks, never
-    follows a link). ``root`` as for :func:`load`."""
-    if root is CHECK:
-        root = usable_directory()
-    if root is None:
-        return []
-    path = manifest_path(root, kernel_name, pre_digest)
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return []
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MANIFEST_BYTES:
-            return []
-        with os.fdopen(fd, "rb") as handle:
-            fd = None
-            data = handle.read(MAX_MANIFEST_BYTES + 1)
-    except OSError:
-        return []
-    finally:
-        if fd is not None:
-            os.close(fd)
-    try:
-        manifest = json.loads(data)
-    except (ValueError, RecursionError):
-        return []
-    if not isinstance(manifest, dict) or manifest.get("pre_key") != pre_digest:
-        return []
-    sets = manifest.get("reads")
-    if not isinstance(sets, list):
-        return []
-    return [s for s in sets[:MAX_MANIFEST_SETS] if _is_read_list(s)]
-
-
-def _is_read_list(reads: Any) -> bool:
-    if not isinstance(reads, list) or not reads:
-        return False
-    for read in reads:
-        if not (isinstance(read, list) and len(read) == 3):
-            return False
-        label, path, attr = read
-        if not isinstance(label, str) or not isinstance(attr, str):
-            return False
-        if not isinstance(path, list) or not path or not all(isinstance(p, str) for p in path):
-            return False
-    return True
-
-
-def save_manifest(kernel_name: str, pre_digest: str, reads: list) -> None:
-    """Add one read list to a pre-key's manifest (atomically; a failure only costs a
-    compile in a later process)."""
-    root = usable_directory()
-    if root is None:
-        return
-    sets = load_manifest(kernel_name, pre_digest)
-    if reads in sets:
-        return
-    sets = [reads, *sets][:MAX_MANIFEST_SETS]
-    data = canonical_json({"pre_key": pre_digest, "reads": sets}).encode("utf-8")
-    final = manifest_path(root, kernel_name, pre_digest)
-    try:
-        write_atomically(root, final, data)
-    except OSError as exc:
-        log.debug("cannot write %s: %s", final, exc)

@@ -12,6 +12,7 @@ raises :class:`QnbCaptureError`.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import enum
 import importlib
@@ -23,8 +24,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from qnb.dtypes import DType, as_dtype, is_dtype_like
+from qnb.dtypes import is_dtype_like
 from qnb.errors import QnbCaptureError
+from qnb.frontend.constants import (  # the one encoding (decode, display: re-exported)
+    MAX_TUPLE_DEPTH,  # noqa: F401
+    canonical,
+    decode,  # noqa: F401
+    display,  # noqa: F401
+    nesting_error,  # noqa: F401
+    too_deep,
+)
 from qnb.frontend.parse import KERNEL_BUILTINS, ParsedFunction
 from qnb.function import QnbFunction
 
@@ -61,6 +70,7 @@ class CaptureKind(enum.Enum):
 
     CONST = "const"  # a compile-time constant: its canonical form enters the key
     NAMESPACE = "namespace"  # a module: the kernel reads its attributes by name
+    OBJECT = "object"  # a configuration object: the kernel reads its attributes (reads.py)
     INTRINSIC = "intrinsic"  # a language intrinsic, or its math/NumPy twin (np.exp)
     CALLABLE = "callable"  # a @qnb.func or kernel: keyed by its own source and captures
     UNDEFINED = "undefined"  # bound nowhere (yet)
@@ -85,14 +95,20 @@ class CapturedRead(NamedTuple):
 
     chain: tuple[str, ...]  # the name and the attributes the kernel reads of it: ("cfg", "N")
     root: object  # the value bound to the name
-    value: object  # the value at the chain's end (as far as modules and enums lead)
+    value: object  # the value at the end of the walk (``walked``)
     steps: list  # the (object, attribute, value) reads the walk made
+
+    @property
+    def walked(self) -> tuple[str, ...]:
+        """The part of the chain the walk read (``cfg.scale`` of ``cfg.scale.hex``): what
+        the value stands for, and its name in the key."""
+        return self.chain[: 1 + len(self.steps)]
 
 
 def foreign_intrinsic(value) -> str | None:
     try:
         return _FOREIGN_INTRINSICS.get(value)
-    except TypeError:  # unhashable
+    except Exception:  # noqa: BLE001 - unhashable, or an object whose == refuses
         return None
 
 
@@ -102,14 +118,58 @@ def is_qnb_callable(value) -> bool:
 
 
 def _walk_chain(root, chain: tuple[str, ...]):
-    """Follow a chain through modules (and Enum classes) to the value the kernel uses."""
+    """Follow a chain as far as it reads attributes (:func:`steps_into`): the value the
+    kernel uses at its end."""
     value = root
     for attr in chain[1:]:
-        if _is_namespace(value):
-            value = getattr(value, attr, UNDEFINED)
-        else:
+        if not steps_into(value, attr):
             break
+        value = read_attribute(value, attr)
     return value
+
+
+def read_attribute(value, attr: str):
+    """``getattr(value, attr)`` for a captured chain's walk: UNDEFINED where there is no
+    such attribute, a :class:`Raised` where reading it raised (a property that fails),
+    so a launch never fails inside the snapshot (``classify`` reports it)."""
+    try:
+        return getattr(value, attr)
+    except AttributeError:
+        return UNDEFINED
+    except Exception as exc:  # noqa: BLE001 - the user's property: reported by classify
+        return Raised(exc)
+
+
+class Raised:
+    """What a walk found where reading an attribute raised: never equal to another."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"<raised {type(self.error).__name__}>"
+
+
+def steps_into(value, attr: str) -> bool:
+    """Whether a captured chain reads ``attr`` of ``value`` when it is captured: through a
+    module or an Enum class (to the attribute's value, as a namespace), through a
+    configuration object (:func:`is_config_object`), and a named tuple's field. A chain
+    stops at anything else (a constant, qnb's own objects, a func): lowering reads on."""
+    if _is_namespace(value) or is_config_object(value):
+        return True
+    kind = type(value)
+    return issubclass(kind, tuple) and attr in (getattr(kind, "_fields", None) or ())
+
+
+def _walks_through(root) -> bool:
+    """Whether some chain may read past ``root`` when it is captured (``steps_into``):
+    then the snapshot depends on more than which object ``root`` is."""
+    if _is_namespace(root) or is_config_object(root):
+        return True
+    kind = type(root)
+    return issubclass(kind, tuple) and bool(getattr(kind, "_fields", None))
 
 
 def _is_namespace(value) -> bool:
@@ -118,6 +178,44 @@ def _is_namespace(value) -> bool:
     return isinstance(value, types.ModuleType) or (
         isinstance(value, type) and issubclass(value, enum.Enum)
     )
+
+
+# Never configuration objects: values, containers and callables of Python's own.
+_NOT_CONFIG = frozenset(
+    {int, float, complex, bool, str, bytes, bytearray, type(None), tuple, list, dict, set,
+     frozenset, range, slice, types.ModuleType, types.FunctionType, types.MethodType,
+     types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType,
+     types.WrapperDescriptorType, types.MethodDescriptorType, property, staticmethod,
+     classmethod, type(Ellipsis), type(NotImplemented)}
+)  # fmt: skip
+_ARRAY_PROTOCOLS = ("__array__", "__array_interface__", "__cuda_array_interface__", "__dlpack__")
+_OWN_MODULES = ("builtins", "numpy", "qnb")
+
+
+def is_config_object(value) -> bool:
+    """A configuration object: a value a kernel reads for its attributes, each a
+    compile-time read keyed by its path (a dataclass instance, a ``SimpleNamespace``, a
+    class of the user's or any instance of one). Not: a constant, a module, an Enum class,
+    a func, a function or other callable, a container, an array, or an object of Python's,
+    NumPy's or qnb's own."""
+    kind = type(value)
+    if kind in _NOT_CONFIG:
+        return False
+    if isinstance(value, type):
+        return _is_config_class(value)
+    module = getattr(kind, "__module__", None) or ""
+    if module.partition(".")[0] in _OWN_MODULES:
+        return False
+    if issubclass(kind, int | float | str | tuple | enum.Enum | np.generic | QnbFunction):
+        return False  # (subclasses of constants: constants themselves, by their plain value)
+    return not (callable(value) or any(hasattr(kind, name) for name in _ARRAY_PROTOCOLS))
+
+
+def _is_config_class(cls: type) -> bool:
+    if issubclass(cls, enum.Enum) or is_dtype_like(cls):
+        return False
+    module = getattr(cls, "__module__", None) or ""
+    return isinstance(module, str) and module.partition(".")[0] not in _OWN_MODULES
 
 
 def _qnb_module():
@@ -169,14 +267,11 @@ class Captures:
             root = roots[name] if name in roots else roots.setdefault(name, self._root(name, cell))
             value, steps = root, []
             for attr in chain[1:]:
-                if isinstance(value, types.ModuleType) or (
-                    isinstance(value, type) and issubclass(value, enum.Enum)
-                ):
-                    found = getattr(value, attr, UNDEFINED)
-                    steps.append((value, attr, found))
-                    value = found
-                else:
+                if not steps_into(value, attr):
                     break
+                found = read_attribute(value, attr)
+                steps.append((value, attr, found))
+                value = found
             items.append(CapturedRead(chain, root, value, steps))
         return roots, items
 
@@ -241,11 +336,12 @@ class Captures:
 
     # The launch memo's hot entry (``Kernel._launch``): where every value the snapshot
     # holds is a root itself (a name read whole, or through the attributes of an object
-    # the chain does not walk, ``Tile16.full`` or ``cfg.N``: not a module's or an Enum
-    # class's, and not a func, whose own captures may change) or the qnb module, the
+    # the chain does not walk, ``Tile16.full``: not a module's, an Enum class's, a
+    # configuration object's or a named tuple's, and not a func, whose own captures may
+    # change) or the qnb module, the
     # snapshot depends only on which objects the names are bound to, so "the same objects
     # as at the last hit" is a cheaper test of "the same snapshot". (What lowering reads
-    # past the roots, ``cfg.N``, is the launch memo's re-checked reads, on either path.)
+    # past the roots, ``m.cfg.N``, is the launch memo's re-checked reads, on either path.)
 
     def plain_roots(self) -> tuple | None:
         """One read of the root names (in ``_names`` order), or None where the snapshot
@@ -255,7 +351,7 @@ class Captures:
         for name, cell, whole in self._names:
             root = self._root(name, cell)
             if root is not qnb_module and (
-                isinstance(root, QnbFunction) or (not whole and _is_namespace(root))
+                isinstance(root, QnbFunction) or (not whole and _walks_through(root))
             ):
                 return None
             roots.append(root)
@@ -325,26 +421,47 @@ class Captures:
         return token
 
 
-# Types whose ``==`` already means "the same compile-time value" once the types match.
+# Types whose ``==`` already means "the same compile-time value" once the types match
+# (exactly these types: a subclass's ``==`` and ``hash`` are its own, and may lie).
 _EQUAL_MEANS_SAME = frozenset({int, bool, str, type(None), types.ModuleType, types.FunctionType})
-_FLOATS = (float, np.floating)
 
 
 def _exact(value):
-    """The snapshot's token for ``value`` (its type is kept beside it): equal to
-    another token only when the values have the same type at every level (inside
-    tuples too) and, for floats, the same bits.
+    """The snapshot's token for a value that is not of ``_EQUAL_MEANS_SAME``'s types: equal
+    to another token only when the values have the same canonical form (types and float
+    bits at every level, a subclass by its plain value: never its own ``==``, ``hash`` or
+    ``repr``), or, for anything else (an object read for its attributes, an intrinsic), when
+    they are the very same object.
 
     ``==`` alone is too loose for a cache: ``0.0 == -0.0``, ``(1,) == (1.0,)`` and
     ``(True,) == (1,)`` although each pair compiles differently, and ``nan != nan``
     would miss the launch memo every time."""
-    if isinstance(value, tuple):  # a named tuple too: its items keep their types
-        return tuple([(type(item), _exact(item)) for item in value])
-    if isinstance(value, _FLOATS) and (value != value or value == 0):
-        # Equal floats other than zeros and NaNs have the same bits; those two are
-        # told apart by their exact text (the one canonical() stores).
-        return float(value).hex()
-    return value
+    form = canonical(value)
+    if form is None:
+        return _Identity(value)
+    return _frozen(form)
+
+
+def _frozen(form):
+    """A canonical form as nested tuples (hashable)."""
+    if isinstance(form, list):
+        return tuple(_frozen(item) for item in form)
+    return form
+
+
+class _Identity:
+    """A snapshot token that is equal only to a token of the very same object."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, _Identity) and other.value is self.value
+
+    def __hash__(self):
+        return id(self.value)
 
 
 class _Unhashable:
@@ -353,135 +470,6 @@ class _Unhashable:
 
     def __hash__(self):
         return 0
-
-
-_NUMPY_NUMBERS = (np.bool_, np.integer, np.floating)
-
-
-# How deeply tuples may nest in a captured or Template value: far below Python's recursion
-# limit and the depth a cache entry on disk may have (``store.MAX_COMPONENT_DEPTH``: each
-# tuple level is two JSON levels), so every key qnb writes reads back in a later process.
-MAX_TUPLE_DEPTH = 32
-
-
-def too_deep(value, depth: int = 0) -> bool:
-    """True when ``value`` holds tuples nested deeper than ``MAX_TUPLE_DEPTH`` (iteratively:
-    a value nested thousands deep must not overflow the stack here either)."""
-    stack = [(value, 0)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, tuple):
-            if level >= MAX_TUPLE_DEPTH:
-                return True
-            stack.extend((inner, level + 1) for inner in item)
-    return False
-
-
-def nesting_error(what: str) -> QnbCaptureError:
-    return QnbCaptureError(
-        f"{what} is a tuple nested more than {MAX_TUPLE_DEPTH} levels deep; a compile-time "
-        "value cannot nest deeper (flatten it, or pass the data as an array)"
-    )
-
-
-def canonical(value):
-    """The JSON-able canonical form of a compile-time constant, or None if it is not one.
-
-    This is the one encoding of a compile-time value (captured names, Template values,
-    the values lowering reads): :func:`decode` turns a form back into the value the
-    compiler uses, and :func:`display` shows it; nothing is keyed by ``repr``. A tuple
-    nested deeper than ``MAX_TUPLE_DEPTH`` raises :class:`QnbCaptureError`."""
-    if isinstance(value, tuple) and too_deep(value):
-        raise nesting_error("the value")
-    return _canonical(value)
-
-
-def _canonical(value):
-    if value is None:
-        return ["none"]
-    if isinstance(value, _NUMPY_NUMBERS):
-        return _numpy_canonical(value)
-    if isinstance(value, bool):
-        return ["bool", value]
-    if isinstance(value, enum.Enum):
-        kind = type(value)
-        member_value = _canonical(value.value)
-        if member_value is None and value.value is not None:  # Enum('A', [list]): not a
-            return None  # constant; qnb.static(M.value[0]) could read what the key lacks
-        return ["enum", f"{kind.__module__}.{kind.__qualname__}.{value.name}", member_value]
-    if isinstance(value, int):
-        return ["int", int(value)]
-    if isinstance(value, float):
-        return ["float", float(value).hex()]
-    if isinstance(value, str):
-        return ["str", value]
-    if isinstance(value, DType):
-        return ["dtype", value.name]
-    if is_dtype_like(value):
-        try:
-            return ["dtype", as_dtype(value).name]
-        except TypeError:
-            return ["numpy-dtype", str(np.dtype(value))]
-    if isinstance(value, tuple):
-        items = [_canonical(v) for v in value]
-        if any(i is None for i in items):
-            return None
-        if type(value) is not tuple:  # a named tuple: its fields are read by name
-            fields = getattr(type(value), "_fields", None)
-            if not isinstance(fields, tuple) or not all(isinstance(f, str) for f in fields):
-                return None
-            kind = type(value)
-            return ["namedtuple", f"{kind.__module__}.{kind.__qualname__}", list(fields), items]
-        return ["tuple", items]
-    return None
-
-
-def decode(form):
-    """The compile-time value a canonical form stands for: what lowering computes with, so
-    a compile uses exactly the value its key holds (a float subclass is its float, a
-    named tuple a plain tuple of its items; a NumPy number keeps its type)."""
-    tag = form[0]
-    if tag == "none":
-        return None
-    if tag in ("bool", "int", "str"):
-        return form[1]
-    if tag == "float":
-        return float.fromhex(form[1])
-    if tag == "tuple":
-        return tuple(decode(item) for item in form[1])
-    if tag == "namedtuple":
-        return tuple(decode(item) for item in form[3])
-    if tag == "dtype":
-        return as_dtype(form[1])
-    if tag == "numpy-dtype":
-        return np.dtype(form[1])
-    if tag.startswith("np."):
-        kind = getattr(np, tag[3:])
-        payload = form[1]
-        if isinstance(payload, str) and not issubclass(kind, np.longdouble | np.clongdouble):
-            return kind(float.fromhex(payload))
-        return kind(payload)
-    raise ValueError(f"no decoding for a {tag!r} form")
-
-
-def display(form) -> str:
-    """A canonical form as Python writes the value: exact, so two forms never show alike."""
-    from qnb.cache.key import _render
-
-    return _render(form)
-
-
-def _numpy_canonical(value):
-    """A NumPy number names its type: ``qnb.static`` computes in that type
-    (``np.float32(1.0) + 1e-9 == 1.0``), so it is not the Python number of equal value."""
-    tag = "np." + type(value).__name__
-    if isinstance(value, np.bool_):
-        return [tag, bool(value)]
-    if isinstance(value, np.integer):
-        return [tag, int(value)]
-    if value.itemsize > 8:  # longer than a Python float: its shortest exact decimal text
-        return [tag, np.format_float_scientific(value, unique=True)]
-    return [tag, float(value).hex()]
 
 
 def describe(value) -> str:
@@ -502,6 +490,8 @@ def classify(owner: ParsedFunction, chain: tuple[str, ...], value) -> Classified
         return _UNDEFINED_NAME
     if isinstance(value, types.ModuleType):
         return _NAMESPACE
+    if is_config_object(value):  # (first: its own __getattr__ may answer any name)
+        return Classified(CaptureKind.OBJECT, ["object", object_name(value)])
     if getattr(value, "_qnb_intrinsic", None) is not None or foreign_intrinsic(value):
         return _INTRINSIC
     if is_qnb_callable(value):
@@ -514,33 +504,102 @@ def classify(owner: ParsedFunction, chain: tuple[str, ...], value) -> Classified
     if form is not None:
         return Classified(CaptureKind.CONST, form)
     name = ".".join(chain)
+    if isinstance(value, Raised):
+        error = value.error
+        raise QnbCaptureError(
+            f"kernel {owner.name!r} reads {name!r}, and reading it raised "
+            f"{type(error).__name__}: {error}"
+        )
     if chain in owner.static_chains and callable(value):
         library = library_name(value)
         if library is not None:
             return Classified(CaptureKind.CONST, ["library", library])
         raise QnbCaptureError(
-            f"kernel {owner.name!r} uses {name!r} ({describe(value)}) inside qnb.static(...); "
-            "only functions of Python's builtins, math and NumPy whose result depends on "
-            "their arguments alone can run there (the cache key names them, and cannot "
-            "follow what another function computes): compute the value outside the kernel "
-            "and capture it, or pass it as a qnb.Template parameter"
+            f"kernel {owner.name!r} calls {name!r} ({callable_name(value)}) inside "
+            f"qnb.static(...); the cache key cannot follow what {name} computes (qnb.static "
+            "may call Python's builtins, math and NumPy functions whose result depends on "
+            "their arguments alone, which the key names): compute the value outside the "
+            "kernel and capture the result, or pass it as a qnb.Template parameter"
+        )
+    raise QnbCaptureError(
+        f"kernel {owner.name!r} reads {name!r} ({callable_name(value)}) from the enclosing "
+        f"scope; {capture_hint(value, name)}"
+    )
+
+
+def capture_hint(value, name: str) -> str:
+    """What to do about a value a kernel cannot capture (the end of its message)."""
+    if isinstance(value, types.MethodType):
+        return (
+            "a kernel reads constants, not methods: compute the value outside the kernel and "
+            "store it in an attribute, or make the helper a @qnb.func"
         )
     if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
-        hint = "decorate it with @qnb.func to call it from a kernel"
-    elif isinstance(value, list):
-        hint = "make it a tuple (a constant the kernel can bake in), or pass it as an array"
-    elif isinstance(value, np.ndarray):
-        hint = "pass it as a parameter"
-    elif len(chain) > 1 or not isinstance(value, type):
-        hint = (
-            "bind the value it holds to a global constant, pass it as a parameter "
-            "(qnb.Template for a compile-time value), or pass an array"
+        return "decorate it with @qnb.func to call it from a kernel"
+    if isinstance(value, list):
+        return "make it a tuple (a constant the kernel can bake in), or pass it as an array"
+    if isinstance(value, dict):
+        return (
+            "a dict is not a constant: make it a tuple, or an object (a dataclass, a "
+            "SimpleNamespace) whose attributes the kernel reads"
         )
-    else:
-        hint = "pass it as a parameter"
-    raise QnbCaptureError(
-        f"kernel {owner.name!r} reads {name!r} ({describe(value)}) from the enclosing scope; {hint}"
+    if isinstance(value, np.ndarray) or any(hasattr(type(value), p) for p in _ARRAY_PROTOCOLS):
+        return "pass it as a parameter"
+    if issubclass(type(value), tuple):
+        for index, item in enumerate(tuple.__iter__(value)):
+            if canonical(item) is None:
+                return (
+                    f"its item [{index}] is {callable_name(item)}, which is no constant: make "
+                    "every item a number, str, bool, None, dtype, enum member or tuple of these"
+                )
+    return (
+        "it is neither a compile-time constant (a number, str, bool, None, dtype, enum "
+        "member or tuple of these) nor an object whose attributes hold them: pass it as a "
+        "parameter (qnb.Template for a compile-time value)"
     )
+
+
+def callable_name(value) -> str:
+    """How a message names what a captured value is."""
+    if isinstance(value, types.MethodType):
+        return f"a method of {describe(value.__self__)}"
+    if isinstance(value, types.FunctionType):
+        return "a function"
+    if isinstance(value, types.BuiltinFunctionType):
+        return "a builtin function"
+    if isinstance(value, type):
+        return f"the class {value.__module__}.{value.__qualname__}"
+    return describe(value)
+
+
+def object_name(value) -> str:
+    """A configuration object's form in the key: its class (the attributes it is read
+    for enter the key by their own paths)."""
+    if isinstance(value, type):
+        return f"class {value.__module__}.{value.__qualname__}"
+    return describe(value)
+
+
+def chain_node(parsed: ParsedFunction, chain: tuple[str, ...]):
+    """The AST node where a captured chain is read first (in source order): the name or the
+    attribute expression ``cfg.scale`` itself, not another read of the same name."""
+    inner = set()
+    found = []
+    for node in ast.walk(parsed.tree):
+        if isinstance(node, ast.Attribute):
+            inner.add(id(node.value))
+    for node in ast.walk(parsed.tree):
+        if id(node) in inner or not isinstance(node, ast.Attribute | ast.Name):
+            continue
+        parts, base = [], node
+        while isinstance(base, ast.Attribute):
+            parts.append(base.attr)
+            base = base.value
+        if isinstance(base, ast.Name) and (base.id, *reversed(parts)) == tuple(chain):
+            found.append(node)
+    if not found:
+        return parsed.tree
+    return min(found, key=lambda n: (n.lineno, n.col_offset))
 
 
 def intrinsic_name(value) -> str:

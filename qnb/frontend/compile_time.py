@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
-import enum
-import types
 
 from qnb import ir
 from qnb.errors import QnbCaptureError, QnbError, QnbTypeError
@@ -45,6 +43,8 @@ class CompileTime:
     def py_truth(self, value: Py, node) -> bool:
         try:
             return bool(value.value)
+        except QnbCaptureError as err:  # a configuration object has no truth of its own
+            raise err.with_location(*self.lower.scopes.frame.parsed.position(node)) from None
         except Exception:  # noqa: BLE001
             raise self.lower.error(
                 QnbTypeError, "this compile-time value has no truth value", node
@@ -106,8 +106,8 @@ class CompileTime:
         return read
 
     def attribute(self, value, attr: str, node) -> Py:
-        """``value.attr`` of a compile-time value (a module, a class, an enum, a qnb
-        intrinsic), read through the recorder."""
+        """``value.attr`` of a compile-time value (a module, a configuration object, an
+        enum, a constant, a qnb intrinsic), read through the recorder, which keys it."""
         lower = self.lower
         if attr == "eye" and getattr(value, "_qnb_kind", None) == "tile":
             m, n = value._qnb_shape
@@ -117,22 +117,14 @@ class CompileTime:
                     f"eye is the identity of a square tile type; {value._qnb_intrinsic} is {m}×{n}",
                     node,
                 )
-        if isinstance(value, (types.ModuleType, type, enum.Enum)) or getattr(
-            value, "_qnb_intrinsic", None
-        ):
-            try:
-                return Py(sem.plain_value(lower.reads.attr(value, attr)))
-            except QnbCaptureError as err:
-                raise err.with_location(*lower.scopes.frame.parsed.position(node)) from None
-            except AttributeError:
-                raise lower.error(
-                    QnbTypeError, f"{py_name(value)} has no attribute {attr!r}", node
-                ) from None
-        raise lower.error(
-            QnbTypeError,
-            f"attribute {attr!r} of a {type(value).__name__} is not supported in a kernel",
-            node,
-        )
+        try:
+            return Py(sem.plain_value(lower.reads.attr(value, attr)))
+        except QnbCaptureError as err:
+            raise err.with_location(*lower.scopes.frame.parsed.position(node)) from None
+        except AttributeError:
+            raise lower.error(
+                QnbTypeError, f"{py_name(value)} has no attribute {attr!r}", node
+            ) from None
 
     def index(self, base: Py, node) -> Py:
         """``c[k]`` on a compile-time value: ``k`` must be one too."""

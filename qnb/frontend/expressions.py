@@ -11,7 +11,7 @@ import builtins
 
 from qnb import ir
 from qnb.dtypes import DType, bool_, is_dtype_like
-from qnb.errors import QnbSyntaxError, QnbTypeError
+from qnb.errors import QnbCaptureError, QnbSyntaxError, QnbTypeError
 from qnb.frontend import lists
 from qnb.frontend import semantics as sem
 from qnb.frontend.capture import UNDEFINED, foreign_intrinsic, is_qnb_callable
@@ -136,6 +136,8 @@ class Expressions:
         if isinstance(operand, Py):
             try:
                 return Py(sem.fold_unary(node.op, operand.value))
+            except QnbCaptureError as err:  # a configuration object used as a value
+                raise lower.error(QnbCaptureError, err.message, node) from None
             except Exception as exc:  # noqa: BLE001 - the user's own compile-time arithmetic
                 raise lower.error(
                     QnbTypeError, f"cannot evaluate this at compile time: {exc}", node

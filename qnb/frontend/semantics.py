@@ -26,7 +26,7 @@ import numpy as np
 
 from qnb import ir, language
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32, is_dtype_like, promote
-from qnb.errors import QnbTypeError
+from qnb.errors import QnbCaptureError, QnbTypeError
 from qnb.frontend import typing_rules
 from qnb.frontend.bindings import Py, Rule, check_bindings, language_stubs, rule
 from qnb.frontend.typing_rules import I32_MAX, I32_MIN
@@ -199,6 +199,8 @@ def binary(builder, op, left, right, node):
     if isinstance(left, Py) and isinstance(right, Py):
         try:
             return Py(_FOLD[op](left.value, right.value))
+        except QnbCaptureError as err:  # a configuration object used as a value
+            raise builder.error(QnbCaptureError, err.message, node) from None
         except Exception as exc:  # noqa: BLE001 - the user's compile-time arithmetic
             raise builder.error(
                 QnbTypeError, f"cannot evaluate this at compile time: {exc}", node
@@ -340,6 +342,8 @@ def _fold_or(builder, node, args, fn):
     if all(isinstance(a, Py) for a in args):
         try:
             return Py(fn(*[a.value for a in args]))
+        except QnbCaptureError as err:  # a configuration object used as a value
+            raise builder.error(QnbCaptureError, err.message, node) from None
         except Exception as exc:  # noqa: BLE001
             raise builder.error(
                 QnbTypeError, f"cannot evaluate this at compile time: {exc}", node

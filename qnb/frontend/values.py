@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from qnb import ir
 from qnb.dtypes import DType, is_dtype_like
+from qnb.frontend.constants import EnumClass, EnumMember
 from qnb.frontend.semantics import Py
 
 
@@ -46,6 +47,12 @@ def py_name(value) -> str:
         return f"the dtype {getattr(value, '__name__', value)}"
     if getattr(value, "_qnb_annotation", False):
         return repr(value)  # qnb.Template, qnb.Array[...]
+    if isinstance(value, EnumMember):
+        return repr(value)
+    if isinstance(value, EnumClass):
+        return f"the enum {value.__qualname__}"
+    if hasattr(type(value), "_qnb_refuse"):  # a configuration object (reads.ObjectRef)
+        return f"the configuration object {value._qnb_label!r}"
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     if name and isinstance(value, type):
         return name

@@ -160,8 +160,10 @@ class CacheView(QnbWidget):
                 row["short_key"],
                 row["reason"],
             )
-            rows.append(
-                "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
+            rows.append(  # (the table keeps cells on one line, "memory-hit" too; the reason wraps)
+                "<tr>"
+                + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells[:-1])
+                + f'<td style="white-space:normal">{html.escape(str(cells[-1]))}</td></tr>'
             )
         if not rows:
             rows.append('<tr><td colspan="8"><i>no cache events yet</i></td></tr>')
@@ -173,6 +175,6 @@ class CacheView(QnbWidget):
         )
         return (
             f'<div class="qnb-static qnb-cacheview-static"><b>{html.escape(repr(self))}</b>'
-            '<table style="border-collapse:collapse;font:12px monospace">'
+            '<table style="border-collapse:collapse;font:12px monospace;white-space:nowrap">'
             f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{detail}</div>"
         )

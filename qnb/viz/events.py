@@ -17,11 +17,15 @@ def kernel_name(event) -> str:
 
 
 def component_text(name: str, value) -> str:
+    """A key component as the cache shows it (compile-time values as Python writes them,
+    never their tagged forms: ``qnb.cache.key.render_value``)."""
     if name == "source" and isinstance(value, dict):  # unit -> source text: too long to show
         return ", ".join(
             f"{unit} ({len(str(text).splitlines())} lines)" for unit, text in value.items()
         )
-    return short(value)
+    from qnb.cache.key import render_value
+
+    return short(render_value(value))
 
 
 def outcome_text(event) -> str:

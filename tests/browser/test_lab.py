@@ -402,9 +402,26 @@ def check_cache_view(page) -> None:
     rows = cache.locator("tbody tr")
     assert rows.count() >= 1, "CacheView shows no events"
     assert cache.locator("td.qnb-outcome-miss").count() >= 1, "the compile's miss is not listed"
+    # a configuration object's field changed: the reason names that leaf, as Python writes it
+    reasons = cache.locator("tbody tr td:last-child").all_inner_texts()
+    assert any("captured.cfg.scale: 2.0 → 3.0" in r for r in reasons), reasons
+    # beside that long reason, the outcome keeps to one line ("memory-hit ×2", never wrapped)
+    hits = cache.locator("td.qnb-outcome-memory-hit")
+    assert hits.count() >= 1, "no memory hit is listed"
+    for k in range(hits.count()):
+        lines = hits.nth(k).evaluate(TEXT_LINES)
+        assert lines == 1, f"{hits.nth(k).inner_text()!r} wraps onto {lines} lines"
     rows.first.click()  # the detail text is computed in Python
     cache.locator(".qnb-detail").wait_for(state="visible", timeout=WIDGET_MS)
     assert "key" in cache.locator(".qnb-detail").inner_text()
+
+
+# How many lines an element's text is laid out on (the distinct tops of its line boxes).
+TEXT_LINES = """(el) => {
+  const range = document.createRange();
+  range.selectNodeContents(el);
+  return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+}"""
 
 
 # CompareView (its own test: the same page, the notebook's own cells at the end) ----------

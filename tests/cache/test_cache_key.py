@@ -141,10 +141,22 @@ def test_diff_of_non_dict_component_is_one_difference():
         (["str", "a"], ["str", "b"], "'a' → 'b'"),
         (["none"], ["tuple", [["int", 1], ["bool", True]]], "None → (1, True)"),
         (
-            ["enum", "pkg.mod.Mode.FAST", ["int", 1]],
+            ["enum", "pkg.mod.Mode.FAST", ["int", 1], "enum"],
             ["numpy-dtype", "float32"],
-            "Mode.FAST → float32",
+            "<Mode.FAST: 1> → float32",
         ),
+        (  # a named tuple as Python writes it, not its tagged form
+            ["namedtuple", "m.Cfg", ["scale", "bias"], [["float", "0x1p+1"], ["bool", True]]],
+            ["namedtuple", "m.Cfg", ["scale", "bias"], [["float", "0x1.8p+1"], ["bool", True]]],
+            "Cfg(scale=2.0, bias=True) → Cfg(scale=3.0, bias=True)",
+        ),
+        (  # two forms that read alike are told apart (the module of the enum)
+            ["enum", "a.Mode.FAST", ["int", 1], "enum"],
+            ["enum", "b.Mode.FAST", ["int", 1], "enum"],
+            "<a.Mode.FAST: 1> → <b.Mode.FAST: 1>",
+        ),
+        (["float", "-0x0p+0"], ["float", "0x0p+0"], "-0.0 → 0.0"),
+        (["str", "0x1p+1"], ["float", "0x1p+1"], "'0x1p+1' → 2.0"),
     ],
 )
 def test_tagged_values_render_readably(old, new, text):

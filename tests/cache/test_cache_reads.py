@@ -267,6 +267,23 @@ def test_a_branch_on_a_read_value_keys_the_reads_of_the_branch_taken(cfg_module)
 
 
 def test_a_read_qnb_cannot_check_again_is_a_capture_error_at_its_line(cfg_module):
+    @qnb.func
+    def start_of(m):
+        return qnb.static(range(m.START, 9).start)  # (a range: nothing names it again)
+
+    cfg_module.START = 3
+
+    @qnb.kernel(backend="cpu")
+    def k(x: qnb.Array[qnb.f32, 1]):
+        x[0] = start_of(cfg_module)
+
+    with pytest.raises(QnbCaptureError) as info:
+        k(np.zeros(1, np.float32))
+    assert info.value.lineno == start_of.__wrapped__.__code__.co_firstlineno + 2
+    assert info.value.filename == __file__
+
+
+def test_an_object_of_a_local_class_read_through_a_module_is_keyed_by_its_path(cfg_module):
     class Local:
         N = 3.0
 
@@ -280,10 +297,15 @@ def test_a_read_qnb_cannot_check_again_is_a_capture_error_at_its_line(cfg_module
     def k(x: qnb.Array[qnb.f32, 1]):
         x[0] = n_of(cfg_module)
 
-    with pytest.raises(QnbCaptureError) as info:
-        k(np.zeros(1, np.float32))
-    assert info.value.lineno == n_of.__wrapped__.__code__.co_firstlineno + 2
-    assert info.value.filename == __file__
+    x = np.zeros(1, np.float32)
+    for value in (3.0, 5.0, 3.0):
+        cfg_module.OBJ.N = value
+        k(x)
+        assert x[0] == value
+    cfg_module.OBJ = Local()  # another object at the same path, N = 3.0 again
+    Local.N = 7.0
+    k(x)
+    assert x[0] == 7.0
 
 
 def test_a_plain_function_read_through_a_module_is_a_capture_error(cfg_module):

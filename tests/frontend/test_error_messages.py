@@ -138,8 +138,12 @@ def test_a_name_bound_differently_on_two_paths_says_what_it_holds():
     ("name", "value", "body", "hint"),
     [
         ("L", [1, 2], "x[0, 0] = L[0]", "make it a tuple"),
-        ("ns", __import__("types").SimpleNamespace(flag=True), "x[0, 0] = 1.0 if ns.flag else 0.0",
-         "bind the value it holds to a global constant"),
+        ("ns", __import__("types").SimpleNamespace(flag=[1]), "x[0, 0] = 1.0 if ns.flag else 0.0",
+         "make it a tuple"),
+        ("ns", __import__("types").SimpleNamespace(f=lambda: 1), "x[0, 0] = 1.0 if ns.f else 0.0",
+         "decorate it with @qnb.func"),
+        ("ns", __import__("types").SimpleNamespace(a=np.ones(2)), "x[0, 0] = ns.a[0]",
+         "pass it as a parameter"),
         ("A", np.ones(3), "x[0, 0] = A[0]", "pass it as a parameter"),
     ],
 )  # fmt: skip

@@ -837,7 +837,7 @@ def test_static_refuses_functions_no_key_can_follow(cpu):
             namespace={name: value},
             error=qnb.QnbCaptureError,
         )
-        assert f"uses {name!r}" in err.message and "inside qnb.static(...)" in err.message
+        assert f"calls {name!r}" in err.message and "inside qnb.static(...)" in err.message
         assert err.lineno == 4
 
 

@@ -35,7 +35,7 @@ CASES = {
     "launch_capture": ("QnbCaptureError", "* LOOKUP", "captures[1](x)"),
     "launch_index": ("QnbIndexError", "out[i, 0] = 1.0", "outside[20](x, np.zeros_like(x))"),
     "source": ("QnbTypeError", "+ qnb.f32", 'mistyped.source("wgsl")'),
-    "static": ("QnbCaptureError", "qnb.static(Settings.MISSING > 1)", "static_read[1](x)"),
+    "static": ("QnbTypeError", "qnb.static(Settings.MISSING > 1)", "static_read[1](x)"),
     "trace": ("QnbTypeError", "def copy(", "copy.trace[1](x, np.zeros((16, 16), np.int32))"),
     "bad_grid": ("QnbTypeError", "def copy(", "copy[0](x, x)"),
     "device_copy": ("QnbTypeError", None, 'qnb.to_device(np.ones(4, np.int64), backend="cpu")'),
