@@ -49,6 +49,14 @@ from qnb.ir import KernelIR, Loc
 
 MAX_WORKGROUPS = 65535
 MAX_PIPELINES = 256  # shader modules and pipelines kept per device, least recently used out
+# Drivers that end a program's loops after a number of iterations in all, by a word of the
+# adapter's device name (lower case) → that number. llvmpipe (Mesa's lavapipe) counts
+# every pass of every loop of an invocation, the last pass of each loop too, in one
+# budget that the invocations of one SIMD group share, and leaves the loop it is in at
+# the back edge where it runs out (and every later loop after one pass), silently. A
+# loop Mesa unrolls (a small constant trip count) counts nothing. The generated code then
+# watches for a cut (wgsl.py) and the launch raises BackendError.
+LOOP_BUDGETS = {"llvmpipe": 65535}
 _STORAGE_NUMPY = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "bool": np.uint32}
 
 
@@ -73,6 +81,7 @@ class _Device:
         if self.adapter is None:
             raise BackendError("wgpu found no adapter")
         self.adapter_info = dict(self.adapter.info)
+        self.loop_budget = loop_budget(self.adapter_info)
         self.has_f16 = "shader-f16" in self.adapter.features
         # shader-f16 is requested where the adapter has it, so one device serves
         # every kernel (and every DeviceArray) of the process.
@@ -91,7 +100,15 @@ class _Device:
         self.modules: collections.OrderedDict[str, object] = collections.OrderedDict()
         self.pipelines: collections.OrderedDict[str, tuple] = collections.OrderedDict()
         self.layouts: dict[tuple, tuple] = {}
+        self.cache_lock = threading.RLock()  # modules, pipelines, layouts (threads compile)
         self.staging = _StagingPool(self)
+        self.budget_words = _BudgetWords(self)
+
+
+def loop_budget(adapter_info: dict) -> int | None:
+    """The loop budget of an adapter's driver (``LOOP_BUDGETS``), or None."""
+    name = str(adapter_info.get("device", "")).lower()
+    return next((n for word, n in LOOP_BUDGETS.items() if word in name), None)
 
 
 def _request_adapter(wgpu):
@@ -141,17 +158,21 @@ class _StagingPool:
     A launch takes one per array (of exactly the array's padded size, so a relaunch
     with the same shapes reuses the same buffers and bind groups) and gives them back
     when its work is submitted and read back: the queue runs a later write after it,
-    and no two launches (threads) hold one at once. At most ``MAX_FREE`` idle buffers
-    are kept; one dropped beyond that is destroyed at once (a launcher's cached bind
-    group may still name it, but its id stays taken, so that group is never used)."""
+    and no two launches (threads) hold one at once. At most ``MAX_FREE`` idle buffers,
+    of at most ``MAX_FREE_BYTES`` in all, are kept; one dropped beyond that (the sizes
+    least recently given back first; a buffer larger than the whole bound at once) is
+    destroyed (a launcher's cached bind group may still name it, but its id stays
+    taken, so that group is never used)."""
 
     MAX_FREE = 8
+    MAX_FREE_BYTES = 64 << 20
 
     def __init__(self, dev: _Device):
         self.dev = dev
         self.lock = threading.Lock()
         self.free: collections.OrderedDict[int, list] = collections.OrderedDict()  # size →
         self.idle = 0
+        self.idle_bytes = 0
 
     def take(self, nbytes: int):
         size = _padded(nbytes)
@@ -159,8 +180,12 @@ class _StagingPool:
             idle = self.free.get(size)
             if idle:
                 self.idle -= 1
+                self.idle_bytes -= size
                 self.free.move_to_end(size)
-                return idle.pop()
+                buffer = idle.pop()
+                if not idle:
+                    del self.free[size]
+                return buffer
         return _new_buffer(self.dev, nbytes)
 
     def give(self, buffers: list) -> None:
@@ -170,10 +195,13 @@ class _StagingPool:
                 self.free.setdefault(buffer.size, []).append(buffer)
                 self.free.move_to_end(buffer.size)
                 self.idle += 1
-            while self.idle > self.MAX_FREE:  # the sizes least recently given back go
+                self.idle_bytes += buffer.size
+            # the sizes least recently given back go first
+            while self.idle > self.MAX_FREE or self.idle_bytes > self.MAX_FREE_BYTES:
                 size, idle = next(iter(self.free.items()))
                 dropped.append(idle.pop(0))
                 self.idle -= 1
+                self.idle_bytes -= size
                 if not idle:
                     del self.free[size]
         for buffer in dropped:
@@ -183,9 +211,44 @@ class _StagingPool:
         with self.lock:
             buffers = [b for idle in self.free.values() for b in idle]
             self.free.clear()
-            self.idle = 0
+            self.idle = self.idle_bytes = 0
         for buffer in buffers:
             buffer.destroy()
+
+
+class _BudgetWords:
+    """Zeroed ``q_budget`` words (two u32) for launches of loop-budget builds: a launch
+    takes one, binds it, reads it back after its work, and gives it back zeroed, so no
+    two launches (threads) share one and each reads only its own program's report."""
+
+    def __init__(self, dev: _Device):
+        self.dev = dev
+        self.lock = threading.Lock()
+        self.free: list = []
+
+    def take(self):
+        with self.lock:
+            if self.free:
+                return self.free.pop()
+        usage = self.dev.wgpu.BufferUsage
+        return self.dev.device.create_buffer(
+            size=8, usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
+        )
+
+    def read(self, buffer) -> tuple[int, int]:
+        """(invocations cut, the first such program's linear index) of a launch, and the
+        words zeroed again where they were not."""
+        cut, first = np.frombuffer(self.dev.queue.read_buffer(buffer, 0, 8), np.uint32)
+        if cut:
+            self.dev.queue.write_buffer(buffer, 0, np.zeros(2, np.uint32))
+        return int(cut), 0xFFFFFFFF - int(first)
+
+    def give(self, buffer) -> None:
+        with self.lock:
+            if len(self.free) < 8:
+                self.free.append(buffer)
+                return
+        buffer.destroy()
 
 
 def _private_runtime_dir() -> None:
@@ -387,6 +450,61 @@ def _check_fits(dev: _Device, array: np.ndarray, name: str | None = None) -> Non
     raise argument_error(BackendError, name, message) if name else BackendError(message)
 
 
+def _budget_error(name, limit: int, cut: int, first: int, grid) -> BackendError:
+    """The error of a launch whose loops the driver ended (``LOOP_BUDGETS``)."""
+    gx, gy = grid[0], grid[1]
+    program = (first % gx, first // gx % gy, first // (gx * gy))
+    return BackendError(
+        f"kernel {name!r} ran past this adapter's loop budget: its driver (llvmpipe) ends "
+        f"a program's loops after {limit:,} iterations in all (every for and while loop "
+        "of a program, nested or one after another, and the loops inside its tile "
+        f"operations, count toward it), and it cut {cut:,} invocation(s) short, program "
+        f"{program} first; their results would be wrong, so nothing was written back. "
+        "Spread the work over more programs (a larger grid, fewer iterations each), or "
+        "use the cpu backend"
+    )
+
+
+def _check_bindings(dev: _Device, name: str, layout, budget_words: bool) -> None:
+    """BackendError, naming the limit, for a kernel that binds more than the device
+    allows: storage buffers (one per array, and a loop-budget build's words), bindings in
+    all, or bytes of parameters (the uniform buffer)."""
+    limits = dev.device.limits
+    arrays = len(layout.arrays)
+    storage = arrays + budget_words
+    words = " and the words that report a loop cut short (LOOP_BUDGETS)" if budget_words else ""
+    checks = [
+        (
+            storage,
+            "max-storage-buffers-per-shader-stage",
+            f"storage buffers ({arrays} arrays{words})",
+        ),
+        (
+            storage + 1,
+            "max-bindings-per-bind-group",
+            "bindings (its storage buffers and parameters)",
+        ),
+        (
+            _uniform_bytes(layout.words),
+            "max-uniform-buffer-binding-size",
+            "bytes of uniform buffer (its scalar parameters and array shapes)",
+        ),
+    ]
+    for used, limit_name, what in checks:
+        limit = int(limits.get(limit_name, used))
+        if used > limit:
+            raise BackendError(
+                f"kernel {name!r} needs {used} {what}, but this wgpu device allows "
+                f"{limit} ({limit_name} of adapter {dev.adapter_info.get('device')!r}): "
+                "pass fewer arrays (stack several into one), or use the cpu or cuda backend"
+            )
+
+
+def _uniform_bytes(words: int) -> int:
+    """The uniform buffer's size for ``words`` parameter words (a multiple of 16 bytes)."""
+    return max(4, (words + 3) // 4 * 4) * 4
+
+
 def _dispatch(grid, programs_per_group: int = 1) -> tuple[int, int, int]:
     """The workgroups to dispatch for a launch grid: the grid itself when each axis fits
     a dispatch, else its programs folded onto x and y (the kernel recovers each program's
@@ -480,8 +598,12 @@ class WgpuBackend(Backend):
         return self.renderer(options).render(ir).source
 
     def compile(self, ir: KernelIR, options: Options | None = None) -> Artifact:
-        rendered = self.renderer(options).render(ir)
         dev = self._dev()
+        renderer = self.renderer(options)
+        renderer.loop_budget = dev.loop_budget
+        rendered = renderer.render(ir)
+        budget_binding = getattr(renderer, "loop_budget_binding", None)
+        _check_bindings(dev, ir.name, rendered.layout, budget_binding is not None)
         storage = int(dev.device.limits["max-compute-workgroup-storage-size"])
         if rendered.layout.shared_bytes > storage:
             raise BackendError(
@@ -505,6 +627,8 @@ class WgpuBackend(Backend):
                 "features": ["shader-f16"] if rendered.uses_f16 else [],
             }
         )
+        if budget_binding is not None:
+            artifact.text["loop_budget"] = {"binding": budget_binding, "limit": dev.loop_budget}
         _shader_module(dev, artifact)  # validate now, so errors surface at compile time
         return artifact
 
@@ -562,16 +686,17 @@ _LINE = re.compile(r"wgsl:(\d+):(\d+)")
 
 def _shader_module(dev: _Device, artifact: Artifact):
     source = artifact.text["wgsl"]
-    module = dev.modules.get(source)
-    if module is not None:
-        dev.modules.move_to_end(source)
+    with dev.cache_lock:
+        module = dev.modules.get(source)
+        if module is not None:
+            dev.modules.move_to_end(source)
+            return module
+        try:
+            module = dev.device.create_shader_module(code=source)
+        except Exception as exc:  # GPUValidationError: naga rejected the WGSL
+            raise _compile_error(artifact, exc) from None
+        _keep(dev.modules, source, module)
         return module
-    try:
-        module = dev.device.create_shader_module(code=source)
-    except Exception as exc:  # GPUValidationError: naga rejected the WGSL
-        raise _compile_error(artifact, exc) from None
-    _keep(dev.modules, source, module)
-    return module
 
 
 def _keep(cache: collections.OrderedDict, source: str, value) -> None:
@@ -615,29 +740,26 @@ def _first_message(log: str) -> str:
 def _pipeline(dev: _Device, artifact: Artifact):
     """(pipeline, bind-group layout) for an artifact, cached per WGSL text."""
     source = artifact.text["wgsl"]
-    cached = dev.pipelines.get(source)
-    if cached is not None:
-        dev.pipelines.move_to_end(source)
-        return cached
+    with dev.cache_lock:
+        cached = dev.pipelines.get(source)
+        if cached is not None:
+            dev.pipelines.move_to_end(source)
+            return cached
+        return _new_pipeline(dev, artifact)
+
+
+def _new_pipeline(dev: _Device, artifact: Artifact):
+    source = artifact.text["wgsl"]
     wgpu = dev.wgpu
-    layout = artifact.text["layout"]
-    shape = (len(layout["arrays"]),)
+    # the arrays (storage), the parameters (uniform), and a loop-budget build's words
+    shape = (len(artifact.text["layout"]["arrays"]), "loop_budget" in artifact.text)
     if shape not in dev.layouts:
+        kinds = [wgpu.BufferBindingType.storage] * shape[0] + [wgpu.BufferBindingType.uniform]
+        kinds += [wgpu.BufferBindingType.storage] * shape[1]
         entries = [
-            {
-                "binding": i,
-                "visibility": wgpu.ShaderStage.COMPUTE,
-                "buffer": {"type": wgpu.BufferBindingType.storage},
-            }
-            for i in range(shape[0])
+            {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}}
+            for i, kind in enumerate(kinds)
         ]
-        entries.append(
-            {
-                "binding": shape[0],
-                "visibility": wgpu.ShaderStage.COMPUTE,
-                "buffer": {"type": wgpu.BufferBindingType.uniform},
-            }
-        )
         group_layout = dev.device.create_bind_group_layout(entries=entries)
         pipeline_layout = dev.device.create_pipeline_layout(bind_group_layouts=[group_layout])
         dev.layouts[shape] = (group_layout, pipeline_layout)
@@ -654,7 +776,14 @@ def _pipeline(dev: _Device, artifact: Artifact):
 
 
 class _Launcher:
-    """``launcher(grid, args)``: copy NumPy arrays in, dispatch, copy stored ones back."""
+    """``launcher(grid, args)``: copy NumPy arrays in, dispatch, copy stored ones back.
+
+    Threads may launch one launcher at once: what a launch copies in and reads back is
+    its own (staging buffers and loop-budget words taken from the device's pools), and
+    the one thing launches share, the uniform buffer with the scalars, the array shapes
+    and the grid, is written and the dispatch that reads it submitted under ``lock``: the
+    queue runs each write before the dispatches submitted after it, so every dispatch
+    reads the words its own launch wrote."""
 
     def __init__(self, dev: _Device, artifact: Artifact, pipeline):
         self.dev = dev
@@ -676,10 +805,12 @@ class _Launcher:
         self.dim_words = [
             (spec["slot"], by_name[spec["name"]], spec["axis"]) for spec in layout["dims"]
         ]
-        self.words = np.zeros(max(4, (layout["words"] + 3) // 4 * 4), np.int32)
+        self.words = np.zeros(_uniform_bytes(layout["words"]) // 4, np.int32)
         self.word_floats = self.words.view(np.float32)
         self.grid_words = self.words.view(np.uint32)[layout["grid_slot"] :][:3]
         self.programs_per_group = int(layout["programs_per_group"])
+        self.budget = artifact.text.get("loop_budget")  # {"binding", "limit"} or None
+        self.lock = threading.Lock()  # held while the uniform words are written and read
         self.written = None  # the words the uniform buffer holds now
         usage = dev.wgpu.BufferUsage
         self.uniform = dev.device.create_buffer(
@@ -703,18 +834,8 @@ class _Launcher:
             raise QnbTypeError(
                 f"kernel {self.name!r} takes {self.param_count} arguments, got {len(args)}"
             )
-        dev = self.dev
-        words = self.words
-        for pos, slot, is_float in self.scalar_words:
-            if is_float:
-                self.word_floats[slot] = args[pos]
-            else:
-                words[slot] = args[pos]
         for pos, spec in self.array_args:
             check_dims(spec["name"], getattr(args[pos], "shape", ()))
-        for slot, pos, axis in self.dim_words:
-            words[slot] = args[pos].shape[axis]
-        self.grid_words[:] = grid
         buffers = []
         host = HostArrays(
             "wgpu", lambda name, value: self._copy_in(name, value, taken), self._copy_back
@@ -735,18 +856,54 @@ class _Launcher:
         host.check()
         if 0 in grid:
             return
-        packed = words.tobytes()
-        if packed != self.written:
-            dev.queue.write_buffer(self.uniform, 0, words)
-            self.written = packed
+        if self.budget is None:
+            self._submit(grid, args, dispatch, buffers)
+        else:
+            self._submit_watched(grid, args, dispatch, buffers)
+        host.write_back()
+
+    def _submit(self, grid, args, dispatch, buffers: list) -> None:
+        """Write this launch's uniform words (where the buffer holds others) and submit
+        its dispatch, as one step for the threads launching this launcher."""
+        group = self._bind_group(buffers)
+        dev = self.dev
         encoder = dev.device.create_command_encoder()
         compute = encoder.begin_compute_pass()
         compute.set_pipeline(self.pipeline)
-        compute.set_bind_group(0, self._bind_group(buffers))
+        compute.set_bind_group(0, group)
         compute.dispatch_workgroups(*dispatch)
         compute.end()
-        dev.queue.submit([encoder.finish()])
-        host.write_back()
+        commands = encoder.finish()
+        with self.lock:
+            words = self.words
+            for pos, slot, is_float in self.scalar_words:
+                if is_float:
+                    self.word_floats[slot] = args[pos]
+                else:
+                    words[slot] = args[pos]
+            for slot, pos, axis in self.dim_words:
+                words[slot] = args[pos].shape[axis]
+            self.grid_words[:] = grid
+            packed = words.tobytes()
+            if packed != self.written:
+                dev.queue.write_buffer(self.uniform, 0, words)
+                self.written = packed
+            dev.queue.submit([commands])
+
+    def _submit_watched(self, grid, args, dispatch, buffers: list) -> None:
+        """:meth:`_submit` of a loop-budget build: the launch's own words to report a cut
+        in, read back after it ran; BackendError (before anything is written back) where
+        the driver ended a program's loops."""
+        words = self.dev.budget_words.take()
+        try:
+            self._submit(grid, args, dispatch, [*buffers, words])
+            cut, first = self.dev.budget_words.read(words)
+        except BaseException:
+            words.destroy()  # (what it holds is unknown)
+            raise
+        self.dev.budget_words.give(words)
+        if cut:
+            raise _budget_error(self.name, self.budget["limit"], cut, first, grid)
 
     def _copy_in(self, name: str, value: np.ndarray, taken: list):
         """The array in a staging buffer (added to ``taken``): (buffer, the words copied)."""
@@ -773,16 +930,12 @@ class _Launcher:
             return cached[0]
         if len(self.groups) > 64:
             self.groups.clear()
+        arrays = len(self.arrays)  # then the uniform words, then a budget build's words
+        bound = [*buffers[:arrays], self.uniform, *buffers[arrays:]]
         entries = [
             {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
-            for i, b in enumerate(buffers)
+            for i, b in enumerate(bound)
         ]
-        entries.append(
-            {
-                "binding": len(buffers),
-                "resource": {"buffer": self.uniform, "offset": 0, "size": self.words.nbytes},
-            }
-        )
         group = self.dev.device.create_bind_group(layout=self.group_layout, entries=entries)
         self.groups[key] = (group, buffers)  # holding the buffers keeps their ids unique
         return group
