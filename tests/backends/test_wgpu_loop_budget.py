@@ -277,3 +277,31 @@ def test_a_kernel_without_loops_binds_no_budget_words(budgeted):
     ir = straight._lower_for((np.zeros(1, np.int32), 5))[0]
     assert "loop_budget" not in budgeted.compile(ir).text
     assert _run(straight, 5)[0] == 15
+
+
+def test_the_report_comes_back_with_the_stored_array_in_one_read(budgeted, monkeypatch):
+    """A launch that stores to a NumPy array reads its report words in the same read as
+    that array's results (the tail of its staging buffer): no read of their own."""
+    out = np.full(1, -1, np.int32)
+    counted(out, 3)
+    queue = budgeted._dev().queue
+    reads = []
+    real = type(queue).read_buffer
+    monkeypatch.setattr(
+        type(queue), "read_buffer", lambda q, *a, **k: reads.append(a) or real(q, *a, **k)
+    )
+    counted(out, 5)
+    assert out[0] == 5 and len(reads) == 1
+    with pytest.raises(BackendError, match="65,535"):
+        counted(out, LIMIT + 1)
+    assert out[0] == 5 and len(reads) == 2
+
+
+def test_device_arrays_get_words_of_their_own(budgeted):
+    out = qnb.to_device(np.full(1, -1, np.int32), backend="wgpu")
+    counted(out, 77)
+    assert out.numpy()[0] == 77
+    with pytest.raises(BackendError, match="65,535"):
+        counted(out, LIMIT + 1)
+    counted(out, 9)  # the words went back zeroed: the next launch is not blamed
+    assert out.numpy()[0] == 9
