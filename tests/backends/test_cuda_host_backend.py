@@ -249,3 +249,30 @@ def test_source_and_device_arrays():
     assert x.backend_name == "cuda-host"
     np.testing.assert_array_equal(out.numpy(), np.arange(64, dtype=np.float32) + 1)
     assert add_one.source("cuda") == registry.get("cuda").render(add_one._lower_for((x, out))[0])
+
+
+def test_the_build_directory_keeps_the_libraries_last_used(monkeypatch):
+    """At most MAX_LIBRARIES stay (a sweep over a captured value makes one per value); a
+    kernel whose library went is built again from its source when it loads."""
+    require_backend("cuda-host")
+    from qnb.backends.cuda_host import CudaHostBackend, build
+
+    monkeypatch.setattr(build, "MAX_LIBRARIES", 2)
+    backend = CudaHostBackend()
+    artifacts = []
+    for scale in (3.0, 4.0, 5.0):
+
+        @qnb.kernel
+        def times(x: qnb.Array[qnb.f32, 1], out: qnb.Array[qnb.f32, 1]):
+            (qnb.Vec[16].load(x, 0) * scale).store(out, 0)
+
+        ir = times._lower_for((np.zeros(16, np.float32), np.zeros(16, np.float32)))[0]
+        artifacts.append((scale, backend.compile(ir)))
+    kept = [path.name for path in build.build_directory().glob("*.so")]
+    assert len(kept) <= 2
+    assert artifacts[0][1].text["library"]["name"] not in kept  # the least recently used
+    x = np.arange(16, dtype=np.float32)
+    for scale, artifact in artifacts:
+        out = np.zeros_like(x)
+        backend.load(artifact)((1, 1, 1), [x, out])
+        np.testing.assert_array_equal(out, x * np.float32(scale))

@@ -137,3 +137,28 @@ def test_threads_compiling_kernels_of_their_own_at_once(backend_name):
     for worker in workers:
         worker.join()
     assert wrong == []
+
+
+def test_cuda_launch_memos_hand_each_thread_its_own_words():
+    """What a cuda launcher shares between launches (no GPU needed to check it): the memo
+    of shape and grid words, cleared when it grows, gives every thread the words of its
+    own shape."""
+    from qnb.backends.cuda import _Words
+
+    words = _Words()
+    wrong = []
+    start = threading.Barrier(THREADS)
+
+    def work(thread: int) -> None:
+        start.wait()
+        for k in range(2000):
+            shape = (thread, k % 300, 7)
+            if words(None, shape) != shape:
+                wrong.append((thread, k))
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(THREADS)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert wrong == [] and len(words.made) <= 257

@@ -22,6 +22,7 @@ What is trusted, and how (the kernel cache's rules: nothing planted is run):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -120,16 +121,25 @@ def private_directory() -> pathlib.Path:
         return _private[0]
 
 
+_chosen: dict[tuple, pathlib.Path] = {}  # (cache directory, disk on) -> the build directory
+
+
 def build_directory() -> pathlib.Path:
     """Where libraries are kept: ``cuda-host-build`` under a usable (private) cache
     directory, else this process's own directory (``QNB_CACHE=0``, an untrusted or
-    refused cache directory)."""
-    # The wgpu backend's helper holds the trust rules for a directory beside the kernel
-    # cache's entries (the driver's shader cache is one); it imports no wgpu.
-    from qnb.backends.wgpu import _private_directory
+    refused cache directory). Decided once per cache directory (a refusal warns once)."""
+    from qnb.cache import store
 
-    kept = _private_directory(BUILD_DIRECTORY, "not keeping cuda-host's builds in {}")
-    return kept if kept is not None else private_directory() / "builds"
+    setting = (str(store.directory()), store.disk_enabled())
+    chosen = _chosen.get(setting)
+    if chosen is None or (chosen.parent != private_directory() and not chosen.is_dir()):
+        # The wgpu backend's helper holds the trust rules for a directory beside the
+        # kernel cache's entries (the driver's shader cache is one); it imports no wgpu.
+        from qnb.backends.wgpu import _private_directory
+
+        kept = _private_directory(BUILD_DIRECTORY, "not keeping cuda-host's builds in {}")
+        chosen = _chosen[setting] = kept if kept is not None else private_directory() / "builds"
+    return chosen
 
 
 # --------------------------------------------------------------------------- compiling
@@ -239,9 +249,14 @@ def build(text: str, stem: str) -> Library:
     return known if known is not None else _build(text, stem)[0]
 
 
+MAX_LIBRARIES = 256  # kept in the build directory; the least recently used go first
+
+
 def _build(text: str, stem: str) -> tuple[Library, bytes]:
     name = library_name(text, stem)
-    data = compile_text(text, build_directory() / name, kernel_flags(), (runtime_object(),))
+    directory = build_directory()
+    data = compile_text(text, directory / name, kernel_flags(), (runtime_object(),))
+    _trim(directory)
     library = Library(name, hashlib.sha256(data).hexdigest(), ENTRY)
     with _lock:
         _built[text] = library
@@ -276,14 +291,35 @@ def load(library: Library, text: str, stem: str):
 
 def _verified_bytes(path: pathlib.Path, sha256: str) -> bytes | None:
     """The bytes of the regular file ``path`` (ours, not a link) if they hash to
-    ``sha256``, else None."""
+    ``sha256`` (then it counts as used now), else None."""
     from qnb.cache import store
 
     try:
         data, _info = store.read_regular(path)
     except OSError:  # missing, a link, another user's, too large: built again
         return None
-    return data if hashlib.sha256(data).hexdigest() == sha256 else None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)
+    return data
+
+
+def _trim(directory: pathlib.Path) -> None:
+    """Keep at most ``MAX_LIBRARIES`` libraries in ``directory``, by last use (a kernel
+    whose library went is built again from its cached source when it loads)."""
+    try:
+        found = [
+            (entry.stat(follow_symlinks=False).st_mtime, entry.path)
+            for entry in os.scandir(directory)
+            if entry.name.endswith(".so")
+        ]
+    except OSError:
+        return
+    found.sort()
+    for _mtime, path in found[: max(0, len(found) - MAX_LIBRARIES)]:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _load_bytes(data: bytes) -> ctypes.CDLL:
