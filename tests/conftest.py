@@ -1,8 +1,8 @@
 """Shared test setup: a private cache dir, Mesa's runtime dir, and backend selection.
 
-``backend_name`` is a fixture parametrised over every backend, plus ``cuda-host`` (the
-cuda backend's generated code compiled by g++ and run on the host, ``tests/cuda_host``),
-which this file registers for the tests only. A backend that cannot run here is skipped
+``backend_name`` is a fixture parametrised over every backend (``cuda-host`` among them:
+the cuda backend's generated code compiled by g++ and run on the host; this file puts the
+tests' checked form of it, ``tests/cuda_host/backend.py``, in its place). A backend that cannot run here is skipped
 with its stated reason, except that CI sets QNB_REQUIRE_WGPU=1 and QNB_REQUIRE_CUDA_HOST=1:
 then a missing wgpu adapter or host compiler fails the test instead of skipping it.
 """
@@ -32,7 +32,7 @@ if os.environ.get("QNB_CACHE_DIR", "") in ("", os.environ.get("QNB_TEST_PROCESS_
 
 from qnb.backends import registry  # noqa: E402 (after the environment above)
 
-registry._REGISTRY.setdefault("cuda-host", "tests.cuda_host.backend:CudaHostBackend")
+registry._REGISTRY["cuda-host"] = "tests.cuda_host.backend:CheckedCudaHostBackend"
 
 BACKENDS = ("cpu", "wgpu", "cuda", "cuda-host")
 REQUIRED_BY = {"wgpu": "QNB_REQUIRE_WGPU", "cuda-host": "QNB_REQUIRE_CUDA_HOST"}

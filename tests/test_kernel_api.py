@@ -207,7 +207,7 @@ def test_trace_names_the_users_variables_and_describes_temporaries():
 
 def test_to_device_and_backends():
     records = {b.name: b for b in qnb.backends()}
-    assert set(records) == {"cpu", "wgpu", "cuda"}
+    assert set(records) == {"cpu", "wgpu", "cuda", "cuda-host"}
     assert records["cpu"].available and records["cpu"].reason is None
     for record in records.values():
         assert record.available or record.reason

@@ -24,6 +24,7 @@ import functools
 import os
 import re
 import sys
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -48,6 +49,12 @@ CUDA_EXTRA_HINT = (
     "nvidia-cuda-runtime==13.0.*, nvidia-cuda-crt==13.0.*)"
 )
 _MAX_GRID = (2**31 - 1, 65535, 65535)
+# A kernel's parameters (the ABI below, then the grid's three ints) must fit the parameter
+# space: 4,096 bytes classically, 32,764 from CUDA 12.1 on Volta (sm_70) and newer, which
+# NVRTC 12.1+ compiles for and the drivers that run its PTX accept.
+PARAMETER_SPACE = 4096
+LARGE_PARAMETER_SPACE = 32764
+_C_SIZES = {"float": 4, "double": 8, "int": 4}
 
 
 # --------------------------------------------------------------------------- toolchain
@@ -242,6 +249,45 @@ def _device_probe() -> tuple[str | None, str | None, str | None]:
     name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"]
     name = name.decode() if isinstance(name, bytes) else str(name)
     return f"sm_{device.compute_capability}", name, None
+
+
+def parameter_bytes(abi: list[dict]) -> int:
+    """The bytes a kernel's parameters take, laid out as C lays out its arguments: an
+    array's pointer (8) and one ``int`` per dimension, each scalar in its C type, then
+    the grid's three ints; each value aligned to its size."""
+    sizes = []
+    for entry in abi:
+        if entry["kind"] == "array":
+            sizes += [8] + [4] * entry["ndim"]
+        else:
+            from qnb.backends.cuda_render import SCALAR_ABI
+
+            sizes.append(_C_SIZES[SCALAR_ABI[entry["dtype"]].c_type])
+    offset = 0
+    for size in [*sizes, 4, 4, 4]:
+        offset = -(-offset // size) * size + size
+    return offset
+
+
+def parameter_space(arch: str, nvrtc: tuple[int, int] | None) -> int:
+    """The parameter space a kernel for ``arch`` ("sm_90", "compute_80") may use, built
+    by NVRTC ``nvrtc`` ((major, minor); None: a current one)."""
+    number = int(arch.split("_")[1])
+    modern = nvrtc is None or tuple(nvrtc) >= (12, 1)
+    return LARGE_PARAMETER_SPACE if modern and number >= 70 else PARAMETER_SPACE
+
+
+def check_parameter_space(name: str, abi: list[dict], arch: str, nvrtc=None) -> None:
+    """BackendError, naming the limit, for a kernel whose parameters do not fit."""
+    used, limit = parameter_bytes(abi), parameter_space(arch, nvrtc)
+    if used > limit:
+        arrays = sum(entry["kind"] == "array" for entry in abi)
+        raise BackendError(
+            f"kernel {name!r} passes {used} bytes of parameters ({arrays} arrays, each a "
+            f"pointer and its shape, and {len(abi) - arrays} scalars), past CUDA's "
+            f"parameter space of {limit} bytes for {arch}: pass fewer arrays (stack "
+            "several into one), or use the cpu backend"
+        )
 
 
 def _compile_arch(device_arch: str) -> str:
@@ -463,6 +509,7 @@ class CudaBackend(Backend):
         from qnb.backends.cuda_render import render_cuda
 
         rendered = render_cuda(ir, options)
+        check_parameter_space(ir.name, rendered.abi, arch, _nvrtc().getVersion())
         cubin, ptx, log = nvrtc_compile(rendered.text, arch, options, name=f"{rendered.entry}.cu")
         text = {
             "language": "cuda",
@@ -483,7 +530,7 @@ class CudaBackend(Backend):
         cupy = _import_cupy()
         from cupy.cuda import function
 
-        cupy.cuda.runtime.free(0)  # the driver API below needs a current context
+        _make_context_current(cupy)  # the driver API below needs a current context
         module = function.Module()
         try:
             if artifact.binary is not None:
@@ -500,10 +547,17 @@ class CudaBackend(Backend):
         plan = _argument_plan(artifact.text["abi"])
         block = (int(artifact.text["threads"]), 1, 1)
         per_block = int(artifact.text["programs_per_block"])
+        # What a launch shares with others (threads may launch it at once): these two
+        # memos, each a dict whose entries are made whole before they are stored (a
+        # thread sees an entry or none), and the module. Everything else is the launch's
+        # own: its argument list, its host copies, its stream (CuPy's current one is per
+        # thread).
         words = _Words()
         blocks_for: dict[tuple, tuple] = {}  # grid -> blocks, for the grids seen so far
 
         def launch(grid: tuple[int, int, int], args: list) -> None:
+            if not _thread.has_context:
+                _make_context_current(cupy)
             if len(grid) != 3:
                 grid = tuple(grid) + (1,) * (3 - len(grid))
             blocks = blocks_for.get(grid)
@@ -532,6 +586,22 @@ class CudaBackend(Backend):
         cupy = _import_cupy()
         self.device_arch()
         return CudaDeviceArray(cupy.ascontiguousarray(cupy.asarray(array)))
+
+
+class _Thread(threading.local):
+    has_context = False  # whether this thread has made the device's context current
+
+
+_thread = _Thread()
+
+
+def _make_context_current(cupy) -> None:
+    """Make the device's primary context current in this thread. A launch goes through
+    the driver API, which runs in the context current in the calling thread; a thread that
+    has called no runtime function yet (all its arrays on the device already, none copied)
+    has none (cupy/cupy#72). ``cudaFree(0)`` makes it current, as at ``load``."""
+    cupy.cuda.runtime.free(0)
+    _thread.has_context = True
 
 
 def _cupy_version() -> str:

@@ -402,7 +402,7 @@ class CudaRenderer(GpuRenderer):
         step = increment.rstrip(";") if increment else ""
         self.open(f"for (;; {step}) {{")
 
-    def close_loop(self, increment: str | None) -> None:
+    def close_loop(self, increment: str | None, ends: str | None = None) -> None:
         self.close()
 
     def counted_loop(self, name: str, start, stop) -> str:

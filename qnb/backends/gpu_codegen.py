@@ -328,7 +328,11 @@ class GpuRenderer:
         ``increment`` (if any) first; :meth:`close_loop` ends it."""
         raise NotImplementedError
 
-    def close_loop(self, increment: str | None) -> None:
+    def close_loop(self, increment: str | None, ends: str | None = None) -> None:
+        """End the loop :meth:`open_loop` began. ``ends``, where known, is an expression
+        that is true when the loop's next test will leave it (its condition negated), to be
+        evaluated after ``increment``: a target may use it (WGSL on a driver with a loop
+        budget, ``wgsl.py``)."""
         raise NotImplementedError
 
     def function_open(self, name: str, params: list[tuple[str, DType]], result: DType) -> str:
@@ -684,10 +688,12 @@ class GpuRenderer:
 
     def stmt_While(self, stmt: ir.While) -> None:
         self.open_loop(None)
+        before = len(self._lines)
         cond = self.expr(stmt.cond)
+        pure = len(self._lines) == before  # one expression, no statements: testable again
         self.emit(f"if (!{cond}) {{ break; }}")
         self.loop_body(stmt.body)
-        self.close_loop(None)
+        self.close_loop(None, f"!{cond}" if pure else None)
 
     def stmt_For(self, stmt: ir.For) -> None:
         start, stop, step = (
@@ -702,13 +708,14 @@ class GpuRenderer:
         )
         increment = f"{counter} = {self.select(past, stop, self.arith('add', counter, step, i32))};"
         self.open_loop(increment)
-        self.emit(
-            f"if ({step} == 0 || ({step} > 0 && {counter} >= {stop}) || "
-            f"({step} < 0 && {counter} <= {stop})) {{ break; }}"
+        ends = (
+            f"{step} == 0 || ({step} > 0 && {counter} >= {stop}) || "
+            f"({step} < 0 && {counter} <= {stop})"
         )
+        self.emit(f"if ({ends}) {{ break; }}")
         self.emit(f"{self.local(stmt.var)} = {counter};")
         self.loop_body(stmt.body)
-        self.close_loop(increment)
+        self.close_loop(increment, ends)
 
     def stmt_Break(self, stmt) -> None:
         self.emit("break;")

@@ -13,13 +13,17 @@ import threading
 from qnb.backends.base import Backend, BackendInfo
 from qnb.errors import BackendError, public
 
-# name -> "module:Class"; the order is the "auto" preference order.
+# name -> "module:Class", in the order ``qnb.backends()`` lists them.
 _REGISTRY = {
     "cuda": "qnb.backends.cuda:CudaBackend",
     "wgpu": "qnb.backends.wgpu:WgpuBackend",
     "cpu": "qnb.backends.cpu:CpuBackend",
+    # the CUDA C++ run on the CPU through g++: to run and read it without a GPU
+    "cuda-host": "qnb.backends.cuda_host:CudaHostBackend",
 }
 NAMES = tuple(_REGISTRY)
+# What "auto" tries, in order: never cuda-host, which is slower than cpu by far.
+AUTO_ORDER = ("cuda", "wgpu", "cpu")
 
 _instances: dict[str, Backend] = {}
 _lock = threading.Lock()
@@ -79,7 +83,7 @@ def _auto() -> str:
 
 
 def _probe_auto() -> str:
-    for name in NAMES:
+    for name in AUTO_ORDER:
         info = get(name).info()
         if not info.available:
             continue
@@ -99,7 +103,7 @@ def current_name() -> str:
 
 @public
 def set_backend(name: str) -> None:
-    """Choose the default backend: "cpu", "wgpu", "cuda" or "auto" (contract)."""
+    """Choose the default backend: "cpu", "wgpu", "cuda", "cuda-host" or "auto" (contract)."""
     if name != "auto":
         _start_early(get(name))  # unknown names raise here
     _default[0] = name

@@ -7,9 +7,8 @@ Runtime representation (see :mod:`qnb.backends.wgsl`): one storage buffer per
 array parameter (bool arrays as u32 words), one uniform buffer with the scalar
 parameters and array shapes. One process-wide device; shader modules, bind-group
 layouts and pipelines are cached per WGSL text (the last ``MAX_PIPELINES``), bind
-groups per buffer set. NumPy arguments are copied through the device's one pool of
-staging buffers (:class:`_StagingPool`), never buffers of a launcher's own: a captured
-value that changes at every launch makes a launcher per value, and memory stays flat.
+groups per buffer set. Launching (the arguments' buffers, the staging pool, threads,
+the loop-budget report) is :mod:`qnb.backends.wgpu_launch`.
 """
 
 from __future__ import annotations
@@ -31,30 +30,40 @@ from qnb.backends.base import (
     Artifact,
     Backend,
     BackendInfo,
-    DeviceArray,
     Options,
-    argument_error,
-    check_dims,
 )
-from qnb.backends.host_arrays import HostArrays
 from qnb.backends.wgpu_cffi import (
     WGPU_NATIVE_C_TYPES,
     import_wgpu_native,
     parse_c_types_at_once,
+)
+from qnb.backends.wgpu_launch import (  # noqa: F401 - _dispatch, _StagingPool: tests
+    MAX_WORKGROUPS,
+    WgpuDeviceArray,
+    _BudgetWords,
+    _check_fits,
+    _dispatch,
+    _Launcher,
+    _new_buffer,
+    _pad_bytes,
+    _StagingPool,
+    _storage_bytes,
+    _uniform_bytes,
 )
 from qnb.backends.wgsl import WgslRenderer
 from qnb.dtypes import as_dtype
 from qnb.errors import BackendError, CompileError, QnbTypeError
 from qnb.ir import KernelIR, Loc
 
-MAX_WORKGROUPS = 65535
 MAX_PIPELINES = 256  # shader modules and pipelines kept per device, least recently used out
-_STORAGE_NUMPY = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "bool": np.uint32}
-
-
-def _padded(nbytes: int) -> int:
-    """Buffer sizes: a multiple of 4 bytes (16 for uniforms is handled separately), never 0."""
-    return max(4, (nbytes + 3) // 4 * 4)
+# Drivers that end a program's loops after a number of iterations in all, by a word of the
+# adapter's device name (lower case) → that number. llvmpipe (Mesa's lavapipe) counts
+# every pass of every loop of an invocation, the last pass of each loop too, in one
+# budget that the invocations of one SIMD group share, and leaves the loop it is in at
+# the back edge where it runs out (and every later loop after one pass), silently. A
+# loop Mesa unrolls (a small constant trip count) counts nothing. The generated code then
+# watches for a cut (wgsl.py) and the launch raises BackendError.
+LOOP_BUDGETS = {"llvmpipe": 65535}
 
 
 class _Device:
@@ -73,6 +82,7 @@ class _Device:
         if self.adapter is None:
             raise BackendError("wgpu found no adapter")
         self.adapter_info = dict(self.adapter.info)
+        self.loop_budget = loop_budget(self.adapter_info)
         self.has_f16 = "shader-f16" in self.adapter.features
         # shader-f16 is requested where the adapter has it, so one device serves
         # every kernel (and every DeviceArray) of the process.
@@ -91,7 +101,15 @@ class _Device:
         self.modules: collections.OrderedDict[str, object] = collections.OrderedDict()
         self.pipelines: collections.OrderedDict[str, tuple] = collections.OrderedDict()
         self.layouts: dict[tuple, tuple] = {}
+        self.cache_lock = threading.RLock()  # modules, pipelines, layouts (threads compile)
         self.staging = _StagingPool(self)
+        self.budget_words = _BudgetWords(self)
+
+
+def loop_budget(adapter_info: dict) -> int | None:
+    """The loop budget of an adapter's driver (``LOOP_BUDGETS``), or None."""
+    name = str(adapter_info.get("device", "")).lower()
+    return next((n for word, n in LOOP_BUDGETS.items() if word in name), None)
 
 
 def _request_adapter(wgpu):
@@ -133,59 +151,6 @@ def _vulkan_only_instance() -> bool:
     except Exception:  # noqa: BLE001 - another wgpu-py: its default instance, as before
         return False
     return True
-
-
-class _StagingPool:
-    """The device's buffers for NumPy arguments, shared by every launcher.
-
-    A launch takes one per array (of exactly the array's padded size, so a relaunch
-    with the same shapes reuses the same buffers and bind groups) and gives them back
-    when its work is submitted and read back: the queue runs a later write after it,
-    and no two launches (threads) hold one at once. At most ``MAX_FREE`` idle buffers
-    are kept; one dropped beyond that is destroyed at once (a launcher's cached bind
-    group may still name it, but its id stays taken, so that group is never used)."""
-
-    MAX_FREE = 8
-
-    def __init__(self, dev: _Device):
-        self.dev = dev
-        self.lock = threading.Lock()
-        self.free: collections.OrderedDict[int, list] = collections.OrderedDict()  # size →
-        self.idle = 0
-
-    def take(self, nbytes: int):
-        size = _padded(nbytes)
-        with self.lock:
-            idle = self.free.get(size)
-            if idle:
-                self.idle -= 1
-                self.free.move_to_end(size)
-                return idle.pop()
-        return _new_buffer(self.dev, nbytes)
-
-    def give(self, buffers: list) -> None:
-        dropped = []
-        with self.lock:
-            for buffer in buffers:
-                self.free.setdefault(buffer.size, []).append(buffer)
-                self.free.move_to_end(buffer.size)
-                self.idle += 1
-            while self.idle > self.MAX_FREE:  # the sizes least recently given back go
-                size, idle = next(iter(self.free.items()))
-                dropped.append(idle.pop(0))
-                self.idle -= 1
-                if not idle:
-                    del self.free[size]
-        for buffer in dropped:
-            buffer.destroy()
-
-    def clear(self) -> None:
-        with self.lock:
-            buffers = [b for idle in self.free.values() for b in idle]
-            self.free.clear()
-            self.idle = 0
-        for buffer in buffers:
-            buffer.destroy()
 
 
 def _private_runtime_dir() -> None:
@@ -360,26 +325,6 @@ def _get_device() -> _Device:
         return _device_state["device"]
 
 
-class WgpuDeviceArray(DeviceArray):
-    """A qnb array in a wgpu storage buffer (bool stored as u32 words)."""
-
-    backend_name = "wgpu"
-
-    def __init__(self, buffer, shape, dtype):
-        super().__init__(shape, dtype)
-        self.buffer = buffer
-
-    def numpy(self) -> np.ndarray:
-        dev = _get_device()
-        storage = _STORAGE_NUMPY[as_dtype(self.dtype).name]
-        count = self.size
-        if count == 0:
-            return np.zeros(self.shape, self.dtype)
-        data = dev.queue.read_buffer(self.buffer, 0, _padded(count * np.dtype(storage).itemsize))
-        flat = np.frombuffer(data, dtype=storage, count=count)
-        return (flat != 0 if self.dtype == np.bool_ else flat.copy()).reshape(self.shape)
-
-
 _SIZE_LIMITS = (
     "max-storage-buffer-binding-size",
     "max-buffer-size",
@@ -387,49 +332,39 @@ _SIZE_LIMITS = (
 )
 
 
-def _check_fits(dev: _Device, array: np.ndarray, name: str | None = None) -> None:
-    """Refuse an array larger than one storage binding of this device, by name."""
-    nbytes = array.size * (4 if array.dtype == np.bool_ else array.itemsize)
-    if nbytes <= dev.max_binding:
-        return
-    what = f"array {name!r}" if name else "this array"
-    message = (
-        f"{what} is {nbytes / 2**20:.0f} MiB, but this wgpu device binds at most "
-        f"{dev.max_binding / 2**20:.0f} MiB per array (its adapter's limit); split "
-        "the work into smaller arrays, or use the cpu or cuda backend"
-    )
-    raise argument_error(BackendError, name, message) if name else BackendError(message)
-
-
-def _dispatch(grid, programs_per_group: int = 1) -> tuple[int, int, int]:
-    """The workgroups to dispatch for a launch grid: the grid itself when each axis fits
-    a dispatch, else its programs folded onto x and y (the kernel recovers each program's
-    id from the grid in its parameters, and workgroups past the last program return).
-    A solo kernel (several programs per workgroup, one per invocation) always runs its
-    programs in a row, folded onto x and y where they need more than 65535 workgroups."""
-    total = grid[0] * grid[1] * grid[2]
-    # The workgroups fold onto two axes, and the kernel numbers programs in u32.
-    limit = min(MAX_WORKGROUPS**2 * programs_per_group, 2**32 - 64)
-    if total > limit:
-        raise BackendError(
-            f"wgpu runs at most {limit} programs of this kernel in one launch; grid "
-            f"{tuple(grid)} has {total}"
-        )
-    if programs_per_group > 1:
-        groups = -(-total // programs_per_group)
-    elif max(grid) <= MAX_WORKGROUPS:
-        return tuple(grid)
-    else:
-        groups = total
-    rows = -(-groups // MAX_WORKGROUPS)
-    return (-(-groups // rows), rows, 1)
-
-
-def _storage_bytes(array: np.ndarray) -> np.ndarray:
-    """The array as its device words (contiguous; bool as u32)."""
-    if array.dtype == np.bool_:
-        return np.ascontiguousarray(array, dtype=np.uint32)
-    return np.ascontiguousarray(array)
+def _check_bindings(dev: _Device, name: str, layout, budget_words: bool) -> None:
+    """BackendError, naming the limit, for a kernel that binds more than the device
+    allows: storage buffers (one per array, and a loop-budget build's words), bindings in
+    all, or bytes of parameters (the uniform buffer)."""
+    limits = dev.device.limits
+    arrays = len(layout.arrays)
+    storage = arrays + budget_words
+    words = " and the words that report a loop cut short (LOOP_BUDGETS)" if budget_words else ""
+    checks = [
+        (
+            storage,
+            "max-storage-buffers-per-shader-stage",
+            f"storage buffers ({arrays} arrays{words})",
+        ),
+        (
+            storage + 1,
+            "max-bindings-per-bind-group",
+            "bindings (its storage buffers and parameters)",
+        ),
+        (
+            _uniform_bytes(layout.words),
+            "max-uniform-buffer-binding-size",
+            "bytes of uniform buffer (its scalar parameters and array shapes)",
+        ),
+    ]
+    for used, limit_name, what in checks:
+        limit = int(limits.get(limit_name, used))
+        if used > limit:
+            raise BackendError(
+                f"kernel {name!r} needs {used} {what}, but this wgpu device allows "
+                f"{limit} ({limit_name} of adapter {dev.adapter_info.get('device')!r}): "
+                "pass fewer arrays (stack several into one), or use the cpu or cuda backend"
+            )
 
 
 class WgpuBackend(Backend):
@@ -494,8 +429,12 @@ class WgpuBackend(Backend):
         return self.renderer(options).render(ir).source
 
     def compile(self, ir: KernelIR, options: Options | None = None) -> Artifact:
-        rendered = self.renderer(options).render(ir)
         dev = self._dev()
+        renderer = self.renderer(options)
+        renderer.loop_budget = dev.loop_budget
+        rendered = renderer.render(ir)
+        budget_binding = getattr(renderer, "loop_budget_binding", None)
+        _check_bindings(dev, ir.name, rendered.layout, budget_binding is not None)
         storage = int(dev.device.limits["max-compute-workgroup-storage-size"])
         if rendered.layout.shared_bytes > storage:
             raise BackendError(
@@ -519,6 +458,8 @@ class WgpuBackend(Backend):
                 "features": ["shader-f16"] if rendered.uses_f16 else [],
             }
         )
+        if budget_binding is not None:
+            artifact.text["loop_budget"] = {"binding": budget_binding, "limit": dev.loop_budget}
         _shader_module(dev, artifact)  # validate now, so errors surface at compile time
         return artifact
 
@@ -555,20 +496,6 @@ class WgpuBackend(Backend):
         return WgpuDeviceArray(buffer, array.shape, array.dtype)
 
 
-def _pad_bytes(words: np.ndarray):
-    data = words.reshape(-1).view(np.uint8)
-    if data.nbytes % 4:
-        data = np.concatenate([data, np.zeros(4 - data.nbytes % 4, np.uint8)])
-    return data
-
-
-def _new_buffer(dev: _Device, nbytes: int):
-    usage = dev.wgpu.BufferUsage
-    return dev.device.create_buffer(
-        size=_padded(nbytes), usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
-    )
-
-
 # --------------------------------------------------------------------------- compile helpers
 
 _LINE = re.compile(r"wgsl:(\d+):(\d+)")
@@ -576,16 +503,17 @@ _LINE = re.compile(r"wgsl:(\d+):(\d+)")
 
 def _shader_module(dev: _Device, artifact: Artifact):
     source = artifact.text["wgsl"]
-    module = dev.modules.get(source)
-    if module is not None:
-        dev.modules.move_to_end(source)
+    with dev.cache_lock:
+        module = dev.modules.get(source)
+        if module is not None:
+            dev.modules.move_to_end(source)
+            return module
+        try:
+            module = dev.device.create_shader_module(code=source)
+        except Exception as exc:  # GPUValidationError: naga rejected the WGSL
+            raise _compile_error(artifact, exc) from None
+        _keep(dev.modules, source, module)
         return module
-    try:
-        module = dev.device.create_shader_module(code=source)
-    except Exception as exc:  # GPUValidationError: naga rejected the WGSL
-        raise _compile_error(artifact, exc) from None
-    _keep(dev.modules, source, module)
-    return module
 
 
 def _keep(cache: collections.OrderedDict, source: str, value) -> None:
@@ -629,29 +557,26 @@ def _first_message(log: str) -> str:
 def _pipeline(dev: _Device, artifact: Artifact):
     """(pipeline, bind-group layout) for an artifact, cached per WGSL text."""
     source = artifact.text["wgsl"]
-    cached = dev.pipelines.get(source)
-    if cached is not None:
-        dev.pipelines.move_to_end(source)
-        return cached
+    with dev.cache_lock:
+        cached = dev.pipelines.get(source)
+        if cached is not None:
+            dev.pipelines.move_to_end(source)
+            return cached
+        return _new_pipeline(dev, artifact)
+
+
+def _new_pipeline(dev: _Device, artifact: Artifact):
+    source = artifact.text["wgsl"]
     wgpu = dev.wgpu
-    layout = artifact.text["layout"]
-    shape = (len(layout["arrays"]),)
+    # the arrays (storage), the parameters (uniform), and a loop-budget build's words
+    shape = (len(artifact.text["layout"]["arrays"]), "loop_budget" in artifact.text)
     if shape not in dev.layouts:
+        kinds = [wgpu.BufferBindingType.storage] * shape[0] + [wgpu.BufferBindingType.uniform]
+        kinds += [wgpu.BufferBindingType.storage] * shape[1]
         entries = [
-            {
-                "binding": i,
-                "visibility": wgpu.ShaderStage.COMPUTE,
-                "buffer": {"type": wgpu.BufferBindingType.storage},
-            }
-            for i in range(shape[0])
+            {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}}
+            for i, kind in enumerate(kinds)
         ]
-        entries.append(
-            {
-                "binding": shape[0],
-                "visibility": wgpu.ShaderStage.COMPUTE,
-                "buffer": {"type": wgpu.BufferBindingType.uniform},
-            }
-        )
         group_layout = dev.device.create_bind_group_layout(entries=entries)
         pipeline_layout = dev.device.create_pipeline_layout(bind_group_layouts=[group_layout])
         dev.layouts[shape] = (group_layout, pipeline_layout)
@@ -662,141 +587,3 @@ def _pipeline(dev: _Device, artifact: Artifact):
     )
     _keep(dev.pipelines, source, (pipeline, group_layout))
     return pipeline, group_layout
-
-
-# --------------------------------------------------------------------------- launching
-
-
-class _Launcher:
-    """``launcher(grid, args)``: copy NumPy arrays in, dispatch, copy stored ones back."""
-
-    def __init__(self, dev: _Device, artifact: Artifact, pipeline):
-        self.dev = dev
-        self.pipeline, self.group_layout = pipeline
-        layout = artifact.text["layout"]
-        self.arrays = layout["arrays"]
-        self.name = artifact.text.get("name")
-        kinds = layout["kinds"]
-        array_positions = [i for i, kind in enumerate(kinds) if kind == "array"]
-        scalar_positions = [i for i, kind in enumerate(kinds) if kind != "array"]
-        self.param_count = len(kinds)
-        self.array_args = list(zip(array_positions, self.arrays))
-        # (arg position, word slot, stored as float?) per scalar; (slot, arg position, axis) per dim
-        self.scalar_words = [
-            (pos, spec["slot"], spec["dtype"] in ("f32", "f16"))
-            for pos, spec in zip(scalar_positions, layout["scalars"])
-        ]
-        by_name = {spec["name"]: pos for pos, spec in self.array_args}
-        self.dim_words = [
-            (spec["slot"], by_name[spec["name"]], spec["axis"]) for spec in layout["dims"]
-        ]
-        self.words = np.zeros(max(4, (layout["words"] + 3) // 4 * 4), np.int32)
-        self.word_floats = self.words.view(np.float32)
-        self.grid_words = self.words.view(np.uint32)[layout["grid_slot"] :][:3]
-        self.programs_per_group = int(layout["programs_per_group"])
-        self.written = None  # the words the uniform buffer holds now
-        usage = dev.wgpu.BufferUsage
-        self.uniform = dev.device.create_buffer(
-            size=self.words.nbytes, usage=usage.UNIFORM | usage.COPY_DST
-        )
-        self.groups: dict[tuple, tuple] = {}
-
-    def __call__(self, grid, args) -> None:
-        taken = []  # staging buffers from the device's pool, given back at the end
-        try:
-            self._launch(grid, args, taken)
-        finally:
-            if taken:
-                self.dev.staging.give(taken)
-
-    def _launch(self, grid, args, taken: list) -> None:
-        if len(grid) != 3:
-            grid = tuple(grid) + (1,) * (3 - len(grid))
-        dispatch = _dispatch(grid, self.programs_per_group)
-        if len(args) != self.param_count:
-            raise QnbTypeError(
-                f"kernel {self.name!r} takes {self.param_count} arguments, got {len(args)}"
-            )
-        dev = self.dev
-        words = self.words
-        for pos, slot, is_float in self.scalar_words:
-            if is_float:
-                self.word_floats[slot] = args[pos]
-            else:
-                words[slot] = args[pos]
-        for pos, spec in self.array_args:
-            check_dims(spec["name"], getattr(args[pos], "shape", ()))
-        for slot, pos, axis in self.dim_words:
-            words[slot] = args[pos].shape[axis]
-        self.grid_words[:] = grid
-        buffers = []
-        host = HostArrays(
-            "wgpu", lambda name, value: self._copy_in(name, value, taken), self._copy_back
-        )
-        for pos, spec in self.array_args:
-            value = args[pos]
-            if isinstance(value, WgpuDeviceArray):
-                buffers.append(value.buffer)
-            elif isinstance(value, np.ndarray):
-                buffers.append(host.add(spec["name"], value, spec["stored"])[0])
-            else:
-                raise argument_error(
-                    QnbTypeError,
-                    spec["name"],
-                    f"kernel {self.name!r}: {type(value).__name__} is not an array "
-                    "the wgpu backend can use (pass a NumPy array or qnb.to_device(x))",
-                )
-        host.check()
-        if 0 in grid:
-            return
-        packed = words.tobytes()
-        if packed != self.written:
-            dev.queue.write_buffer(self.uniform, 0, words)
-            self.written = packed
-        encoder = dev.device.create_command_encoder()
-        compute = encoder.begin_compute_pass()
-        compute.set_pipeline(self.pipeline)
-        compute.set_bind_group(0, self._bind_group(buffers))
-        compute.dispatch_workgroups(*dispatch)
-        compute.end()
-        dev.queue.submit([encoder.finish()])
-        host.write_back()
-
-    def _copy_in(self, name: str, value: np.ndarray, taken: list):
-        """The array in a staging buffer (added to ``taken``): (buffer, the words copied)."""
-        _check_fits(self.dev, value, name)
-        data = _storage_bytes(value)
-        buffer = self.dev.staging.take(data.nbytes)
-        taken.append(buffer)
-        if data.nbytes:
-            # Stored-only arrays are copied in too: a store leaves the elements
-            # outside its window alone, and they are read back with the rest.
-            self.dev.queue.write_buffer(buffer, 0, _pad_bytes(data))
-        return buffer, data
-
-    def _copy_back(self, value: np.ndarray, copy: tuple) -> None:
-        buffer, data = copy
-        raw = self.dev.queue.read_buffer(buffer, 0, _padded(data.nbytes))
-        result = np.frombuffer(raw, dtype=data.dtype, count=data.size).reshape(value.shape)
-        value[...] = result != 0 if value.dtype == np.bool_ else result
-
-    def _bind_group(self, buffers: list):
-        key = tuple(id(b) for b in buffers)
-        cached = self.groups.get(key)
-        if cached is not None:
-            return cached[0]
-        if len(self.groups) > 64:
-            self.groups.clear()
-        entries = [
-            {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
-            for i, b in enumerate(buffers)
-        ]
-        entries.append(
-            {
-                "binding": len(buffers),
-                "resource": {"buffer": self.uniform, "offset": 0, "size": self.words.nbytes},
-            }
-        )
-        group = self.dev.device.create_bind_group(layout=self.group_layout, entries=entries)
-        self.groups[key] = (group, buffers)  # holding the buffers keeps their ids unique
-        return group

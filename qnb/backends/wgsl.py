@@ -27,6 +27,9 @@ WORKGROUP_SIZE = 256
 
 
 class WgslRenderer(GpuRenderer):
+    """WGSL; ``loop_budget``: the iterations in all after which the adapter's driver ends a
+    program's loops (None: it never does), which the code then watches for."""
+
     language = "wgsl"
     type_names: ClassVar[dict] = {f32: "f32", f16: "f16", i32: "i32", bool_: "bool"}
     storage_types: ClassVar[dict] = {f32: "f32", f16: "f16", i32: "i32", bool_: "u32"}
@@ -35,6 +38,12 @@ class WgslRenderer(GpuRenderer):
     shared_limit = 32768
     barrier = "workgroupBarrier();"
     storage_barrier = "storageBarrier();"
+
+    def __init__(self, options=None, loop_budget: int | None = None):
+        super().__init__(options)
+        self.loop_budget = loop_budget
+        self.watched = False  # whether a loop was rendered under the budget
+        self.loop_budget_binding: int | None = None  # the q_budget words, where rendered
 
     def type_name(self, dtype: DType) -> str:
         if dtype is bf16:
@@ -117,19 +126,77 @@ class WgslRenderer(GpuRenderer):
         # accepts as uniform, so branches on it may contain barriers.
         return [f"{target} = workgroupUniformLoad(&{slot});"]
 
+    # ---- loops on a driver with a loop budget
+    #
+    # Where the adapter's driver ends a program's loops after ``loop_budget`` iterations in
+    # all (llvmpipe: wgpu.py's LOOP_BUDGETS), the code notes, per invocation, whether a loop
+    # was left with work to do, and the launcher raises. The driver leaves a loop only at
+    # its back edge, so: a ``loop`` sets ``q_more`` at the end of each pass (whether its
+    # next test continues: ``ends`` negated, or true where the test cannot be repeated) and
+    # clears it at the start of the next, and ``q_more`` still set after the loop means the
+    # driver cut it (``q_cut``). A counted ``for`` counts itself open while its counter has
+    # work left (``q_open``). The entry's end reports either into the hidden ``q_budget``
+    # words: the invocations cut, and the first program among them.
+
     def open_loop(self, increment: str | None) -> None:
         self.open("loop {")
+        if self.loop_budget:
+            self.watched = True
+            self.emit("q_more = false;")
 
-    def close_loop(self, increment: str | None) -> None:
+    def close_loop(self, increment: str | None, ends: str | None = None) -> None:
+        if self.loop_budget:
+            steps = [increment] if increment else []
+            steps.append(f"q_more = {f'!({ends})' if ends else 'true'};")
+            self.emit(f"continuing {{ {' '.join(steps)} }}")
+            self.close()
+            self.emit("if (q_more) { q_cut = true; }")
+            return
         if increment:
             self.emit(f"continuing {{ {increment} }}")
         self.close()
 
     def counted_loop(self, name: str, start, stop) -> str:
-        return f"for (var {name}: i32 = {start}; {name} < {stop}; {name} = {name} + 1) {{"
+        return self.strided_loop(name, start, stop, 1)
 
     def strided_loop(self, name: str, start: str, stop, step: int) -> str:
-        return f"for (var {name}: i32 = {start}; {name} < {stop}; {name} = {name} + {step}) {{"
+        if not self.loop_budget:
+            return f"for (var {name}: i32 = {start}; {name} < {stop}; {name} = {name} + {step}) {{"
+        self.watched = True
+        enter, step_to = self.helper_loop_count()
+        return (
+            f"for (var {name}: i32 = {enter}({start}, {stop}); {name} < {stop}; "
+            f"{name} = {step_to}({name} + {step}, {stop})) {{"
+        )
+
+    def helper_loop_count(self) -> tuple[str, str]:
+        """The functions a counted loop opens and steps through under a loop budget."""
+
+        def build_enter():
+            self.open(self.function_open("qnb_loop_enter", [("v", i32), ("stop", i32)], i32))
+            self.emit("if (v < stop) { q_open = q_open + 1u; }")
+            self.emit("return v;")
+            self.close()
+
+        def build_step():
+            self.open(self.function_open("qnb_loop_step", [("v", i32), ("stop", i32)], i32))
+            self.emit("if (v >= stop) { q_open = q_open - 1u; }")
+            self.emit("return v;")
+            self.close()
+
+        return self.helper("qnb_loop_enter", build_enter), self.helper("qnb_loop_step", build_step)
+
+    def budget_lines(self) -> list[str]:
+        """The declarations of a loop-budget build (after the parameters)."""
+        self.loop_budget_binding = self.layout.uniform_binding + 1
+        return [
+            f"@group(0) @binding({self.loop_budget_binding}) var<storage, read_write> "
+            "q_budget: array<atomic<u32>, 2>;",
+            "var<private> q_more: bool;  // the loop just left had work left",
+            "var<private> q_cut: bool;  // a loop of this invocation was cut short",
+            "var<private> q_open: u32;  // counted loops entered with work left, not done",
+            "",
+        ]
 
     def function_open(self, name: str, params, result: DType) -> str:
         spelled = ", ".join(f"{p}: {self.type_name(d)}" for p, d in params)
@@ -249,12 +316,12 @@ class WgslRenderer(GpuRenderer):
             self.emit("var r: f32 = abs(a);")
             self.emit("let d: f32 = abs(b);")
             self.emit("let e: i32 = frexp(d).exp;")
-            self.open("loop {")
+            self.open_loop(None)
             self.emit("if (r < d) { break; }")
             self.emit("var t: f32 = ldexp(d, frexp(r).exp - e);")
             self.emit("if (t > r) { t = t * 0.5f; }")
             self.emit("r = r - t;")
-            self.close()
+            self.close_loop(None, "r < d")
             self.emit("return select(r, -r, a < 0.0f);")
             self.close()
 
@@ -282,7 +349,20 @@ class WgslRenderer(GpuRenderer):
             )
         lines.append(f"@group(0) @binding({layout.uniform_binding}) var<uniform> prm: Params;")
         lines.append("")
+        if self.watched:  # (the body and the helpers are rendered before the prelude)
+            lines += self.budget_lines()
         return lines
+
+    def entry_close(self) -> list[str]:
+        if self.loop_budget_binding is None:
+            return ["}"]
+        return [
+            "  if (q_cut || q_open != 0u) {  // the driver ended a loop with work left",
+            "    atomicAdd(&q_budget[0], 1u);",
+            "    atomicMax(&q_budget[1], 0xffffffffu - q_lin);  // the first such program",
+            "  }",
+            "}",
+        ]
 
     def param_value(self, param) -> str:
         # f16 and bool scalar parameters travel as f32 / i32 words.

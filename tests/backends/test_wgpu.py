@@ -312,14 +312,14 @@ def test_grids_past_a_dispatch_axis_are_folded(backend, grid, holds_tile):
 def test_a_kernel_without_tiles_runs_a_program_per_invocation(backend, grid, monkeypatch):
     # 64 programs to a workgroup; invocations past the last program return. With the
     # dispatch limit lowered to 3 workgroups per axis, the larger grids also fold.
-    from qnb.backends import wgpu
+    from qnb.backends import wgpu_launch
     from tests.helpers import check_program_ids
 
     check_program_ids("wgpu", grid)
-    monkeypatch.setattr(wgpu, "MAX_WORKGROUPS", 3)
+    monkeypatch.setattr(wgpu_launch, "MAX_WORKGROUPS", 3)
     check_program_ids("wgpu", grid)
-    assert wgpu._dispatch((63, 1, 1), 64) == (1, 1, 1)
-    assert wgpu._dispatch((3, 5, 20), 64) == (3, 2, 1)  # 5 workgroups, folded
+    assert wgpu_launch._dispatch((63, 1, 1), 64) == (1, 1, 1)
+    assert wgpu_launch._dispatch((3, 5, 20), 64) == (3, 2, 1)  # 5 workgroups, folded
 
 
 def test_grid_limits(backend):

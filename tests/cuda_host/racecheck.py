@@ -98,7 +98,7 @@ def _program(kernels: list[tuple[str, str, list[dict], int]]) -> pathlib.Path:
     text = "\n".join(lines)
     flags = [*TSAN_FLAGS, "-include", str(host.SHIM)]
     stem = f"tsan-{kernels[0][1]}" if len(kernels) == 1 else "tsan-batch"
-    return host.compile_once(text, stem, flags, (host.runtime((*TSAN_FLAGS, "-c")),))
+    return host.compile_once(text, stem, flags, (host.build.runtime_object((*TSAN_FLAGS, "-c")),))
 
 
 def prebuild(kernel_irs: list) -> None:

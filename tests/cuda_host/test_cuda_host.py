@@ -28,7 +28,7 @@ CASES = {case.name: case for case in cuda_ir_cases.all_cases()}
 @pytest.fixture(scope="module")
 def cuda_host():
     require_backend("cuda-host")
-    return host.CudaHostBackend()
+    return host.CheckedCudaHostBackend()
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_barrier_separates_the_phases_of_a_block(cuda_host):
 
 def test_a_write_outside_an_array_is_caught(cuda_host):
     outside = _handwritten("  a_out[threadIdx.x + 8] = 1.0f;")
-    with pytest.raises(AssertionError, match="wrote outside array parameter 'out'"):
+    with pytest.raises(BackendError, match="wrote outside array parameter 'out'"):
         cuda_host.load(outside)((1, 1, 1), [np.zeros(256, np.float32)])
 
 
@@ -139,7 +139,7 @@ def test_kernels_built_together_each_run_as_alone(cuda_host, monkeypatch, tmp_pa
         [(t["source"], t["entry"], t["abi"], t["threads"]) for t in (with_barrier, without)]
     )
     built = list(host._BUILT_MANY.values())
-    assert len(built) == 2 and built[0][0] == built[1][0] and built[0][1] != built[1][1]
+    assert len(built) == 2 and built[0].name == built[1].name and built[0].symbol != built[1].symbol
     want = np.concatenate([np.arange(255, -1, -1), 1000 + np.arange(255, -1, -1)])
     out, unordered = np.full(512, np.nan, np.float32), np.full(512, np.nan, np.float32)
     cuda_host.load(Artifact(text=with_barrier))((2, 1, 1), [out])

@@ -10,9 +10,12 @@
 // Model (the scheduler, qnb_cuda_host_runtime.cpp): blocks run one after another; within
 // a block every thread is a fiber and runs until it reaches __syncthreads() or returns;
 // phases between barriers alternate the order the threads run in, so a missing barrier
-// shows whichever thread's write it fails to order. __shared__ becomes `static`: one block
-// at a time uses it. This header is what a kernel sees; the scheduler is compiled once,
-// apart, so that a kernel's compile is its own code.
+// shows whichever thread's write it fails to order. __shared__ becomes `static
+// thread_local`: one block at a time uses it on each host thread. Every piece of the
+// model's state (threadIdx, blockIdx, the scheduler's block) is per host thread too, so
+// Python threads may launch kernels, even one kernel, at the same time. This header is
+// what a kernel sees; the scheduler is compiled once, apart, so that a kernel's compile is
+// its own code.
 #pragma once
 
 #include <math.h>
@@ -24,7 +27,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static
+#define __shared__ static thread_local
 #define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 
@@ -38,9 +41,13 @@ struct dim3 {
 // ---------------------------------------------------------------- the block scheduler
 
 // Built once, apart from the kernels (qnb_cuda_host_runtime.cpp; each kernel's library
-// links it), so a kernel's compile is its own code only.
-extern uint3 threadIdx, blockIdx;
-extern dim3 blockDim, gridDim;
+// links its object), so a kernel's compile is its own code only. Per host thread; hidden,
+// so a kernel reaches them without a call into the dynamic linker.
+#define QNB_HOST_STATE extern thread_local __attribute__((visibility("hidden")))
+QNB_HOST_STATE uint3 threadIdx;
+QNB_HOST_STATE uint3 blockIdx;
+QNB_HOST_STATE dim3 blockDim;
+QNB_HOST_STATE dim3 gridDim;
 
 namespace qnb_host {
 // Runs body(context) as every thread of every block of the grid; returns the barriers

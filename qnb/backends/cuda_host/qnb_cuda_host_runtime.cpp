@@ -1,6 +1,8 @@
 // The block scheduler of the host model of CUDA (qnb_cuda_host.h declares it): built once
-// per shim into a shared library that every kernel library links (backend.py), and into
-// an object linked into each ThreadSanitizer program (racecheck.py, -DQNB_HOST_TSAN).
+// per process into an object that every kernel library links (build.py), and into one
+// linked into each ThreadSanitizer program (tests/cuda_host/racecheck.py, -DQNB_HOST_TSAN).
+// Its state is per host thread: two threads launching kernels at once each run their own
+// blocks with their own fibers.
 //
 // Blocks run one after another; within a block every thread is a fiber (ucontext) and
 // runs until it reaches __syncthreads() or returns. When no fiber can run, the fibers
@@ -40,12 +42,14 @@ extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
 #define QNB_UNTRACKED_END()
 #endif
 
-uint3 threadIdx, blockIdx;
-dim3 blockDim, gridDim;
+thread_local uint3 threadIdx, blockIdx;
+thread_local dim3 blockDim, gridDim;
 
 namespace qnb_host {
 
 enum class State { runnable, waiting, done };
+
+constexpr size_t kStack = 256 * 1024;
 
 struct Block {
   std::vector<ucontext_t> contexts;
@@ -63,10 +67,13 @@ struct Block {
   char barrier_token[2];              // one per alternate phase (see syncthreads)
   char end_token;                     // every thread's accesses, before the next block
 #endif
+  ~Block() {  // (a host thread's fibers' stacks go with the thread)
+    for (void* stack : stacks) munmap(stack, kStack);
+  }
 };
 
 Block& block() {
-  static Block b;
+  thread_local Block b;
   return b;
 }
 
@@ -87,8 +94,6 @@ void fiber_main() {
   // the scheduler's side of TSan's shadow stack).
   setcontext(&b.scheduler);
 }
-
-constexpr size_t kStack = 256 * 1024;
 
 long launch(const unsigned int grid[3], unsigned int threads, void (*body)(void*),
             void* context) {
