@@ -32,7 +32,7 @@ from qnb.errors import (
     QnbTypeError,
     public,
 )
-from qnb.kernel import Func, Kernel, func, kernel
+from qnb.kernel import Func, Kernel, Launch, Specialization, func, kernel
 from qnb.language import (
     Array,
     Template,
@@ -114,6 +114,8 @@ __all__ = [
     "func",
     "Kernel",
     "Func",
+    "Launch",
+    "Specialization",
     "Tile",
     "Vec",
     "Tile16",
