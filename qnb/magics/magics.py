@@ -461,9 +461,10 @@ class FailedDefinition(QnbFunction):
 
 def _make_kernels(names, namespace, filename, backend, failed, no_cache=False) -> dict:
     """Make the cell's plain functions ``names`` kernels (on ``backend`` by default, if
-    given; ``no_cache``: set on each, decorated ones too). Returns the cell's kernels and failed definitions (``failed``, and those of
-    the functions that could not be made kernels, now bound to a FailedDefinition) by
-    name, in the cell's order; names the cell's code did not reach are left out."""
+    given; ``no_cache``: set on each, decorated ones too). Returns the cell's kernels and
+    failed definitions (``failed``, and those of the functions that could not be made
+    kernels, now bound to a FailedDefinition) by name, in the cell's order; names the
+    cell's code did not reach are left out."""
     functions = {}
     for name in dict.fromkeys(names):
         value = namespace.get(name)
