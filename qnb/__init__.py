@@ -33,7 +33,7 @@ from qnb.errors import (
     public,
 )
 from qnb.hazards import Hazards, check  # (light: NumPy and dataclasses only)
-from qnb.kernel import Func, Kernel, func, kernel
+from qnb.kernel import Func, Kernel, Launch, Specialization, func, kernel
 from qnb.language import (
     Array,
     Template,
@@ -116,6 +116,8 @@ __all__ = [
     "func",
     "Kernel",
     "Func",
+    "Launch",
+    "Specialization",
     "Tile",
     "Vec",
     "Tile16",

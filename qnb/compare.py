@@ -202,17 +202,13 @@ def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) ->
 
 
 def _kernel_and_grid(launch):
-    import functools
-
     from qnb.errors import QnbTypeError
-    from qnb.kernel import Kernel
+    from qnb.kernel import Kernel, Launch
 
     if isinstance(launch, Kernel):
         return launch, (1, 1, 1)
-    if isinstance(launch, functools.partial) and isinstance(
-        getattr(launch.func, "__self__", None), Kernel
-    ):
-        return launch.func.__self__, tuple(launch.args[0])
+    if isinstance(launch, Launch):
+        return launch.kernel, launch.grid
     raise QnbTypeError(
         f"qnb.compare takes a launch, kernel[grid], or a kernel; not {type(launch).__name__}"
     )
@@ -269,43 +265,17 @@ def _copies(args) -> list:
 
 
 def _stored_arrays(kernel, args) -> list[str]:
-    """The array parameters the kernel stores to, in parameter order (remembered per
-    signature and captured values: lowering again costs milliseconds)."""
+    """The array parameters the kernel stores to, in parameter order (the kernel keeps
+    a launch's IR per signature and captured values: lowering again costs milliseconds)."""
     from qnb import ir
 
-    signature = kernel._fast_signature(args) or kernel._signature(args)[0]
-    key = (kernel.captures.snapshot(), signature)
-    known = kernel.__dict__.setdefault("_compare_stored", {})
-    if key not in known:
-        kernel_ir = kernel._lower_for(args)[0]
-        stored = ir.array_uses(kernel_ir)[1]
-        if len(known) > 64:
-            known.clear()
-        known[key] = [p.name for p in kernel_ir.params if p.name in stored]
-    return known[key]
-
-
-def _prepared(kernel, backend: str, args):
-    signature = kernel._fast_signature(args)
-    if signature is None:
-        signature, runtime_args = kernel._signature(args)
-    else:
-        runtime_args = list(args)
-    snapshot = kernel.captures.snapshot()
-    prepared = kernel._memo.get((backend, snapshot, signature))
-    if prepared is None:
-        prepared = kernel._prepare(backend, snapshot, signature)
-    return prepared, runtime_args
+    kernel_ir = kernel.specialize(*args).ir
+    stored = ir.array_uses(kernel_ir)[1]
+    return [p.name for p in kernel_ir.params if p.name in stored]
 
 
 def _run(kernel, backend: str, grid, args, extra=()) -> None:
-    from qnb.errors import QnbError
-
-    prepared, runtime_args = _prepared(kernel, backend, args)
-    try:
-        prepared.launcher(grid, [*runtime_args, *extra])
-    except QnbError as err:
-        raise kernel._locate(err, prepared.units) from None
+    kernel.specialize(*args, grid=grid, backend=backend).launch(args, extra)
 
 
 # --------------------------------------------------------------------------- arrays
@@ -326,6 +296,12 @@ def _agree(value, reference, rtol, atol) -> np.ndarray:
     rtol, atol = _tolerance(reference.dtype, rtol, atol)
     v, r = value.astype(np.float64), reference.astype(np.float64)
     return np.isclose(v, r, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def agree(value, reference, rtol=None, atol=None) -> np.ndarray:
+    """Elementwise: does ``value`` agree with ``reference`` as ``qnb.compare`` judges
+    (its default tolerances by dtype where ``rtol``/``atol`` are None)?"""
+    return _agree(value, reference, rtol, atol)
 
 
 def _difference(value, reference, rtol, atol) -> ArrayDifference:
@@ -390,7 +366,7 @@ def _first_divergence(
         words = probe.words_for([s.output for s in steps[: probe.STEP_BUDGET]])
         buffer = probe.new_buffer(words + 1)
         _run(
-            kernel._variant(probe=True),
+            kernel.variant(probe=True),
             name,
             grid,
             _copies(args),
@@ -451,19 +427,8 @@ def _where_else(kernel, grid, args) -> str:
 def _trace(kernel, grid, args, programs: range):
     """The cpu trace of ``programs`` (flat indices) alone, on a fresh copy of ``args``:
     programs are independent, so each one's steps are those of the whole launch."""
-    from qnb.backends import cpu
-    from qnb.errors import QnbError
-
     copies = _copies(args)
-    signature, runtime_args = kernel._signature(copies)
-    resolved = kernel._resolve()
-    kernel_ir = kernel._lower(signature, resolved)
-    try:
-        return cpu.trace(
-            kernel_ir, grid, runtime_args, kernel.parsed, resolved.parsed_units, programs
-        )
-    except QnbError as err:
-        raise kernel._locate(err, resolved.parsed_units, kernel_ir.units) from None
+    return kernel.specialize(*copies, grid=grid, backend="cpu").trace(copies, programs)
 
 
 def _first_storing(trace, masks) -> tuple[int, int, int] | None:
@@ -520,4 +485,4 @@ def _short(value, element) -> str:
     return repr(value.item()) if value.ndim == 0 else f"{value.shape} {value.dtype}"
 
 
-__all__ = ["ArrayDifference", "Comparison", "Divergence", "compare"]
+__all__ = ["ArrayDifference", "Comparison", "Divergence", "agree", "compare"]

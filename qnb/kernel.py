@@ -45,8 +45,8 @@ from qnb.frontend.parse import ParsedFunction, parse_function
 from qnb.frontend.reads import Recorder
 from qnb.frontend.semantics import unsupported_call_message
 from qnb.function import QnbFunction
-from qnb.languages import LANGUAGES, spoken
 from qnb.signature import Parameters, _param_node
+from qnb.specialization import Launch, Specialization, user_position
 
 CACHE_SCHEMA = 3  # 3: GPU artifacts say how many programs a workgroup/block runs
 
@@ -271,7 +271,13 @@ class Kernel(QnbFunction):
     decorator = "@qnb.kernel"
 
     @public
-    def __init__(self, fn, backend: str | None = None, options: Options | None = None):
+    def __init__(
+        self,
+        fn,
+        backend: str | None = None,
+        options: Options | None = None,
+        no_cache: bool = False,
+    ):
         self.parsed = parsed = parse_function(fn)
         if backend is not None:
             try:
@@ -294,6 +300,9 @@ class Kernel(QnbFunction):
         self._memo = _LaunchMemo()
         self._memo_generation = 0
         self._grids: dict = {}
+        self._no_cache = bool(no_cache)
+        # (snapshot, signature) -> (KernelIR, parsed units, checks): Specialization.ir
+        self._lowered: dict = {}
         functools.update_wrapper(self, fn)
 
     # ------------------------------------------------------------------ public
@@ -327,6 +336,19 @@ class Kernel(QnbFunction):
         self._backend = None if name == "auto" else name
 
     @property
+    def no_cache(self) -> bool:
+        """True when this kernel takes nothing from the kernel cache: each specialisation
+        it launches compiles anew the first time (its entry then replaces the cached one,
+        and this kernel's launch memo serves the later launches). ``%%qkernel
+        --no-cache`` sets it on the cell's kernels; other kernels are untouched."""
+        return self._no_cache
+
+    @no_cache.setter
+    def no_cache(self, value: bool) -> None:
+        self._no_cache = bool(value)
+        self._memo.clear()  # what it served came from the cache
+
+    @property
     def is_fully_annotated(self) -> bool:
         """True when every parameter's type is known without example arguments."""
         return self._parameters.is_fully_annotated
@@ -334,14 +356,14 @@ class Kernel(QnbFunction):
     def __repr__(self) -> str:
         return f"<qnb.kernel {self.parsed.qualname}>"
 
-    def __getitem__(self, grid):
+    def __getitem__(self, grid) -> Launch:
         launch = self._grids.get(grid) if isinstance(grid, int | tuple) else None
         if launch is None:
             try:
                 grid3 = self._grid(grid)
             except QnbError as err:  # (no @public here: this runs at every launch)
                 raise err.with_traceback(None) from None
-            launch = functools.partial(self._launch_over, grid3)
+            launch = Launch(self, grid3)
             if len(self._grids) < 64:
                 self._grids[grid] = launch
         return launch
@@ -354,14 +376,6 @@ class Kernel(QnbFunction):
         except QnbError as err:
             raise err.with_traceback(None) from None
 
-    def _launch_over(self, grid, *args, **kwargs):
-        """``k[grid](*args)``: a ``functools.partial`` of this with the grid (``qnb.compare``
-        reads the kernel and the grid from it)."""
-        try:  # (as in __call__: this frame is the one qnb frame a user sees)
-            return self._launch(grid, args, kwargs)
-        except QnbError as err:
-            raise err.with_traceback(None) from None
-
     @property
     def trace(self):
         """``kernel.trace[grid](*args)`` runs on the cpu backend and returns a ``qnb.Trace``."""
@@ -371,25 +385,55 @@ class Kernel(QnbFunction):
     def source(self, lang: str = "ir", *args) -> str:
         """The generated text for "cuda", "wgsl" or "ir" (args only where parameters are not
         fully annotated). Needs no device and no compiler."""
-        language = LANGUAGES.get(lang)
-        if language is None:
-            raise QnbTypeError(f"source() renders {spoken()}, not {lang!r}")
-        kernel_ir, parsed_units = self._lower_for(args)
-        if language.backend is None:
-            return ir.format_kernel(kernel_ir)
-        renderer = _backends.get(language.backend)
-        try:
-            return renderer.render(kernel_ir, self._options)
-        except QnbError as err:
-            raise self._locate(err, parsed_units, kernel_ir.units) from None
+        return self.specialize(*args).source(lang)
 
     @public
     def compile(self, *args, backend: str | None = None):
         """Compile (or load) now for ``backend``; returns the cache event. Example args are
         needed only where parameters are not fully annotated."""
-        name = backend or self._backend or _backends.current_name()
-        signature, _ = self._signature(self._example_args(args))
-        return self._prepare(name, self.captures.snapshot(), signature).event
+        return self.specialize(*args, backend=backend).compile()
+
+    @public
+    def specialize(self, *args, grid=1, backend: str | None = None) -> Specialization:
+        """What a launch ``k[grid](*args)`` on ``backend`` resolves (see
+        :class:`Specialization`): for tools built on a kernel. Arguments by position;
+        example arguments only where parameters are not fully annotated. ``backend``:
+        default the kernel's own, else the current one (``qnb.set_backend``)."""
+        grid3 = self._grid(grid)
+        name = backend or self._backend
+        if name is None or name == "auto":
+            name = _current_backend()
+        else:
+            try:
+                _backends.check_name(name)
+            except QnbError as err:
+                raise err.with_location(*self.parsed.position(self.parsed.tree)) from None
+        examples = self._example_args(args)
+        signature = self._fast_signature(examples) or self._signature(examples)[0]
+        return Specialization(self, grid3, name, signature, self.captures.snapshot())
+
+    @public
+    def variant(self, **options) -> Kernel:
+        """This kernel with other compile options (``debug``, ``fast_math``, ``threads``;
+        ``probe=True`` is ``qnb.compare``'s probe build): the same function, with a launch
+        memo and cache entries of its own (``options`` enters the key)."""
+        import copy
+        import dataclasses
+
+        try:
+            wanted = dataclasses.replace(self._options, **options)
+        except TypeError:
+            known = ", ".join(f.name for f in dataclasses.fields(Options))
+            message = f"a kernel's compile options are {known}; not {', '.join(options)}"
+            raise QnbTypeError(message) from None
+        variants = self.__dict__.setdefault("_variants", {})
+        found = variants.get(wanted)
+        if found is None:
+            found = variants[wanted] = copy.copy(self)
+            found._options, found._memo, found._grids = wanted, _LaunchMemo(), {}
+            found.__dict__.pop("_variants", None)  # (its lowered IR is shared: options do
+            # not change the IR, only what a backend makes of it)
+        return found
 
     # ------------------------------------------------------------------ launch path
 
@@ -500,18 +544,41 @@ class Kernel(QnbFunction):
             raise self.parsed.error(QnbTypeError, message, self.parsed.tree) from None
 
     def _lower_for(self, args):
-        signature, _ = self._signature(self._example_args(args))
-        resolved = self._resolve()
-        return self._lower(signature, resolved), resolved.parsed_units
+        specialization = self.specialize(*args)
+        return specialization.ir, specialization._units()
 
-    def _prepare(self, backend_name, snapshot, signature) -> _Prepared:
+    def _lowered_for(self, signature, snapshot, resolved: _Resolved):
+        """(IR, parsed units) of ``signature`` under the captured values ``snapshot`` (read
+        as ``resolved``), remembered while what lowering read past the names is unchanged:
+        the tools (compare, trace, bench) ask for one launch's IR again and again."""
+        found = self._lowered.get((snapshot, signature))
+        if found is not None and (not found[2] or _reads.recheck(found[2])):
+            return found[0], found[1]
+        recorder = resolved.recorder()
+        kernel_ir = self._lower(signature, resolved, recorder)
+        if len(self._lowered) >= 64:
+            self._lowered.clear()
+        self._lowered[(snapshot, signature)] = (kernel_ir, resolved.parsed_units, recorder.checks)
+        return kernel_ir, resolved.parsed_units
+
+    def _memo_hit(self, backend_name, snapshot, signature) -> _Prepared | None:
+        """The launch memo's entry, where it still serves (the cache not cleared since, and
+        nothing lowering read past the captured names changed)."""
+        if self._memo_generation != _cache().generation[0]:
+            return None
+        prepared = self._memo.get((backend_name, snapshot, signature))
+        if prepared is not None and prepared.checks and not _reads.recheck(prepared.checks):
+            return None
+        return prepared
+
+    def _prepare(self, backend_name, snapshot, signature, resolved=None) -> _Prepared:
         from qnb import cache
 
         try:
             backend = _backends.require(backend_name)
         except QnbError as err:  # unknown or unavailable here: shown at the kernel's def
             raise err.with_location(*self.parsed.position(self.parsed.tree)) from None
-        resolved = self._resolve()
+        resolved = resolved if resolved is not None else self._resolve()
         parsed_units = resolved.parsed_units
         components = self._key_components(backend, signature, resolved.captured, resolved.sources)
         key = cache.CacheKey(components)
@@ -556,6 +623,7 @@ class Kernel(QnbFunction):
             load,
             _evaluator(resolved),
             origin=f"{self.filename}:{self.firstlineno}",
+            force=NO_CACHE_REASON if self._no_cache else None,
         )
         if checks is None:  # compiled now: re-check what this compile read
             checks = recorders[0].checks
@@ -569,21 +637,6 @@ class Kernel(QnbFunction):
         self._memo[memo_key] = prepared
         cache.hold(key.digest, self._memo, memo_key)  # dropped with the launcher
         return prepared
-
-    def _variant(self, **options) -> Kernel:
-        """This kernel with other compile options (``probe=True`` for ``qnb.compare``): the
-        same function, its own memo and cache entries (``options`` enters the key)."""
-        import copy
-        import dataclasses
-
-        wanted = dataclasses.replace(self._options, **options)
-        variants = self.__dict__.setdefault("_variants", {})
-        found = variants.get(wanted)
-        if found is None:
-            found = variants[wanted] = copy.copy(self)
-            found._options, found._memo, found._grids = wanted, _LaunchMemo(), {}
-            found.__dict__.pop("_variants", None)
-        return found
 
     def _locate(self, err: QnbError, parsed_units: dict, ir_units=()) -> QnbError:
         """Give an error raised at an IR location the user's own file and line (one with
@@ -604,8 +657,7 @@ class Kernel(QnbFunction):
             unit_name = ir_units[loc.unit].qualname
         parsed = parsed_units.get(unit_name)
         if parsed is not None:
-            line = parsed.firstlineno + loc.line - 1
-            err.with_location(parsed.filename, line, loc.col + parsed.indent)
+            err.with_location(*user_position(parsed, loc))
         return err
 
 
@@ -617,6 +669,7 @@ def kernel(
     debug: bool = False,
     fast_math: bool = False,
     threads: int | None = None,
+    no_cache: bool = False,
 ):
     """Decorate a tile kernel: ``@qnb.kernel`` or ``@qnb.kernel(backend="wgpu", debug=True)``.
 
@@ -630,19 +683,25 @@ def kernel(
       machine (arguments only where parameters are not fully annotated).
     - ``k.trace[grid](*args)``: a ``qnb.Trace`` of every op of every program (cpu).
     - ``k.compile(*args, backend=...)``: compile without launching; the cache event.
+    - ``k.specialize(*args, grid=..., backend=...)``: what that launch resolves (its
+      signature, cache key, IR, launcher), a ``qnb.Specialization``, for tools.
 
     ``backend``: this kernel's backend, whatever ``qnb.set_backend`` says. ``debug``: the
     cpu backend's bounds checks on the GPU backends too. ``fast_math``: let NVRTC trade
     IEEE accuracy for speed (``--use_fast_math``; cuda only). ``threads``: the threads of
     one program on the GPU backends (a power of two up to 256; by default chosen from the
-    kernel's tile shapes), for tuning."""
+    kernel's tile shapes), for tuning. ``no_cache``: take nothing from the kernel cache
+    (each specialisation compiles anew on its first launch; see ``Kernel.no_cache``)."""
     options = Options(debug=debug, fast_math=fast_math, threads=threads)
 
     @public
     def wrap(f):
-        return Kernel(f, backend=backend, options=options)
+        return Kernel(f, backend=backend, options=options, no_cache=no_cache)
 
     return wrap(fn) if fn is not None else wrap
+
+
+NO_CACHE_REASON = "the kernel's no_cache option forces a compile"
 
 
 # ---------------------------------------------------------------------- helpers
@@ -764,19 +823,10 @@ class _TraceLauncher:
 
         @public
         def run(*args, **kwargs):
-            from qnb.backends import cpu
-
             k = self._kernel
             if kwargs:
                 args = k._positional(args, kwargs)
-            signature, runtime_args = k._signature(args)
-            resolved = k._resolve()
-            parsed_units = resolved.parsed_units
-            kernel_ir = k._lower(signature, resolved)
-            try:
-                return cpu.trace(kernel_ir, grid3, runtime_args, k.parsed, parsed_units)
-            except QnbError as err:
-                raise k._locate(err, parsed_units, kernel_ir.units) from None
+            return k.specialize(*args, grid=grid3, backend="cpu").trace(args)
 
         return run
 
@@ -785,4 +835,4 @@ class _TraceLauncher:
         return self[1](*args, **kwargs)
 
 
-__all__ = ["Kernel", "Func", "kernel", "func"]
+__all__ = ["Kernel", "Func", "Launch", "Specialization", "kernel", "func"]

@@ -249,7 +249,7 @@ def test_nan_and_inf_from_a_real_kernel_agree(wgpu):
 def _probe_run(kernel, backend, grid, args, flat=0):
     words = probe.new_buffer(1 << 20)
     copies = _copies(args)
-    _run(kernel._variant(probe=True), backend, grid, copies, extra=(words, flat))
+    _run(kernel.variant(probe=True), backend, grid, copies, extra=(words, flat))
     values, count = probe.decode(words)
     return copies, values, count
 

@@ -390,7 +390,11 @@ def _release(digest: str) -> None:
 
 
 def miss_reason(
-    kernel_name: str, key: CacheKey, forced: bool = False, rejected: str | None = None
+    kernel_name: str,
+    key: CacheKey,
+    forced: bool = False,
+    rejected: str | None = None,
+    force: str | None = None,
 ) -> tuple[str, list[Difference]]:
     """Why ``key`` missed: its differences from the closest earlier key of the same
     kernel (fewest differing components), or "first compile"."""
@@ -405,7 +409,7 @@ def miss_reason(
     if differences:
         return "; ".join(str(d) for d in differences), differences
     if forced:
-        return "QNB_ALWAYS_COMPILE=1 forces a compile", []
+        return force or "QNB_ALWAYS_COMPILE=1 forces a compile", []
     return "an entry with this key was cached earlier and is gone (cleared or evicted)", []
 
 
@@ -485,6 +489,7 @@ def get_or_compile_reading(
     load: Callable[[Any], Any],
     evaluate: Callable[[list], tuple[dict, list] | None],
     origin: str | None = None,
+    force: str | None = None,
 ) -> tuple[Any, CacheEvent, CacheKey, list]:
     """``get_or_compile`` for a key built before lowering (``pre_key``), when lowering may
     read more (see ``qnb.frontend.reads``).
@@ -497,9 +502,11 @@ def get_or_compile_reading(
     looks up the full key that gives. Lowering is a function of the pre-key's values and of
     the values it reads, so an entry found this way was compiled from the very values
     the live objects hold. Returns (launcher, event, full key, checks: (object, attribute,
-    form) for the launch memo to re-check). ``origin`` is as for ``get_or_compile``."""
+    form) for the launch memo to re-check). ``origin`` is as for ``get_or_compile``.
+    ``force``: why this lookup compiles whatever the cache holds (a kernel's own
+    ``no_cache``; ``QNB_ALWAYS_COMPILE=1`` forces every lookup), said as the reason."""
     start = time.perf_counter()
-    forced = store.always_compile()
+    forced = force is not None or store.always_compile()
     rejected = None
     if not forced:
         with _lock:
@@ -532,7 +539,9 @@ def get_or_compile_reading(
     artifact, recorded = compile()
     reads = [[label, path, attr] for label, (path, attr, _) in recorded.items()]
     key = with_reads(pre_key, {label: form for label, (_, _, form) in recorded.items()})
-    reason, differences = miss_reason(kernel_name, key, forced=forced, rejected=rejected)
+    reason, differences = miss_reason(
+        kernel_name, key, forced=forced, rejected=rejected, force=force
+    )
     launcher = load(artifact)
     store.save(kernel_name, backend_name, key, artifact, origin=origin)
     if reads:

@@ -45,6 +45,11 @@ class Py:
         return f"Py({self.value!r})"
 
 
+def is_number(value) -> bool:
+    """Whether a compile-time value (a ``Py``'s) is a Python number (bools count)."""
+    return isinstance(value, bool | int | float) and not isinstance(value, complex)
+
+
 def _stub_name(stub) -> str:
     return f"qnb.{getattr(stub, '__qualname__', repr(stub))}"
 

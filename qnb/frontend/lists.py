@@ -16,7 +16,7 @@ import ast
 
 from qnb import ir
 from qnb.errors import QnbIndexError, QnbTypeError
-from qnb.frontend.semantics import Py, is_number
+from qnb.frontend.bindings import Py, is_number
 
 
 class ListDisplay:

@@ -27,8 +27,8 @@ import numpy as np
 from qnb import ir, language
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32, is_dtype_like, promote
 from qnb.errors import QnbCaptureError, QnbTypeError
-from qnb.frontend import typing_rules
-from qnb.frontend.bindings import Py, Rule, check_bindings, language_stubs, rule
+from qnb.frontend import lists, typing_rules
+from qnb.frontend.bindings import Py, Rule, check_bindings, is_number, language_stubs, rule
 from qnb.frontend.typing_rules import I32_MAX, I32_MIN
 
 BINOPS = {
@@ -74,10 +74,6 @@ _UNARY_FOLD = {
     ast.Not: operator.not_,
     ast.Invert: operator.invert,
 }
-
-
-def is_number(value) -> bool:
-    return isinstance(value, bool | int | float) and not isinstance(value, complex)
 
 
 def plain_value(value):
@@ -755,8 +751,6 @@ def _builtin_minmax(op):
 def _builtin_len(builder, node, target, args, kwargs):
     if len(args) != 1:
         raise builder.error(QnbTypeError, "len() takes one array", node)
-    from qnb.frontend import lists  # (lists builds on this module)
-
     if isinstance(args[0], lists.StaticList | lists.ListDisplay):
         return Py(len(args[0]) if isinstance(args[0], lists.StaticList) else len(args[0].items))
     view = _array_arg(builder, args[0], node, "len()'s argument")

@@ -25,8 +25,8 @@ MIN_RUNS, MAX_RUNS = 3, 1000
 @dataclass(repr=False)
 class BenchResult:
     """What ``%qbench -o`` returns: ``times`` holds every timed run's seconds;
-    ``nbytes``/``flops`` are per launch (None: unknown); ``estimate`` says how they were
-    found. Its repr is a one-line summary (a notebook shows that, not a thousand times)."""
+    ``nbytes``/``flops`` are per launch (given, or counted from the kernel's IR by
+    ``qnb.cost``; None: unknown); ``estimate`` says what the count found. Its repr is a one-line summary (a notebook shows that, not a thousand times)."""
 
     expr: str
     backend: str | None
@@ -157,26 +157,33 @@ def bench(
         while len(times) < MAX_RUNS and (len(times) < MIN_RUNS or sum(times) < TARGET_SECONDS):
             times.append(once())
     estimate = ""
-    if backends and (nbytes is None or flops is None):  # estimates are for qnb launches only
-        kernel, args = _launch_parts(expr, namespace)
-        if not isinstance(kernel, qnb.Kernel):  # e.g. a function of the user's that launches
-            args = []
-        arrays = [a for a in args if hasattr(a, "nbytes") and hasattr(a, "shape")]
-        if nbytes is None and arrays:
-            nbytes = float(sum(a.nbytes for a in arrays))
-            estimate = "bytes: each array argument read or written once"
-        if flops is None and arrays and _has_matmul(kernel, args):
-            flops, how = _matmul_flops(arrays)
-            if how:
-                estimate = "; ".join(filter(None, [estimate, how]))
+    if backends and (nbytes is None or flops is None):  # counted for qnb launches only
+        counted = _launch_cost(expr, namespace, backends[-1])
+        if counted is not None:
+            nbytes = counted.bytes if nbytes is None else nbytes
+            flops = counted.flops if flops is None else flops
+            estimate = f"counted from the IR: {counted}"
     backend = backends[-1] if backends else None
     return BenchResult(expr.strip(), backend, times, nbytes, flops, estimate)
 
 
+def _launch_cost(expr: str, namespace: dict, backend: str):
+    """The FLOPs and bytes of the launch ``expr`` counted from its IR (``qnb.cost``), or
+    None where it is not a launch ``k[grid](...)`` / ``k(...)`` this can see."""
+    launch, args = _launch_parts(expr, namespace)
+    if not isinstance(launch, qnb.Kernel | qnb.Launch):  # e.g. a function that launches
+        return None
+    try:
+        return launch.specialize(*args, backend=backend).cost(args)
+    except qnb.QnbError:  # (the timed runs launched it: a refusal here is not the user's)
+        return None
+
+
 def _launch_parts(expr: str, namespace: dict) -> tuple[object, list]:
-    """The kernel and arguments (in parameter order) of a launch ``k[grid](a, b=b, ...)``
-    or ``k(a, b)``, evaluating only names, attributes and constants (nothing with side
-    effects)."""
+    """The launch (``k[grid]``, or ``k``) and the arguments (in parameter order) of
+    ``k[grid](a, b=b, ...)`` or ``k(a, b)``. Only names, attributes and constants are
+    evaluated, and the grid of a kernel's launch (which every timed run evaluated too):
+    nothing else with side effects."""
     try:
         tree = ast.parse(expr.strip(), mode="eval").body
     except SyntaxError:
@@ -194,36 +201,14 @@ def _launch_parts(expr: str, namespace: dict) -> tuple[object, list]:
 
     try:
         kernel = value_of(callee)
+        if isinstance(tree.func, ast.Subscript) and isinstance(kernel, qnb.Kernel):
+            kernel = value_of(tree.func)  # k[grid]: a qnb.Launch
         args = [value_of(node) for node in tree.args]
         keywords = {keyword.arg: value_of(keyword.value) for keyword in tree.keywords}
     except Exception:
         return None, []
-    names = getattr(kernel, "param_names", None)
+    target = kernel.kernel if isinstance(kernel, qnb.Launch) else kernel
+    names = getattr(target, "param_names", None)
     if keywords and isinstance(names, list) and set(keywords) <= set(names[len(args) :]):
         args += [keywords.pop(name) for name in names[len(args) :] if name in keywords]
     return kernel, args + list(keywords.values())  # (left over: counted, not ordered)
-
-
-def _has_matmul(kernel, args) -> bool:
-    """Whether the kernel's IR (``kernel.source("ir", *args)``) has a matrix product."""
-    try:
-        text = kernel.source("ir", *args).lower()
-    except Exception:  # not a kernel, or its IR cannot be rendered for these arguments
-        return False
-    return "matmul" in text or "mma" in text
-
-
-def _matmul_flops(arrays) -> tuple[float | None, str]:
-    """2·M·N·K when three 2-D arguments have the shapes of C[M,N] = A[M,K] @ B[K,N]."""
-    mats = [a for a in arrays if len(a.shape) == 2]
-    for a in mats:
-        for b in mats:
-            for c in mats:
-                if a is b or b is c or a is c:
-                    continue
-                (m, k), (k2, n), (m2, n2) = a.shape, b.shape, c.shape
-                if k == k2 and m == m2 and n == n2:
-                    return 2.0 * m * n * k, (
-                        f"flops: 2·{m}·{n}·{k}, from the shapes of a matrix product"
-                    )
-    return None, ""

@@ -15,7 +15,6 @@ import importlib
 import inspect
 import itertools
 import linecache
-import os
 import shlex
 import warnings
 
@@ -66,7 +65,8 @@ class QnbMagics(Magics):
     @argument(
         "--no-cache",
         action="store_true",
-        help="compile even if the kernel cache has an entry (QNB_ALWAYS_COMPILE=1)",
+        help="the cell's kernels compile anew, whatever the kernel cache holds (their "
+        "no_cache option; other kernels, and the environment, are left alone)",
     )
     @argument(
         "--cache-detail",
@@ -106,7 +106,7 @@ class QnbMagics(Magics):
         filename = self._register_cell(cell)
         try:
             with self._cell_settings(args):
-                ran = self._run_cell(cell, filename, args.backend)
+                ran = self._run_cell(cell, filename, args.backend, args.no_cache)
                 failures = [ran.error] if ran.error is not None else []
                 for name, value in ran.functions.items():
                     if isinstance(value, FailedDefinition):
@@ -149,13 +149,12 @@ class QnbMagics(Magics):
         with contextlib.ExitStack() as stack:
             if args.backend:
                 stack.enter_context(qnb.backend(args.backend))
-            if args.no_cache:
-                stack.enter_context(_environment("QNB_ALWAYS_COMPILE", "1"))
             yield
 
-    def _run_cell(self, cell: str, filename: str, backend: str | None) -> _CellRun:
+    def _run_cell(self, cell: str, filename: str, backend: str | None, no_cache=False) -> _CellRun:
         """Run the cell in the user namespace; make its plain functions kernels (on
-        ``backend`` by default, if given). Returns the value of a final expression (shown
+        ``backend`` by default, if given; ``no_cache``: each kernel of the cell takes
+        nothing from the kernel cache). Returns the value of a final expression (shown
         as the cell's result), the kernels the cell defines and the error that stopped
         its code, if one did. A function whose definition fails is bound to a
         FailedDefinition (the kernels it defined before such an error are kept)."""
@@ -180,9 +179,9 @@ class QnbMagics(Magics):
                 if name is not None:
                     failed[name] = namespace[name] = FailedDefinition(name, err)
                     show_error(err)  # at the definition: the line and caret say it all
-            functions = _make_kernels(defined, namespace, filename, backend, failed)
+            functions = _make_kernels(defined, namespace, filename, backend, failed, no_cache)
             return _CellRun(None, functions, err)  # (the kernels defined before the error)
-        functions = _make_kernels(defined, namespace, filename, backend, failed)
+        functions = _make_kernels(defined, namespace, filename, backend, failed, no_cache)
         result = None
         if last is not None and not failed:  # (it may use a function that failed)
             expression = ast.Expression(last.value)
@@ -206,7 +205,8 @@ class QnbMagics(Magics):
                 )
             return
         # Inside qnb.backend(-b): a kernel's own backend (from its decorator) still wins.
-        event = kernel.compile()
+        specialization = kernel.specialize()
+        event = specialization.compile()
         if event is None:
             print(f"{name}: compiled")
             return
@@ -214,7 +214,7 @@ class QnbMagics(Magics):
         if args.cache_detail:
             print("  " + event_detail(event).replace("\n", "\n  "))
         for language in args.show:
-            display(GeneratedSource(name, language, kernel.source(language)))
+            display(GeneratedSource(name, language, specialization.source(language)))
 
     # ------------------------------------------------------------------------------ qcache
 
@@ -429,7 +429,7 @@ class FailedDefinition(QnbFunction):
 
     __call__ = _raise
     __getitem__ = _raise
-    source = compile = _raise
+    source = compile = specialize = _raise
 
     @property
     def trace(self):
@@ -459,11 +459,12 @@ class FailedDefinition(QnbFunction):
         return f"<{self.name}: definition failed ({type(err).__name__}{where})>"
 
 
-def _make_kernels(names, namespace, filename, backend, failed) -> dict:
+def _make_kernels(names, namespace, filename, backend, failed, no_cache=False) -> dict:
     """Make the cell's plain functions ``names`` kernels (on ``backend`` by default, if
-    given). Returns the cell's kernels and failed definitions (``failed``, and those of
-    the functions that could not be made kernels, now bound to a FailedDefinition) by
-    name, in the cell's order; names the cell's code did not reach are left out."""
+    given; ``no_cache``: set on each, decorated ones too). Returns the cell's kernels and
+    failed definitions (``failed``, and those of the functions that could not be made
+    kernels, now bound to a FailedDefinition) by name, in the cell's order; names the
+    cell's code did not reach are left out."""
     functions = {}
     for name in dict.fromkeys(names):
         value = namespace.get(name)
@@ -483,6 +484,8 @@ def _make_kernels(names, namespace, filename, backend, failed) -> dict:
         if _is_kernel(value):
             if backend and value.backend is None:
                 value.backend = backend  # -b is the default of decorated kernels too
+            if no_cache:
+                value.no_cache = True
             functions[name] = value
     return functions
 
@@ -622,19 +625,6 @@ def _from_frame_of(exc: BaseException, filename: str, shell) -> None:
             exc._render_traceback_ = functools.partial(
                 shell.InteractiveTB.structured_traceback, type(exc), exc, tb
             )
-
-
-@contextlib.contextmanager
-def _environment(name: str, value: str):
-    previous = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
 
 
 _HELP = ("-h", "--help")

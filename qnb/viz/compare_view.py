@@ -27,12 +27,12 @@ def _marks(bad: np.ndarray) -> list[dict]:
 
 
 def _differing(value, expected) -> np.ndarray:
-    from qnb.compare import _agree
+    from qnb.compare import agree
 
     value, expected = np.asarray(value), np.asarray(expected)
     if value.shape != expected.shape:
         return np.ones(expected.shape, bool)
-    return ~_agree(value, expected.astype(value.dtype), None, None)
+    return ~agree(value, expected.astype(value.dtype), None, None)
 
 
 def _difference(value, expected) -> np.ndarray:
@@ -135,7 +135,7 @@ class CompareView(QnbWidget):
 
     @staticmethod
     def _maps(comparison) -> list[dict]:
-        from qnb.compare import _agree
+        from qnb.compare import agree
 
         out = []
         for name, per_backend in comparison.arrays.items():
@@ -143,7 +143,7 @@ class CompareView(QnbWidget):
             for backend in comparison.backends[1:]:
                 record = per_backend[backend]
                 value = comparison.results[backend][name]
-                bad = ~_agree(value, reference, record.rtol, record.atol)
+                bad = ~agree(value, reference, record.rtol, record.atol)
                 shown, steps = arrays.downsampled(bad.astype(np.int32))
                 state = {
                     "name": f"{name} on {backend}",
