@@ -31,15 +31,23 @@ class Touch(NamedTuple):
     c1: np.ndarray
 
 
+class StepLimit(Exception):
+    """A program has recorded the ``max_steps`` a recorder was given: the run stops."""
+
+
 class Recorder(Observer):
     """Records every assignment and store of the programs ``programs`` (flat indices of
     ``grid``) run by one executor; ``arrays`` are the launch's array arguments, in their
-    own shapes (their contents at launch are kept before the run)."""
+    own shapes (their contents at launch are kept before the run). With ``max_steps``,
+    :class:`StepLimit` is raised once a program has recorded that many steps."""
 
     sees_every_value = True
 
-    def __init__(self, kernel: ir.KernelIR, grid, parsed_units, programs: range, arrays):
+    def __init__(
+        self, kernel: ir.KernelIR, grid, parsed_units, programs: range, arrays, max_steps=None
+    ):
         self.kernel = kernel
+        self.max_steps = max_steps
         self.grid = tuple(grid)
         self.units = parsed_units
         self.arrays = arrays
@@ -182,6 +190,8 @@ class Recorder(Observer):
                     tick=self.tick,
                 )
             )
+            if self.max_steps is not None and len(steps) >= self.max_steps:
+                raise StepLimit
 
     def shown(self, name: str) -> str:
         """The name a trace shows for an IR local: the user's, not the inlined func's
@@ -267,4 +277,4 @@ def _plain(value):
     return np.array(value)
 
 
-__all__ = ["Recorder", "Touch"]
+__all__ = ["Recorder", "StepLimit", "Touch"]
