@@ -66,6 +66,7 @@ class Recorder(Observer):
         for flat in programs:
             program = (flat % grid[0], (flat // grid[0]) % grid[1], flat // (grid[0] * grid[1]))
             self.steps[program] = []
+        self.loops_around = _loops_around(kernel.body)
 
     def trace(self, parsed) -> Trace:
         """The trace of the run (``parsed``: the kernel's parsed source)."""
@@ -171,6 +172,10 @@ class Recorder(Observer):
     def record(self, stmt, op, target, inputs, value, reads, writes):
         filename, lineno, text = self.where(stmt.loc)
         self.tick += 1
+        loops = {
+            self.shown(var): self.executor.variable(var)
+            for var in self.loops_around.get(id(stmt), ())
+        }
         for lane in self.executor.active_lanes():
             program = self.executor.program(lane)
             steps = self.steps[program]
@@ -188,6 +193,7 @@ class Recorder(Observer):
                     reads=self.regions(reads or [], lane),
                     writes=self.regions(writes, lane),
                     tick=self.tick,
+                    loops={name: int(_lane(v, lane)) for name, v in loops.items()},
                 )
             )
             if self.max_steps is not None and len(steps) >= self.max_steps:
@@ -234,6 +240,23 @@ class Recorder(Observer):
         if array.size < 2**31:
             index = index.astype(np.int32)
         self.writes.append(ArrayWrite(self.tick, touch.param, index, values))
+
+
+def _loops_around(body, outer=()) -> dict[int, tuple[str, ...]]:
+    """For each statement (by ``id``) inside ``for`` loops, their variables, outermost
+    first."""
+    found = {}
+    for stmt in body:
+        if outer:
+            found[id(stmt)] = outer
+        if isinstance(stmt, ir.For):
+            found.update(_loops_around(stmt.body, (*outer, stmt.var)))
+        elif isinstance(stmt, ir.If):
+            found.update(_loops_around(stmt.then_body, outer))
+            found.update(_loops_around(stmt.else_body, outer))
+        elif isinstance(stmt, ir.While):
+            found.update(_loops_around(stmt.body, outer))
+    return found
 
 
 def _op_name(value: ir.Expr) -> str:
