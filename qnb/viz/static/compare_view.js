@@ -26,6 +26,7 @@ function qnbMapCodes(m) {
 function qnbMapTicks(m, width, height, cellW, cellH) {
   const k = m.pool;
   const box = qnbElement("div", "qnb-axes");
+  box.style.width = "max-content";  // (the labels' column as wide as its labels)
   const top = qnbElement("div", "qnb-ticks-top");
   top.style.width = `${width}px`;
   for (const j of m.col_ticks) {
