@@ -44,10 +44,9 @@ def _pooled(codes: np.ndarray, k: int) -> np.ndarray:
 def mismatch_map(comparison, array: str, backend: str) -> dict:
     """The synced state of one stored array's mismatch map on one backend: every
     differing element, coloured by whether the backend is closer to exact there than the
-    reference (``CLOSER``) or farther (``FARTHER``), at any array size. ``marks`` (up to
-    :data:`MAX_RINGS`) are the elements ringed, with their values; past that many, the
-    pooled image (``data``: each pixel the largest code of the elements it covers)
-    shows them alone."""
+    reference (``CLOSER``) or farther (``FARTHER``), at any array size (see
+    :func:`coded_map`); each mark carries the reference's, the backend's and the exact
+    value."""
     from qnb.compare import _abs_difference, _agree
 
     record = comparison.arrays[array][backend]
@@ -58,48 +57,55 @@ def mismatch_map(comparison, array: str, backend: str) -> dict:
     near = _agree(value, np.asarray(exact).astype(reference.dtype), record.rtol, record.atol)
     closer = (_abs_difference(value, exact) <= _abs_difference(reference, exact)) | near
     codes = np.where(differing, np.where(closer, CLOSER, FARTHER), AGREES).astype(np.int32)
+    state = coded_map(codes, [reference, value, exact])
+    state.update(
+        name=f"{array} on {backend}",
+        array=array,
+        backend=backend,
+        reference=comparison.backends[0],
+        mismatches=record.mismatches,
+        closer=int(np.count_nonzero(codes == CLOSER)),
+        farther=int(np.count_nonzero(codes == FARTHER)),
+    )
+    state["title"] = map_title(state)
+    return state
+
+
+def coded_map(codes: np.ndarray, values=()) -> dict:
+    """A map of an array whose elements carry codes (0: nothing to see; 1, 2: marked),
+    drawn whole at any size: its 2-D view (``rows``, ``cols``; 1-D as a row, 3-D slabs
+    stacked), ``pool`` elements a side per pixel past :data:`MAP_PX`, each pixel's size
+    (``cell``), index labels a label's width apart (``row_ticks``, ``col_ticks``) and the
+    ``marks`` to ring (up to :data:`MAX_RINGS`: ``[i, j, code, *values there]``); past
+    that many, the pooled image (``data``: each pixel the largest code of the elements
+    it covers) shows them alone."""
+    full_shape = list(np.shape(codes))
     codes = _as_map(codes)
     rows, cols = codes.shape
     k = max(1, -(-max(rows, cols) // MAP_PX))
     pooled = _pooled(codes, k)
     cell = max(1, min(MAX_CELL_PX, MAP_PX // max(pooled.shape)))
-    cell_w = (
-        max(cell, -(-THIN_MAP_PX // pooled.shape[1]))
-        if pooled.shape[1] * cell < THIN_MAP_PX
-        else cell
-    )
-    cell_h = (
-        max(cell, -(-THIN_MAP_PX // pooled.shape[0]))
-        if pooled.shape[0] * cell < THIN_MAP_PX
-        else cell
+    cell_w, cell_h = (
+        max(cell, -(-THIN_MAP_PX // n)) if n * cell < THIN_MAP_PX else cell
+        for n in (pooled.shape[1], pooled.shape[0])
     )
     found = np.argwhere(codes != AGREES)
-    flat_value, flat_reference = _as_map(np.asarray(value)), _as_map(np.asarray(reference))
-    flat_exact = _as_map(np.asarray(exact))
+    shown = [_as_map(np.asarray(v)) for v in values]
     marks = [
-        [int(i), int(j), int(codes[i, j])]
-        + [float(x[i, j]) for x in (flat_reference, flat_value, flat_exact)]
+        [int(i), int(j), int(codes[i, j])] + [float(v[i, j]) for v in shown]
         for i, j in found[:MAX_RINGS]
     ]
     state = {
-        "name": f"{array} on {backend}",
-        "array": array,
-        "backend": backend,
-        "reference": comparison.backends[0],
-        "full_shape": list(np.shape(value)),
+        "full_shape": full_shape,
         "rows": rows,
         "cols": cols,
         "pool": k,
         "cell": [cell_h, cell_w],
-        "mismatches": record.mismatches,
-        "closer": int(np.count_nonzero(codes == CLOSER)),
-        "farther": int(np.count_nonzero(codes == FARTHER)),
         "marks": marks,
         "row_ticks": static_render.map_ticks(rows, cell_h / k) if rows > 1 else [],
         "col_ticks": static_render.map_ticks(cols, cell_w / k),
-        "slab_rows": int(np.shape(value)[1]) if np.ndim(value) == 3 else 0,
+        "slab_rows": full_shape[1] if len(full_shape) == 3 else 0,
     }
-    state["title"] = map_title(state)
     if len(found) > MAX_RINGS:
         state.update(arrays.encode(pooled))  # (past MAX_RINGS, the pixels show them)
     return state

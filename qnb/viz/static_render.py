@@ -331,12 +331,20 @@ def map_ticks(n: int, element_px: float, gap_px: float = 48) -> list[int]:
     return list(range(0, n, step))
 
 
-def draw_mismatch_map(ax, state: dict, pooled: np.ndarray) -> None:
-    """Draw a mismatch map (``qnb.viz.compare_view.mismatch_map``) into a matplotlib
-    Axes: the array's elements grey, each differing one filled in its colour (orange:
-    the backend is at least as close to exact as the reference there; red: farther) and,
-    up to the map's ``marks``, ringed so that one element shows on a map of any size;
-    index labels at least a label's width apart; a legend."""
+# What a mismatch map's codes mean (the legend of qnb.compare's maps).
+COMPARE_LEGEND = (
+    (1, "differs, at least as close to exact"),
+    (2, "differs, farther from exact"),
+    (0, "agrees within tolerance"),
+)
+
+
+def draw_mismatch_map(ax, state: dict, pooled: np.ndarray, legend=COMPARE_LEGEND) -> None:
+    """Draw a map of marked elements (``qnb.viz.compare_view.coded_map``: a mismatch map,
+    or a puzzle's wrong elements) into a matplotlib Axes: the array's elements grey,
+    each marked one filled in its code's colour (1: orange, 2: red) and, up to the map's
+    ``marks``, ringed so that one element shows on a map of any size; index labels at
+    least a label's width apart; a legend of ``(code, text)`` pairs."""
     from matplotlib.colors import ListedColormap
     from matplotlib.lines import Line2D
 
@@ -358,37 +366,20 @@ def draw_mismatch_map(ax, state: dict, pooled: np.ndarray) -> None:
             ax.scatter(j, i, s=60, facecolors="none", edgecolors=MAP_COLOURS[code], linewidths=1.5)
     ax.set_title(state["title"], fontsize=7, family="monospace")
     _map_ticks(ax, state, rows, cols)
+    symbols = {0: ("s", MAP_COLOURS[0], "#999"), 1: ("o", "none", MAP_COLOURS[1])}
+    symbols[2] = ("o", "none", MAP_COLOURS[2])
     handles = [
         Line2D(
             [],
             [],
-            marker="o",
+            marker=symbols[code][0],
             linestyle="",
-            markerfacecolor="none",
+            markerfacecolor=symbols[code][1],
+            markeredgecolor=symbols[code][2],
             markersize=7,
-            markeredgecolor=MAP_COLOURS[1],
-            label="differs, at least as close to exact",
-        ),
-        Line2D(
-            [],
-            [],
-            marker="o",
-            linestyle="",
-            markerfacecolor="none",
-            markersize=7,
-            markeredgecolor=MAP_COLOURS[2],
-            label="differs, farther from exact",
-        ),
-        Line2D(
-            [],
-            [],
-            marker="s",
-            linestyle="",
-            markerfacecolor=MAP_COLOURS[0],
-            markeredgecolor="#999",
-            markersize=7,
-            label="agrees within tolerance",
-        ),
+            label=text,
+        )
+        for code, text in legend
     ]
     ax.legend(
         handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False
