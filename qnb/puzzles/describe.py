@@ -65,24 +65,27 @@ def unwritten_region(name: str, unwritten: np.ndarray) -> str:
     )
 
 
-def wrong(name, got, want, wrong_mask, unwritten, index, program, line) -> str:
-    """The sentence for wrong results in output ``name``."""
+def wrong(name, got, want, wrong_mask, unwritten, owners=None) -> str:
+    """The sentence for wrong results in output ``name``: the first element stored
+    wrong (C order), the program and line that stored it (``owners``: per element the
+    program, -1s where none stored, and the line; None where unknown), and the region no
+    program wrote."""
     wrong_count = int(wrong_mask.sum())
     not_written = int(unwritten.sum())
     if not_written == wrong_count:
         return f"no program wrote {unwritten_region(name, unwritten)}."
     stored = wrong_count - not_written
-    where = _index(name, index)
-    who = f", stored by program {program} at line {line}" if program is not None else ""
-    if unwritten[index]:  # (the first wrong one is unwritten, others are stored wrong)
-        first = tuple(int(i) for i in np.argwhere(wrong_mask & ~unwritten)[0])
-        where, who = _index(name, first), ""
-        index = first
+    index = tuple(int(i) for i in np.argwhere(wrong_mask & ~unwritten)[0])
+    who = ""
+    if owners is not None and owners[0][index][0] >= 0:
+        program = tuple(int(p) for p in owners[0][index])
+        who = f", stored by program {program} at line {int(owners[1][index])}"
+    value = f"{_spell(got[index])} where {_spell(want[index])} is expected{who}"
     text = (
-        f"{where} is {_spell(got[index])} where {_spell(want[index])} is expected{who}"
+        f"{_index(name, index)} is {value}"
         if stored == 1
         else f"{_plural(stored, 'element')} of {name} hold wrong values; the first, "
-        f"{where}, is {_spell(got[index])} where {_spell(want[index])} is expected{who}"
+        f"{_index(name, index)}, is {value}"
     )
     if not_written:
         text += f", and no program wrote {unwritten_region(name, unwritten)}"

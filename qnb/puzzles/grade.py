@@ -178,7 +178,7 @@ def _wrong(puzzle, kernel, backend, case, grid, args, name, got, want, wrong) ->
         program = None if unwritten[index] else tuple(int(p) for p in programs[index])
         line = None if unwritten[index] else int(lines[index])
     unwritten &= wrong
-    sentence = describe.wrong(name, got, want, wrong, unwritten, index, program, line)
+    sentence = describe.wrong(name, got, want, wrong, unwritten, owners)
     return Grade(
         puzzle.name,
         backend,
