@@ -23,7 +23,7 @@ STAMP  := $(VENV)/.qnb-installed
 RUNTIME_DIR := $(CURDIR)/build/xdg-runtime
 RUN_ENV := XDG_RUNTIME_DIR=$(RUNTIME_DIR)
 
-NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard notebooks/puzzles/*.ipynb))
 
 # The tests and the notebooks run on pytest-xdist workers, one per CPU (TEST_WORKERS=1:
 # in this process, one after another). The tests: --dist loadgroup, where tests/conftest.py

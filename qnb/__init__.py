@@ -92,8 +92,8 @@ def to_device(array, backend: str | None = None) -> DeviceArray:
 
 
 def __getattr__(name):
-    # qnb.cache and qnb.viz load on first use, so `import qnb` stays light.
-    if name in ("cache", "viz", "magics"):
+    # qnb.cache, qnb.viz and qnb.puzzles load on first use, so `import qnb` stays light.
+    if name in ("cache", "viz", "magics", "puzzles"):
         import importlib
 
         module = importlib.import_module(f"qnb.{name}")

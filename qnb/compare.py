@@ -11,16 +11,14 @@ differs is the divergence: its op, its line, its first differing element.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from qnb.errors import public
+from qnb.errors import QnbTypeError, caller_position, public
 
 # Default tolerances by dtype (contract): rtol = atol = these; integers and bools exact.
 TOLERANCES = {"float16": 1e-2, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-12}
-# Programs one cpu trace records at a time while looking for the program to probe.
-_TRACE_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,14 @@ class ArrayDifference:
     ``max_abs``/``max_rel``: the largest absolute and relative difference (``inf`` where
     one side is NaN or infinite and the other not); ``mismatches``: how many elements lie
     outside tolerance; ``first_index``: the first of them in C order (an index tuple),
-    or None."""
+    or None.
+
+    Against the exact result (the kernel run on cpu in f64, see :mod:`qnb.exact`):
+    ``max_error``, the largest ``|value - exact|`` over the array (``inf`` where one of
+    them is NaN or infinite and the other not); ``closer``, True when at every element
+    outside tolerance the value is at least as close to exact as the reference's (so
+    always True for the reference's own record); ``farther``, how many of those elements
+    are farther from exact than the reference's."""
 
     max_abs: float
     max_rel: float
@@ -38,13 +43,18 @@ class ArrayDifference:
     first_index: tuple[int, ...] | None
     rtol: float = 0.0
     atol: float = 0.0
+    max_error: float = 0.0
+    closer: bool = True
+    farther: int = 0
 
     def __repr__(self) -> str:
+        error = f"max_error={self.max_error:.3g}"
         if not self.mismatches:
-            return f"<agrees: max_abs={self.max_abs:.3g}>"
+            return f"<agrees: max_abs={self.max_abs:.3g}, {error}>"
+        side = "closer to exact" if self.closer else f"farther from exact at {self.farther}"
         return (
             f"<{self.mismatches} mismatches, first at {self.first_index}: "
-            f"max_abs={self.max_abs:.3g}, max_rel={self.max_rel:.3g}>"
+            f"max_abs={self.max_abs:.3g}, max_rel={self.max_rel:.3g}, {error}, {side}>"
         )
 
 
@@ -95,37 +105,106 @@ class Comparison:
     filename: str = ""
     firstlineno: int = 1
     source_lines: list[str] = field(default_factory=list, repr=False)
+    # "equal", "rounding" (every backend that differs is at least as close to exact as
+    # the reference wherever it differs) or "different"
+    verdict: str = "equal"
+    # the exact result of each stored array (f64; qnb.exact), for views
+    exact: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def summary(self) -> list[str]:
-        """One line per backend: the reference, then each one's agreement."""
-        lines = [f"{self.backends[0]}: reference"]
-        for name in self.backends[1:]:
-            bad = {a: d[name] for a, d in self.arrays.items() if d[name].mismatches}
-            if not bad:
-                worst = max((d[name].max_abs for d in self.arrays.values()), default=0.0)
-                lines.append(f"{name}: equal (max abs difference {worst:.3g})")
-                continue
-            parts = [
-                f"{a}: {d.mismatches} mismatches, first at {d.first_index}, max abs {d.max_abs:.3g}"
-                for a, d in bad.items()
-            ]
-            text = f"{name}: differs ({'; '.join(parts)})"
-            found = self.first_divergence
-            if found is not None and found.backend == name:
-                if found.step is not None:
-                    text += f"; first at line {found.line} ({found.op}), element {found.element}"
-                    text += f" of program {found.program}"
-                else:
-                    text += f"; {found.reason}"
-            lines.append(text)
-        return lines
+        """One line per backend: the reference, then each one's agreement and which side
+        is closer to the exact result."""
+        return [_reference_line(self), *(_backend_line(self, name) for name in self.backends[1:])]
+
+    def verdict_text(self) -> str:
+        """The verdict and which side is closer to exact: ``equal``, ``rounding (wgpu
+        is closer to exact than cpu)``, ``different (wgpu is farther from exact than
+        cpu)``."""
+        return _verdict_text(self)
 
     def __repr__(self) -> str:
-        state = "equal" if self.equal else "different"
-        return f"<qnb.Comparison of {self.kernel_name!r} on {', '.join(self.backends)}: {state}>"
+        text = f"<qnb.Comparison of {self.kernel_name!r} on {', '.join(self.backends)}: "
+        return text + self.verdict_text() + ">"
 
     def _repr_pretty_(self, printer, cycle) -> None:
         printer.text(repr(self) + "\n" + "\n".join("  " + s for s in self.summary()))
+
+
+def _differing_backends(comparison) -> list[str]:
+    return [
+        name
+        for name in comparison.backends[1:]
+        if any(per[name].mismatches for per in comparison.arrays.values())
+    ]
+
+
+def _verdict_text(comparison) -> str:
+    """``equal``; ``rounding (wgpu is closer to exact than cpu)``; ``different (wgpu is
+    farther from exact than cpu)``."""
+    reference = comparison.backends[0]
+    differing = _differing_backends(comparison)
+    if not differing:
+        return comparison.verdict
+    closer = [b for b in differing if _closer(comparison, b)]
+    farther = [b for b in differing if b not in closer]
+    parts = []
+    if closer:
+        parts.append(f"{' and '.join(closer)} {_are(closer)} closer to exact than {reference}")
+    if farther:
+        parts.append(f"{' and '.join(farther)} {_are(farther)} farther from exact than {reference}")
+    return f"{comparison.verdict} ({'; '.join(parts)})"
+
+
+def _are(names) -> str:
+    return "is" if len(names) == 1 else "are"
+
+
+def _closer(comparison, backend: str) -> bool:
+    return all(per[backend].closer for per in comparison.arrays.values())
+
+
+def _worst(comparison, backend: str, attribute: str) -> float:
+    return max(
+        (getattr(per[backend], attribute) for per in comparison.arrays.values()), default=0.0
+    )
+
+
+def _reference_line(comparison) -> str:
+    reference = comparison.backends[0]
+    error = _worst(comparison, reference, "max_error")
+    return f"{reference}: reference (max error {error:.3g} from exact)"
+
+
+def _backend_line(comparison, name: str) -> str:
+    reference = comparison.backends[0]
+    error = _worst(comparison, name, "max_error")
+    bad = {a: per[name] for a, per in comparison.arrays.items() if per[name].mismatches}
+    if not bad:
+        worst = _worst(comparison, name, "max_abs")
+        return f"{name}: equal (max abs difference {worst:.3g}; max error {error:.3g} from exact)"
+    reference_error = _worst(comparison, reference, "max_error")
+    parts = [
+        f"{a}: {d.mismatches} mismatches, first at {d.first_index}, max abs {d.max_abs:.3g}"
+        for a, d in bad.items()
+    ]
+    if _closer(comparison, name):
+        side = f"rounding, closer to exact than {reference}"
+    else:
+        count = sum(d.farther for d in bad.values())
+        total = sum(d.mismatches for d in bad.values())
+        side = f"differs, farther from exact than {reference} at {count} of {total}"
+    text = (
+        f"{name}: {side} ({'; '.join(parts)}; max error {error:.3g} from exact, "
+        f"{reference}'s {reference_error:.3g})"
+    )
+    found = comparison.first_divergence
+    if found is not None and found.backend == name:
+        if found.step is not None:
+            text += f"; first at line {found.line} ({found.op}), element {found.element}"
+            text += f" of program {found.program}"
+        else:
+            text += f"; {found.reason}"
+    return text
 
 
 @public
@@ -145,8 +224,18 @@ def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) ->
       Elements agree as ``numpy.isclose(value, reference, rtol, atol, equal_nan=True)``
       says: NaN equals NaN, ±inf equals itself and no finite number. Default tolerances:
       ``rtol = atol =`` 1e-2 for f16 and bf16, 1e-5 for f32, 1e-12 for f64; integers and
-      bools exact. Passing only ``rtol`` (or ``atol``) keeps the other's default.
-    - ``.first_divergence``: None when equal; else the backend, the ``program`` (default:
+      bools exact. Passing only ``rtol`` (or ``atol``) keeps the other's default; each
+      is None or a number >= 0 (a negative one, NaN or a non-number is refused).
+    - Beside the reference, the **exact** result: the kernel run on cpu with every
+      floating-point value held in f64 (``qnb.exact`` says what that means and where it
+      is not exact; for an f64 kernel, the reference itself). Each record has
+      ``max_error`` (the largest ``|value - exact|``; the reference has its own record)
+      and ``closer`` (True when, at every element outside tolerance, the value is at
+      least as close to exact as the reference's).
+    - ``.verdict``: ``"equal"``; ``"rounding"`` (not equal, but wherever a backend
+      differs it is at least as close to exact as the reference: summation order or
+      reassociation, not a wrong answer); or ``"different"``.
+    - ``.first_divergence``: None when equal; else (for ``"rounding"`` too) the backend, the ``program`` (default:
       the first program in grid order that stored a differing element), the ``step`` (the
       reference trace's ``qnb.TraceStep``: the first whose value differs), its ``line``
       and ``op``, the ``element`` (first differing index of that value; ``()`` for a
@@ -159,6 +248,7 @@ def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) ->
     """
     from qnb.backends import registry
 
+    rtol, atol = _checked_tolerance("rtol", rtol), _checked_tolerance("atol", atol)
     kernel, grid = _kernel_and_grid(launch)
     names = _backend_names(backends, registry)
     if program is not None:
@@ -172,8 +262,9 @@ def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) ->
         _run(kernel, name, grid, copies)
         results[name] = {a: copies[positions[a]] for a in stored}
     reference = names[0]
+    exact = _exact_results(kernel, grid, host_args, stored, results[reference])
     arrays = {
-        a: {b: _difference(results[b][a], results[reference][a], rtol, atol) for b in names}
+        a: {b: _judged(results[b][a], results[reference][a], exact[a], rtol, atol) for b in names}
         for a in stored
     }
     equal = all(d.mismatches == 0 for per in arrays.values() for d in per.values())
@@ -189,6 +280,8 @@ def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) ->
         filename=parsed.filename,
         firstlineno=parsed.firstlineno,
         source_lines=parsed.source.splitlines(),
+        verdict=_verdict(arrays, equal),
+        exact=exact,
     )
     if not equal:
         differing = [b for b in names[1:] if any(arrays[a][b].mismatches for a in stored)]
@@ -304,15 +397,24 @@ def agree(value, reference, rtol=None, atol=None) -> np.ndarray:
     return _agree(value, reference, rtol, atol)
 
 
+def _abs_difference(value, reference) -> np.ndarray:
+    """``|value - reference|`` elementwise in f64: 0 where they are equal (NaN and NaN,
+    ``inf`` and ``inf`` too), ``inf`` where one is NaN or infinite and the other not."""
+    v = np.asarray(value).astype(np.float64)
+    r = np.asarray(reference).astype(np.float64)
+    with np.errstate(all="ignore"):
+        diff = np.abs(v - r)
+        same = (v == r) | (np.isnan(v) & np.isnan(r))
+        return np.where(same, 0.0, np.where(np.isnan(diff), np.inf, diff))
+
+
 def _difference(value, reference, rtol, atol) -> ArrayDifference:
     value, reference = np.asarray(value), np.asarray(reference)
     close = _agree(value, reference, rtol, atol)
     rt, at = _tolerance(reference.dtype, rtol, atol)
-    v, r = value.astype(np.float64), reference.astype(np.float64)
+    r = reference.astype(np.float64)
+    diff = _abs_difference(value, reference)
     with np.errstate(all="ignore"):
-        diff = np.abs(v - r)
-        same = (v == r) | (np.isnan(v) & np.isnan(r))
-        diff = np.where(same, 0.0, np.where(np.isnan(diff), np.inf, diff))
         rel = np.where(diff == 0, 0.0, diff / np.abs(r))
         rel = np.where(np.isnan(rel), np.inf, rel)
     bad = ~close
@@ -328,6 +430,89 @@ def _difference(value, reference, rtol, atol) -> ArrayDifference:
     )
 
 
+def _judged(value, reference, exact, rtol, atol) -> ArrayDifference:
+    """The record of ``value`` against the reference, with its error from ``exact``.
+    At an element outside tolerance, ``value`` is as close to exact as the reference
+    where its error is no larger, or where it agrees with exact itself (within the same
+    tolerance: closer than the comparison can tell apart)."""
+    record = _difference(value, reference, rtol, atol)
+    error = _abs_difference(value, exact)
+    differing = ~_agree(value, reference, rtol, atol)
+    exact_here = np.asarray(exact)[differing].astype(np.asarray(reference).dtype)
+    far = error[differing] > _abs_difference(reference, exact)[differing]
+    far &= ~_agree(np.asarray(value)[differing], exact_here, rtol, atol)
+    farther = int(np.count_nonzero(far))
+    return replace(
+        record,
+        max_error=float(error.max()) if error.size else 0.0,
+        closer=farther == 0,
+        farther=farther,
+    )
+
+
+def _verdict(arrays, equal: bool) -> str:
+    if equal:
+        return "equal"
+    if all(d.closer for per in arrays.values() for d in per.values()):
+        return "rounding"
+    return "different"
+
+
+def _checked_tolerance(name: str, value):
+    """``rtol``/``atol`` as passed, if it is None or a real number >= 0 (a bool, a
+    string, NaN or a negative number is refused, at the caller's line)."""
+    if value is None:
+        return None
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+        problem = f"a number, not {type(value).__name__} {value!r}"
+    elif isinstance(value, complex | np.complexfloating):
+        problem = f"a real number, not {value!r}"
+    elif np.isnan(value):
+        problem = "a number, not NaN"
+    elif value < 0:
+        problem = f"at least 0, not {value!r}"
+    else:
+        return float(value)
+    message = (
+        f"qnb.compare: {name} must be {problem} (None keeps the dtype's default: "
+        f"1e-2 for f16 and bf16, 1e-5 for f32, 1e-12 for f64)"
+    )
+    raise ToleranceError(message).with_location(*caller_position())
+
+
+class ToleranceError(QnbTypeError, ValueError):
+    """A tolerance that is not a number >= 0: a ``QnbTypeError`` (the misuse of an
+    argument) and a ``ValueError`` (a value out of range) alike."""
+
+
+# --------------------------------------------------------------------------- the exact result
+
+
+def _lowered(kernel, grid, args):
+    """The cpu specialisation of a launch with ``args`` and its runtime arguments (in the
+    IR's parameter order)."""
+    launch = kernel.specialize(*args, grid=grid, backend="cpu")
+    return launch, launch.arguments(args)
+
+
+def _exact_results(kernel, grid, args, stored, reference) -> dict[str, np.ndarray]:
+    """Each stored array's exact result (qnb.exact) for this launch; the reference's own
+    where the kernel holds no narrow float (an f64 or integer kernel)."""
+    from qnb import exact
+    from qnb.errors import QnbError
+
+    launch, runtime_args = _lowered(kernel, grid, _copies(args))
+    kernel_ir = launch.ir
+    if not exact.holds_narrow_floats(kernel_ir):
+        return dict(reference)
+    try:
+        ran = exact.run_exact(kernel_ir, grid, runtime_args)
+    except QnbError as err:
+        raise launch.locate(err) from None
+    positions = {p.name: k for k, p in enumerate(kernel_ir.params)}
+    return {name: ran[positions[name]] for name in stored}
+
+
 # --------------------------------------------------------------------------- the first step
 
 
@@ -339,24 +524,17 @@ def _first_divergence(
     backend = differing[0]
     reference = results["cpu"]
     masks = {a: ~_agree(results[backend][a], reference[a], rtol, atol) for a in stored}
-    trace = None
-    total = grid[0] * grid[1] * grid[2]
     if program is None:
-        for start in range(0, total, _TRACE_CHUNK):
-            chunk = _trace(kernel, grid, args, range(start, min(total, start + _TRACE_CHUNK)))
-            program = _first_storing(chunk, masks)
-            if program is not None:
-                trace = chunk
-                break
+        program = _first_storing_program(kernel, grid, args, masks)
         if program is None:
             return Divergence(
                 backend,
                 _unflat(0, grid),
-                reason="no program's stores reach the differing elements in the cpu trace",
+                reason="no program's stores reach the differing elements in the cpu run",
             )
-    if trace is None:
-        flat = _flat(program, grid)
-        trace = _trace(kernel, grid, args, range(flat, flat + 1))
+    flat = _flat(program, grid)
+    # one step past the budget: enough to say that the program runs past it
+    trace = _trace(kernel, grid, args, range(flat, flat + 1), max_steps=probe.STEP_BUDGET + 1)
     steps = trace.steps(program)
     probed = {}
     counts = {}
@@ -424,30 +602,30 @@ def _where_else(kernel, grid, args) -> str:
     return f"programs race, as qnb.check finds: {first.kind}, {first.describe()}"
 
 
-def _trace(kernel, grid, args, programs: range):
+def _trace(kernel, grid, args, programs: range, max_steps=None):
     """The cpu trace of ``programs`` (flat indices) alone, on a fresh copy of ``args``:
-    programs are independent, so each one's steps are those of the whole launch."""
+    programs are independent, so each one's steps are those of the whole launch. With
+    ``max_steps``, the run stops where a program has recorded that many steps."""
     copies = _copies(args)
-    return kernel.specialize(*copies, grid=grid, backend="cpu").trace(copies, programs)
+    launch = kernel.specialize(*copies, grid=grid, backend="cpu")
+    return launch.trace(copies, programs, max_steps)
 
 
-def _first_storing(trace, masks) -> tuple[int, int, int] | None:
-    """The first program of ``trace`` (grid order) with a store into a differing element."""
-    shaped = {name: _as_3d(mask) for name, mask in masks.items()}
-    for program in trace.programs:
-        for step in trace.steps(program):
-            for region in step.writes:
-                mask = shaped.get(region.array)
-                if mask is None:
-                    continue
-                slab = 0 if region.batch is None else region.batch
-                if mask[slab, region.r0 : region.r1, region.c0 : region.c1].any():
-                    return program
-    return None
+def _first_storing_program(kernel, grid, args, masks) -> tuple[int, int, int] | None:
+    """The first program (grid order) that stores into an element where ``masks`` (per
+    stored array) is True: the only one of a one-program grid; else found by one cpu
+    run that watches the stores only (no values are recorded)."""
+    from qnb.backends import cpu_stores
+    from qnb.errors import QnbError
 
-
-def _as_3d(mask: np.ndarray) -> np.ndarray:
-    return mask.reshape((1,) * (3 - mask.ndim) + mask.shape)
+    if grid[0] * grid[1] * grid[2] == 1:
+        return (0, 0, 0) if any(mask.any() for mask in masks.values()) else None
+    launch, runtime_args = _lowered(kernel, grid, _copies(args))
+    try:
+        found = cpu_stores.first_storing(launch.ir, grid, runtime_args, masks)
+    except QnbError as err:
+        raise launch.locate(err) from None
+    return None if found is None else _unflat(found, grid)
 
 
 def _flat(program, grid) -> int:
@@ -464,10 +642,14 @@ def _as_value(output):
 
 def _first_difference(got, expected, rtol, atol) -> tuple[int, ...] | None:
     """The first element (C order) where ``got`` differs from ``expected``; None if none."""
+    if type(got) is type(expected) and isinstance(got, float | int | bool) and got == expected:
+        return None  # (most steps of a long scalar loop: no array made)
     got = np.asarray(got)
     expected = np.asarray(expected)
     if got.shape != expected.shape:  # another op ran here: the whole value differs
         return ()
+    if got.dtype == expected.dtype and np.array_equal(got, expected):
+        return None
     reference = expected.astype(got.dtype) if got.dtype != expected.dtype else expected
     bad = ~_agree(got, reference, rtol, atol)
     flat = np.flatnonzero(bad)

@@ -168,17 +168,25 @@ class Specialization:
             raise self.kernel._locate(err, prepared.units) from None
 
     @public
-    def trace(self, args, programs: range | None = None):
+    def trace(self, args, programs: range | None = None, max_steps: int | None = None):
         """A ``qnb.Trace`` of the launch with ``args`` on the cpu interpreter (whatever
-        ``backend``); ``programs``: only those (flat indices), as if run alone."""
+        ``backend``); ``programs``: only those (flat indices), as if run alone; with
+        ``max_steps``, the run stops where a program has recorded that many steps."""
         from qnb.backends import cpu
 
         runtime = self._runtime_args(args)
         kernel_ir, units = self._lowering()
+        parsed = self.kernel.parsed
         try:
-            return cpu.trace(kernel_ir, self.grid, runtime, self.kernel.parsed, units, programs)
+            return cpu.trace(kernel_ir, self.grid, runtime, parsed, units, programs, max_steps)
         except QnbError as err:
             raise self.locate(err) from None
+
+    @public
+    def arguments(self, args) -> list:
+        """The runtime values of ``args`` in ``ir``'s parameter order, as a tool running
+        ``ir`` itself passes them (refused unless ``args`` have this signature)."""
+        return self._runtime_args(args)
 
     @public
     def interpret(self, args, observer=None) -> list:

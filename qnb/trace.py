@@ -58,10 +58,16 @@ class TraceStep:
     # When it ran: the steps of all programs with one tick are one statement, run for
     # every program at once (None in a trace made by hand).
     tick: int | None = None
+    # The loop variables of the ``for`` loops around the statement, outermost first, as
+    # this program had them then (``{"kb": 2}``: the third iteration of ``for kb in
+    # range(...)``); empty outside loops.
+    loops: dict[str, int] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         target = f" \u2192 {self.target}" if self.target else ""
         text = f"<TraceStep {self.index} of program {self.program}, line {self.lineno}: {self.op}{target}"
+        if self.loops:
+            text += " (" + ", ".join(f"{k} = {v}" for k, v in self.loops.items()) + ")"
         if self.inputs:
             text += "; in " + ", ".join(f"{k}: {_summary(v)}" for k, v in self.inputs.items())
         if self.output is not None:

@@ -15,7 +15,7 @@ shape or a negative window bound raises ``QnbIndexError`` at the kernel's own li
 from __future__ import annotations
 
 import gc
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import numpy as np
 
@@ -148,11 +148,14 @@ def run(
         _Executor(kernel, grid, arrays, scalars, start, count, observer).run()
 
 
-def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units, programs=None):
+def trace(
+    kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units, programs=None, max_steps=None
+):
     """Run with the trace recorder watching; returns a ``qnb.Trace``. ``programs`` (a
     range of flat program indices; default: the whole grid) runs and records only those
-    programs."""
-    from qnb.backends.cpu_trace import Recorder
+    programs. ``max_steps``: the run stops once a program has recorded that many steps
+    (the trace then holds the steps up to there: ``qnb.compare``'s step budget)."""
+    from qnb.backends.cpu_trace import Recorder, StepLimit
 
     arrays, scalars = _bind(kernel, args)
     total = grid[0] * grid[1] * grid[2]
@@ -165,8 +168,10 @@ def trace(kernel: ir.KernelIR, grid, args, kernel_parsed, parsed_units, programs
             "many (use a grid of at most 4096 programs)"
         )
     bound = {name: a.reshape(shape) for name, (a, shape) in arrays.items()}
-    recorder = Recorder(kernel, grid, parsed_units, range(start, start + total), bound)
-    _Executor(kernel, grid, arrays, scalars, start, total, recorder).run()
+    recorder = Recorder(kernel, grid, parsed_units, range(start, start + total), bound, max_steps)
+    # (at the limit the steps up to there are recorded: the rest of the run is not needed)
+    with suppress(StepLimit):
+        _Executor(kernel, grid, arrays, scalars, start, total, recorder).run()
     return recorder.trace(kernel_parsed)
 
 

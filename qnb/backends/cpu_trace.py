@@ -31,15 +31,23 @@ class Touch(NamedTuple):
     c1: np.ndarray
 
 
+class StepLimit(Exception):
+    """A program has recorded the ``max_steps`` a recorder was given: the run stops."""
+
+
 class Recorder(Observer):
     """Records every assignment and store of the programs ``programs`` (flat indices of
     ``grid``) run by one executor; ``arrays`` are the launch's array arguments, in their
-    own shapes (their contents at launch are kept before the run)."""
+    own shapes (their contents at launch are kept before the run). With ``max_steps``,
+    :class:`StepLimit` is raised once a program has recorded that many steps."""
 
     sees_every_value = True
 
-    def __init__(self, kernel: ir.KernelIR, grid, parsed_units, programs: range, arrays):
+    def __init__(
+        self, kernel: ir.KernelIR, grid, parsed_units, programs: range, arrays, max_steps=None
+    ):
         self.kernel = kernel
+        self.max_steps = max_steps
         self.grid = tuple(grid)
         self.units = parsed_units
         self.arrays = arrays
@@ -58,6 +66,7 @@ class Recorder(Observer):
         for flat in programs:
             program = (flat % grid[0], (flat // grid[0]) % grid[1], flat // (grid[0] * grid[1]))
             self.steps[program] = []
+        self.loops_around = _loops_around(kernel.body)
 
     def trace(self, parsed) -> Trace:
         """The trace of the run (``parsed``: the kernel's parsed source)."""
@@ -163,6 +172,10 @@ class Recorder(Observer):
     def record(self, stmt, op, target, inputs, value, reads, writes):
         filename, lineno, text = self.where(stmt.loc)
         self.tick += 1
+        loops = {
+            self.shown(var): self.executor.variable(var)
+            for var in self.loops_around.get(id(stmt), ())
+        }
         for lane in self.executor.active_lanes():
             program = self.executor.program(lane)
             steps = self.steps[program]
@@ -180,8 +193,11 @@ class Recorder(Observer):
                     reads=self.regions(reads or [], lane),
                     writes=self.regions(writes, lane),
                     tick=self.tick,
+                    loops={name: int(_lane(v, lane)) for name, v in loops.items()},
                 )
             )
+            if self.max_steps is not None and len(steps) >= self.max_steps:
+                raise StepLimit
 
     def shown(self, name: str) -> str:
         """The name a trace shows for an IR local: the user's, not the inlined func's
@@ -226,6 +242,23 @@ class Recorder(Observer):
         self.writes.append(ArrayWrite(self.tick, touch.param, index, values))
 
 
+def _loops_around(body, outer=()) -> dict[int, tuple[str, ...]]:
+    """For each statement (by ``id``) inside ``for`` loops, their variables, outermost
+    first."""
+    found = {}
+    for stmt in body:
+        if outer:
+            found[id(stmt)] = outer
+        if isinstance(stmt, ir.For):
+            found.update(_loops_around(stmt.body, (*outer, stmt.var)))
+        elif isinstance(stmt, ir.If):
+            found.update(_loops_around(stmt.then_body, outer))
+            found.update(_loops_around(stmt.else_body, outer))
+        elif isinstance(stmt, ir.While):
+            found.update(_loops_around(stmt.body, outer))
+    return found
+
+
 def _op_name(value: ir.Expr) -> str:
     """The op a trace step shows for an assignment of ``value``."""
     if isinstance(value, ir.LoadWindow):
@@ -267,4 +300,4 @@ def _plain(value):
     return np.array(value)
 
 
-__all__ = ["Recorder", "Touch"]
+__all__ = ["Recorder", "StepLimit", "Touch"]

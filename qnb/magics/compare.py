@@ -1,4 +1,5 @@
-"""``%qcompare``: run ``qnb.compare`` on a launch expression ``k[grid](args)``."""
+"""``%qcompare``: run ``qnb.compare`` on a launch expression ``k[grid](args)``, and what
+it prints."""
 
 from __future__ import annotations
 
@@ -29,3 +30,9 @@ def split_launch(expr: str, namespace: dict) -> tuple[object, list]:
         else:
             args.append(value(node))
     return value(call.func), args
+
+
+def report_lines(comparison) -> list[str]:
+    """What ``%qcompare`` prints: the verdict (``equal``, ``rounding`` or ``different``,
+    and which side is closer to the exact result), then one line per backend."""
+    return [f"{comparison.kernel_name}: {comparison.verdict_text()}", *comparison.summary()]

@@ -367,7 +367,7 @@ class QnbMagics(Magics):
         the arguments), prints one line per backend, and shows ``CompareView`` when they
         differ. ``-o`` returns the ``qnb.Comparison``.
         """
-        from qnb.magics.compare import COMPARE_FILENAME, split_launch
+        from qnb.magics.compare import COMPARE_FILENAME, report_lines, split_launch
 
         options, expr = _split_options(self.qcompare, line)
         if options is None:
@@ -388,7 +388,7 @@ class QnbMagics(Magics):
             raise UsageError(f"%qcompare cannot parse {expr.strip()!r}: {exc.msg}") from None
         except ValueError as exc:
             raise UsageError(f"%qcompare: {exc}") from None
-        for text in comparison.summary():
+        for text in report_lines(comparison):
             print(text)
         if not comparison.equal:
             from qnb.viz import CompareView

@@ -12,6 +12,137 @@ from qnb.viz.assets import widget_module
 from qnb.viz.widget import QnbWidget
 
 MAX_MARKS = 4096  # differing elements outlined in one value (a 64x64 tile has 4,096)
+MAP_PX = 512  # the longer side of a mismatch map, at most (px)
+MAX_CELL_PX = 16  # an element of a small map, at most (px)
+THIN_MAP_PX = 16  # the least height (width) of a map of one row (column)
+MAX_RINGS = 2048  # differing elements ringed on a map (past it, each pixel is filled)
+# what a map's cells hold (the codes of the pooled image)
+AGREES, CLOSER, FARTHER = 0, 1, 2
+
+
+def _as_map(a: np.ndarray) -> np.ndarray:
+    """The 2-D view a map draws: a 1-D array as one row, a 3-D array's slabs stacked
+    (slab b's rows below slab b - 1's)."""
+    if a.ndim == 1:
+        return a.reshape(1, -1)
+    if a.ndim == 3:
+        return a.reshape(-1, a.shape[2])
+    return a
+
+
+def _pooled(codes: np.ndarray, k: int) -> np.ndarray:
+    """``codes`` (2-D) in k×k blocks, each the largest code in it: a block that holds a
+    differing element shows it, however many elements a pixel covers."""
+    if k == 1:
+        return codes
+    rows, cols = codes.shape
+    padded = np.zeros((-(-rows // k) * k, -(-cols // k) * k), codes.dtype)
+    padded[:rows, :cols] = codes
+    return padded.reshape(padded.shape[0] // k, k, padded.shape[1] // k, k).max(axis=(1, 3))
+
+
+def mismatch_map(comparison, array: str, backend: str) -> dict:
+    """The synced state of one stored array's mismatch map on one backend: every
+    differing element, coloured by whether the backend is closer to exact there than the
+    reference (``CLOSER``) or farther (``FARTHER``), at any array size (see
+    :func:`coded_map`); each mark carries the reference's, the backend's and the exact
+    value."""
+    from qnb.compare import _abs_difference, _agree
+
+    record = comparison.arrays[array][backend]
+    value = comparison.results[backend][array]
+    reference = comparison.results[comparison.backends[0]][array]
+    exact = comparison.exact.get(array, reference)
+    differing = ~_agree(value, reference, record.rtol, record.atol)
+    near = _agree(value, np.asarray(exact).astype(reference.dtype), record.rtol, record.atol)
+    closer = (_abs_difference(value, exact) <= _abs_difference(reference, exact)) | near
+    codes = np.where(differing, np.where(closer, CLOSER, FARTHER), AGREES).astype(np.int32)
+    state = coded_map(codes, [reference, value, exact])
+    state.update(
+        name=f"{array} on {backend}",
+        array=array,
+        backend=backend,
+        reference=comparison.backends[0],
+        mismatches=record.mismatches,
+        closer=int(np.count_nonzero(codes == CLOSER)),
+        farther=int(np.count_nonzero(codes == FARTHER)),
+    )
+    state["title"] = map_title(state)
+    return state
+
+
+def coded_map(codes: np.ndarray, values=()) -> dict:
+    """A map of an array whose elements carry codes (0: nothing to see; 1, 2: marked),
+    drawn whole at any size: its 2-D view (``rows``, ``cols``; 1-D as a row, 3-D slabs
+    stacked), ``pool`` elements a side per pixel past :data:`MAP_PX`, each pixel's size
+    (``cell``), index labels a label's width apart (``row_ticks``, ``col_ticks``) and the
+    ``marks`` to ring (up to :data:`MAX_RINGS`: ``[i, j, code, *values there]``); past
+    that many, the pooled image (``data``: each pixel the largest code of the elements
+    it covers) shows them alone."""
+    full_shape = list(np.shape(codes))
+    codes = _as_map(codes)
+    rows, cols = codes.shape
+    k = max(1, -(-max(rows, cols) // MAP_PX))
+    pooled = _pooled(codes, k)
+    cell = max(1, min(MAX_CELL_PX, MAP_PX // max(pooled.shape)))
+    cell_w, cell_h = (
+        max(cell, -(-THIN_MAP_PX // n)) if n * cell < THIN_MAP_PX else cell
+        for n in (pooled.shape[1], pooled.shape[0])
+    )
+    found = np.argwhere(codes != AGREES)
+    shown = [_as_map(np.asarray(v)) for v in values]
+    marks = [
+        [int(i), int(j), int(codes[i, j])] + [float(v[i, j]) for v in shown]
+        for i, j in found[:MAX_RINGS]
+    ]
+    state = {
+        "full_shape": full_shape,
+        "rows": rows,
+        "cols": cols,
+        "pool": k,
+        "cell": [cell_h, cell_w],
+        "marks": marks,
+        "row_ticks": static_render.map_ticks(rows, cell_h / k) if rows > 1 else [],
+        "col_ticks": static_render.map_ticks(cols, cell_w / k),
+        "slab_rows": full_shape[1] if len(full_shape) == 3 else 0,
+    }
+    if len(found) > MAX_RINGS:
+        state.update(arrays.encode(pooled))  # (past MAX_RINGS, the pixels show them)
+    return state
+
+
+def map_title(state: dict) -> str:
+    """``out on wgpu: 35 of 131,072 differ (35 closer to exact than cpu, 0 farther)``."""
+    total = int(np.prod(state["full_shape"]))
+    shape = static_render.shape_text(state["full_shape"])
+    text = (
+        f"{state['name']} ({shape}): {state['mismatches']:,} of {total:,} differ "
+        f"({state['closer']:,} closer to exact than {state['reference']}, "
+        f"{state['farther']:,} farther)"
+    )
+    if state["slab_rows"]:
+        text += f"; slabs stacked, {state['slab_rows']} rows each"
+    return text
+
+
+def decode_pooled(state: dict) -> np.ndarray:
+    """A map's pooled image of codes: sent as it is past :data:`MAX_RINGS` marks, else
+    made from the marks (each ringed element's code, in its pixel)."""
+    if "data" in state:
+        return arrays.decode(state)
+    k = state["pool"]
+    pooled = np.zeros((-(-state["rows"] // k), -(-state["cols"] // k)), np.int32)
+    for i, j, code, *_ in state["marks"]:
+        pooled[i // k, j // k] = max(pooled[i // k, j // k], code)
+    return pooled
+
+
+# How to read a map (the live view and the static one say the same).
+MAP_LEGEND = (
+    ("ring, orange", "differs beyond tolerance; the backend is at least as close to exact"),
+    ("ring, red", "differs beyond tolerance; the backend is farther from exact"),
+    ("grey", "agrees with the reference within tolerance"),
+)
 
 
 def _marks(bad: np.ndarray) -> list[dict]:
@@ -62,6 +193,8 @@ class CompareView(QnbWidget):
     kernel_name = traitlets.Unicode("").tag(sync=True)
     backends = traitlets.List(traitlets.Unicode()).tag(sync=True)
     equal = traitlets.Bool(True).tag(sync=True)
+    # "equal", "rounding (wgpu is closer to exact than cpu)", "different (...)"
+    verdict = traitlets.Unicode("equal").tag(sync=True)
     summary = traitlets.List(traitlets.Unicode()).tag(sync=True)
     source = traitlets.List(traitlets.Unicode()).tag(sync=True)
     first_line = traitlets.Int(1).tag(sync=True)
@@ -85,6 +218,7 @@ class CompareView(QnbWidget):
             self.kernel_name = comparison.kernel_name
             self.backends = list(comparison.backends)
             self.equal = comparison.equal
+            self.verdict = comparison.verdict_text()
             self.summary = comparison.summary()
             self.source = list(comparison.source_lines)
             self.first_line = comparison.firstlineno
@@ -118,7 +252,7 @@ class CompareView(QnbWidget):
             + (f" \u2192 {step.target}" if step.target else "")
             + f"), element {element}{detail}"
         )
-        values, scalars = [], []
+        values, scalars, differences = [], [], []
         for name, value in found.values.items():
             if value is None:
                 continue
@@ -127,38 +261,31 @@ class CompareView(QnbWidget):
                 scalars.append(f"{name}: {_text(value)}")
                 continue
             marks = [] if name == "cpu" else _marks(_differing(value, expected))
-            values.append({"name": name, **arrays.encode(value), "marks": marks})
+            values.append({"name": name, **arrays.encode(value), "marks": marks, "role": "value"})
             if name != "cpu" and value.shape == expected.shape:
                 diff = _difference(value, expected)
-                values.append({"name": f"{name} \u2212 cpu", **arrays.encode(diff), "marks": marks})
-        self.values, self.scalars = values, scalars
+                state = {"name": f"{name} \u2212 cpu", **arrays.encode(diff), "marks": marks}
+                differences.append(state | {"role": "difference"})
+        # the backends' values on one colour scale (one colour bar); a difference its own
+        if values:
+            low = min(v["vmin"] for v in values)
+            high = max(v["vmax"] for v in values)
+            for v in values:
+                v["vmin"], v["vmax"] = low, high
+        self.values, self.scalars = values + differences, scalars
 
     @staticmethod
     def _maps(comparison) -> list[dict]:
-        from qnb.compare import agree
-
-        out = []
-        for name, per_backend in comparison.arrays.items():
-            reference = comparison.results[comparison.backends[0]][name]
-            for backend in comparison.backends[1:]:
-                record = per_backend[backend]
-                value = comparison.results[backend][name]
-                bad = ~agree(value, reference, record.rtol, record.atol)
-                shown, steps = arrays.downsampled(bad.astype(np.int32))
-                state = {
-                    "name": f"{name} on {backend}",
-                    **arrays.encode(shown),
-                    "full_shape": list(bad.shape),
-                    "steps": steps,
-                    "mismatches": record.mismatches,
-                }
-                state["vmin"], state["vmax"] = 0.0, 1.0
-                out.append(state)
-        return out
+        """A mismatch map per stored array and backend that differs there."""
+        return [
+            mismatch_map(comparison, name, backend)
+            for name, per_backend in comparison.arrays.items()
+            for backend in comparison.backends[1:]
+            if per_backend[backend].mismatches
+        ]
 
     def __repr__(self) -> str:
-        state = "equal" if self.equal else "different"
-        return f"CompareView({self.kernel_name!r} on {', '.join(self.backends)}: {state})"
+        return f"CompareView({self.kernel_name!r} on {', '.join(self.backends)}: {self.verdict})"
 
     # ------------------------------------------------------------------ static rendering
 
@@ -188,31 +315,35 @@ class CompareView(QnbWidget):
         )
 
     def _static_png(self) -> bytes | None:
-        panels = [(v["name"], arrays.decode(v), v, v["marks"]) for v in self.values]
-        panels += [(m["name"], arrays.decode(m), m, []) for m in self.maps if not self.equal]
-        if not panels:
+        values = [v for v in self.values if v["role"] == "value"]
+        panels = [(v["name"], v, v is values[-1]) for v in values]
+        panels += [(v["name"], v, True) for v in self.values if v["role"] == "difference"]
+        maps = self.maps if not self.equal else []
+        if not panels and not maps:
             return None
-        fig = static_render.new_figure(2.4 * len(panels), 2.6)
+        columns = max(len(panels), 1)
+        width = max(3.0 * columns, 6.0 if maps else 0.0)
+        height = (3.0 if panels else 0.0) + 4.0 * len(maps)
+        fig = static_render.new_figure(width, height)
         if fig is None:
             return None
-        for k, (title, value, state, marks) in enumerate(panels):
-            ax = fig.add_subplot(1, len(panels), k + 1)
-            steps = state.get("steps") or [1] * value.ndim
-            if value.ndim == 3:
-                value, steps = value[0], steps[1:]
-                title += "[0]"
-            if "mismatches" in state:
-                title += f": {state['mismatches']} differ"
+        rows = (1 if panels else 0) + len(maps)
+        grid = fig.add_gridspec(
+            rows, columns, height_ratios=[3.0] * bool(panels) + [4.0] * len(maps)
+        )
+        for k, (title, state, bar) in enumerate(panels):
             static_render.draw_heatmap(
-                ax,
-                value,
+                fig.add_subplot(grid[0, k]),
+                arrays.decode(state),
                 state["vmin"],
                 state["vmax"],
                 title=title,
-                regions=marks,
+                regions=state["marks"],
                 values=False,
-                colour_bar=False,
-                steps=(steps[-2] if len(steps) > 1 else 1, steps[-1]),
+                colour_bar=bar,  # (the backends' values share the last one's)
             )
-        fig.suptitle(self.step_text or repr(self), fontsize=8, family="monospace", y=1.06)
+        for k, state in enumerate(maps):
+            ax = fig.add_subplot(grid[k + bool(panels), :])
+            static_render.draw_mismatch_map(ax, state, decode_pooled(state))
+        fig.suptitle(self.step_text or repr(self), fontsize=8, family="monospace", y=1.02)
         return static_render.figure_png(fig)

@@ -30,6 +30,9 @@ VIRIDIS = [
 HTML_TABLE_MAX = 32  # larger arrays get a PNG instead of a table of values
 VALUES_MAX = 32  # arrays up to 32x32 show their values in the cells
 READ_COLOUR, WRITE_COLOUR = "#00a0e0", "#e03030"
+# a mismatch map's cells: agrees, differs closer to exact, differs farther (as
+# QNB_MAP_COLOURS in static/compare_view.js)
+MAP_COLOURS = ("#e4e4e4", "#f08c00", "#d0021b")
 MIN_TILE_PX = 6  # a finer tile grid would hide the cells under it
 THIN_PX = 30  # the least height (width) drawn of a thin array (1xN, Nx1) in a square panel
 
@@ -319,3 +322,84 @@ def draw_heatmap(
         if not vmax > vmin:  # one value everywhere: one label, at its colour
             bar.set_ticks([vmin], labels=[format_value(vmin)])
     return image
+
+
+def map_ticks(n: int, element_px: float, gap_px: float = 48) -> list[int]:
+    """Index labels along an axis of ``n`` elements drawn ``element_px`` apart: at the
+    multiples of the least step of 1, 2, 4, 8, 16, 32 … whose labels lie at least
+    ``gap_px`` apart (so a 512-element axis on 512 px is labelled every 64)."""
+    step = 1
+    while step * element_px < gap_px and step < n:
+        step *= 2
+    return list(range(0, n, step))
+
+
+# What a mismatch map's codes mean (the legend of qnb.compare's maps).
+COMPARE_LEGEND = (
+    (1, "differs, at least as close to exact"),
+    (2, "differs, farther from exact"),
+    (0, "agrees within tolerance"),
+)
+
+
+def draw_mismatch_map(ax, state: dict, pooled: np.ndarray, legend=COMPARE_LEGEND) -> None:
+    """Draw a map of marked elements (``qnb.viz.compare_view.coded_map``: a mismatch map,
+    or a puzzle's wrong elements) into a matplotlib Axes: the array's elements grey,
+    each marked one filled in its code's colour (1: orange, 2: red) and, up to the map's
+    ``marks``, ringed so that one element shows on a map of any size; index labels at
+    least a label's width apart; a legend of ``(code, text)`` pairs."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.lines import Line2D
+
+    k = state["pool"]
+    rows, cols = state["rows"], state["cols"]
+    ax.imshow(
+        pooled,
+        cmap=ListedColormap(MAP_COLOURS),
+        vmin=-0.5,
+        vmax=2.5,
+        interpolation="nearest",
+        aspect="auto" if min(rows, cols) * 8 < max(rows, cols) and min(rows, cols) < 4 else "equal",
+        extent=(-0.5, pooled.shape[1] * k - 0.5, pooled.shape[0] * k - 0.5, -0.5),
+    )
+    for code in (1, 2):
+        found = [(i, j) for i, j, c, *_ in state["marks"] if c == code]
+        if found:
+            i, j = np.array(found).T
+            ax.scatter(j, i, s=60, facecolors="none", edgecolors=MAP_COLOURS[code], linewidths=1.5)
+    ax.set_title(state["title"], fontsize=7, family="monospace")
+    _map_ticks(ax, state, rows, cols)
+    symbols = {0: ("s", MAP_COLOURS[0], "#999"), 1: ("o", "none", MAP_COLOURS[1])}
+    symbols[2] = ("o", "none", MAP_COLOURS[2])
+    handles = [
+        Line2D(
+            [],
+            [],
+            marker=symbols[code][0],
+            linestyle="",
+            markerfacecolor=symbols[code][1],
+            markeredgecolor=symbols[code][2],
+            markersize=7,
+            label=text,
+        )
+        for code, text in legend
+    ]
+    ax.legend(
+        handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False
+    )
+
+
+def _map_ticks(ax, state: dict, rows: int, cols: int) -> None:
+    """A map's index labels, spaced for the drawn axes (56 points apart across, 24 down)."""
+    box = ax.get_window_extent()
+    points = 72 / ax.figure.dpi
+    col_ticks = map_ticks(cols, box.width * points / cols, 56)
+    ax.set_xticks(col_ticks, [str(j) for j in col_ticks])
+    if rows > 1:
+        row_ticks = map_ticks(rows, box.height * points / rows, 24)
+        ax.set_yticks(row_ticks, [str(i) for i in row_ticks])
+    else:
+        ax.set_yticks([])
+    ax.tick_params(
+        labelsize=6, length=2, pad=1, top=True, labeltop=True, bottom=False, labelbottom=False
+    )

@@ -82,6 +82,35 @@ def _shared_range(values) -> tuple[float, float]:
     return min(r[0] for r in ranges), max(r[1] for r in ranges)
 
 
+# In "auto", a step's tiles share one colour scale while each spans at least this part
+# of the scale they would share; an op that changes the range (``p = qnb.exp(s - m)``:
+# 0 to 1 out of -4 to 4.6 in) gives each tile its own.
+SHARED_SPAN = 0.4
+SCALES = ("auto", "shared", "per-tile")
+
+
+def scale_in_use(values, scale: str) -> str:
+    """``"shared"`` or ``"per-tile"``: the colour scale a step's in/out ``values`` are
+    drawn on under the view's ``scale`` option."""
+    if scale != "auto":
+        return scale
+    low, high = _shared_range(values)
+    span = high - low
+    if span <= 0:
+        return "shared"
+    for value in values:
+        own_low, own_high = arrays.value_range(np.asarray(value))
+        if own_high - own_low < SHARED_SPAN * span:
+            return "per-tile"
+    return "shared"
+
+
+def loop_text(step) -> str:
+    """The loop iteration of a step: ``kb = 2`` (``i = 1, kb = 2`` in nested loops);
+    empty outside loops."""
+    return ", ".join(f"{name} = {value}" for name, value in getattr(step, "loops", {}).items())
+
+
 def changed_tile(step) -> np.ndarray | None:
     """``out − in`` of a step that updates a tile in place (``acc = qnb.mma(a, b, acc)``,
     ``t.cholesky_(eps)``, ``t += u``: an input named as the target, of the output's
@@ -190,6 +219,13 @@ class TraceView(QnbWidget):
     ``@qnb.func`` shows that func's source. An array too large to send whole
     (:data:`qnb.viz.arrays.MAX_ELEMENTS`) is sent sampled, every k-th row and column.
 
+    Steps are numbered as ``view.step`` and ``TraceStep.index`` number them, from 0
+    ("step 5 (0–6)"); a step inside ``for`` loops says its iteration (``kb = 2``). The
+    step's tiles share one colour scale, except where the op changes the range (a tile
+    spans less than 40% of the shared scale: ``p = qnb.exp(s - m)``), where each has its
+    own; ``scale="shared"`` or ``"per-tile"`` chooses one for every step (``"auto"``:
+    the default). Tiles are labelled with the kernel's dtype.
+
     >>> TraceView(trace, program=(1, 0, 0), step=2)
     """
 
@@ -210,6 +246,13 @@ class TraceView(QnbWidget):
     tiles = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's tile/vec values
     # the colour scale the step's in/out tiles share ("changed", out − in, has its own)
     tile_range = traitlets.List(traitlets.Float(), [0.0, 1.0]).tag(sync=True)
+    # the option: "auto" (one scale, or one per tile where the op changes the range),
+    # "shared" or "per-tile"; and the one in use at this step ("shared" or "per-tile")
+    scale = traitlets.Enum(SCALES, "auto").tag(sync=True)
+    tile_scale = traitlets.Unicode("shared").tag(sync=True)
+    # the loop iteration of the step ("kb = 2"), and the step's place ("step 5 (0–6)")
+    loop_text = traitlets.Unicode("").tag(sync=True)
+    step_text = traitlets.Unicode("").tag(sync=True)
     scalars = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's other values
     arrays = traitlets.List(traitlets.Dict()).tag(sync=True)  # array arguments at this step
     regions = traitlets.List(traitlets.Dict()).tag(sync=True)  # this step's reads/writes
@@ -226,6 +269,8 @@ class TraceView(QnbWidget):
             )
         # program and step are checked against the trace, so they are set after it
         chosen = {name: kwargs.pop(name) for name in ("program", "step") if name in kwargs}
+        if "scale" in kwargs:
+            chosen["scale"] = kwargs.pop("scale")
         super().__init__(**kwargs)
         self.trace = trace
         self._colour_ranges = _colour_ranges(trace)
@@ -262,7 +307,7 @@ class TraceView(QnbWidget):
             self.step = min(self.step, max(0, len(self._steps()) - 1))
             self._show_step()
 
-    @traitlets.observe("step")
+    @traitlets.observe("step", "scale")
     def _on_step(self, change):
         self._show_step()
 
@@ -274,6 +319,7 @@ class TraceView(QnbWidget):
             with self.hold_sync():
                 self._show_source(None)
                 self.op_text = "(no steps)"
+                self.loop_text, self.step_text = "", self._step_text()
                 self.tiles, self.scalars, self.regions = [], [], []
                 self.tile_range = [0.0, 1.0]
                 self._show_arrays(self.trace.initial_arrays)
@@ -291,16 +337,24 @@ class TraceView(QnbWidget):
             else:
                 scalars.append({"name": name, "role": role, "text": _scalar_text(value)})
         vmin, vmax = _shared_range(shown)
-        for tile in tiles:
-            tile["vmin"], tile["vmax"] = vmin, vmax
+        in_use = scale_in_use(shown, self.scale)
+        if in_use == "shared":
+            for tile in tiles:
+                tile["vmin"], tile["vmax"] = vmin, vmax
         changed = changed_tile(step)
         if changed is not None:
-            tiles.append({"name": step.target, "role": "changed", **arrays.encode(changed)})
+            # (computed in f64, exactly; labelled with the tile's own dtype)
+            state = {"name": step.target, "role": "changed", **arrays.encode(changed)}
+            state["dtype_name"] = str(step.output.dtype)
+            tiles.append(state)
         target = f" \u2192 {step.target}" if step.target else ""
         with self.hold_sync():
             self._show_source(step)
             self.op_text = f"{step.op}{target}"
+            self.loop_text = loop_text(step)
+            self.step_text = self._step_text()
             self.tiles, self.scalars, self.tile_range = tiles, scalars, [vmin, vmax]
+            self.tile_scale = in_use
             self.regions = [_region(r, "read") for r in step.reads] + [
                 _region(r, "write") for r in step.writes
             ]
@@ -372,14 +426,19 @@ class TraceView(QnbWidget):
         return state
 
     def __repr__(self) -> str:
+        loop = f", {self.loop_text}" if self.loop_text else ""
         return (
             f"TraceView({self.kernel_name!r}, program {self.current_program}, "
-            f"step {self._step_text()})"
+            f"{self._step_text()}{loop})"
         )
 
     def _step_text(self) -> str:
-        """``2/5``; ``0/0`` for a program with no steps (as the live view says)."""
-        return f"{self.step + 1 if self.num_steps else 0}/{self.num_steps}"
+        """``step 5 (0–6)``: the step's index, as ``view.step`` and ``TraceStep.index``
+        number it, and the indices the program has; ``no steps`` for a program with none
+        (as the live view says)."""
+        if not self.num_steps:
+            return "no steps"
+        return f"step {self.step} (0\u2013{self.num_steps - 1})"
 
     def _static_html(self, png: bytes | None) -> str:
         lines = []
@@ -424,8 +483,9 @@ class TraceView(QnbWidget):
             title = f"{t['role']} {t['name']}"
             if t["role"] == "changed":
                 title = f"changed {t['name']} (out \u2212 in)"
-            # in/out tiles share one colour bar (on the last of them); "changed" has its own
-            bar = last_pair or t["role"] == "changed"
+            # in/out tiles share one colour bar (on the last of them) unless each has its
+            # own scale (tile_scale "per-tile"); "changed" has its own
+            bar = last_pair or t["role"] == "changed" or self.tile_scale == "per-tile"
             value = arrays.decode(t)
             panels.append((title, value, t, [], max(value.shape) <= STATIC_VALUES_MAX, bar))
         for a in self.arrays:
@@ -474,8 +534,9 @@ class TraceView(QnbWidget):
                 tile=tuple(state.get("tile", DEFAULT_TILE)),
             )
         fig.suptitle(
-            f"{self.kernel_name}, program {self.current_program}, step {self._step_text()}: "
-            f"{self.op_text} (line {self.current_line}); arrays as they were at this step",
+            f"{self.kernel_name}, program {self.current_program}, {self._step_text()}"
+            + (f" ({self.loop_text})" if self.loop_text else "")
+            + f": {self.op_text} (line {self.current_line}); arrays as they were at this step",
             fontsize=8,
             family="monospace",
             y=1.06,  # above the panels' titles and column labels

@@ -284,11 +284,11 @@ def check_widgets(page) -> None:
     colours = trace.evaluate(CANVAS_COLOURS)
     assert colours and min(colours) > 1, f"TraceView canvases look blank: {colours}"
     label = trace.locator(".qnb-step-label")
-    assert label.inner_text().startswith("step 1 /")
+    assert label.inner_text().startswith("step 0 (0\u2013")  # numbered as view.step is
     current = trace.locator(".qnb-source-line.qnb-current").inner_text()
     trace.locator("button.qnb-next").click()  # kernel round trip: Python recomputes the step
     page.wait_for_function(
-        """(el) => el.textContent.startsWith("step 2 /")""",
+        """(el) => el.textContent.startsWith("step 1 (")""",
         arg=label.element_handle(),
         timeout=WIDGET_MS,
     )
@@ -297,14 +297,14 @@ def check_widgets(page) -> None:
     # the arrays show as they were at the step: out (zeros at launch) changes at the store
     out_canvas = trace.locator(".qnb-arrays canvas").nth(1)
     before = out_canvas.evaluate("(c) => c.toDataURL()")
-    for shown in ("step 3 /", "step 4 /"):
+    for shown in ("step 2 (", "step 3 ("):
         trace.locator("button.qnb-next").click()
         page.wait_for_function(
             "([el, text]) => el.textContent.startsWith(text)",
             arg=[label.element_handle(), shown],
             timeout=WIDGET_MS,
         )
-        if shown == "step 3 /":
+        if shown == "step 2 (":
             check_trace_tiles(page, trace)
     # The step label and the op line are redrawn from separate trait changes: wait for
     # the op line (and the out canvas) to catch up rather than read them at once.
@@ -462,8 +462,10 @@ def check_compare_view(page, view) -> None:
     )
     text = page.inner_text("body")
     assert "Error displaying widget" not in text and "Traceback" not in text
-    assert view.locator(".qnb-title").first.inner_text() == "compare cancel on cpu, wgpu: different"
-    assert "wgpu: differs" in view.inner_text()
+    assert view.locator(".qnb-title").first.inner_text() == (
+        "compare cancel on cpu, wgpu: rounding (wgpu is closer to exact than cpu)"
+    )
+    assert "wgpu: rounding, closer to exact than cpu" in view.inner_text()
     current = view.locator(".qnb-source-line.qnb-current")
     assert current.count() == 1 and "v = (t + 1e8) - 1e8" in current.inner_text()
     step = view.locator(".qnb-step-text").inner_text()
@@ -472,10 +474,95 @@ def check_compare_view(page, view) -> None:
     assert titles == ["cpu", "wgpu", "wgpu \u2212 cpu"], titles
     colours = view.locator(".qnb-values").evaluate(EVERY_PIXEL_COLOURS)
     # cpu's value is all zeros (one colour); wgpu's and the difference vary, outlined in red
-    assert len(colours) == 3 and min(colours[1:]) > 2, colours
+    # (cpu, wgpu, their colour bar, the difference, its colour bar)
+    assert len(colours) == 5 and colours[0] == 1 and min(colours[1], colours[3]) > 2, colours
     assert view.locator(".qnb-maps .qnb-block-title").all_inner_texts() == [
-        "out on wgpu: 512 differ"
+        "out on wgpu (32\u00d716): 512 of 512 differ (512 closer to exact than cpu, 0 farther)"
     ]
+    # the step's values share one colour bar; the difference has its own
+    assert view.locator(".qnb-values .qnb-value-range").count() == 1
+    assert view.locator(".qnb-values .qnb-difference-range").count() == 1
+
+
+# CompareView's map of a 512x256 array, TraceView's scale after exp ------------------------------
+
+MAP_RINGS = """(canvas, places) => {
+  // around each place: the pixels of its ring (orange: at least as close to exact)
+  const ctx = canvas.getContext("2d"), k = canvas.width / parseFloat(canvas.style.width);
+  const pad = 6, orange = (p) => p[0] > 200 && p[1] > 90 && p[1] < 190 && p[2] < 80;
+  const ringed = places.map(([i, j]) => {
+    const x = Math.round((pad + j + 0.5 - 8) * k), y = Math.round((pad + i + 0.5 - 8) * k);
+    const box = ctx.getImageData(x, y, Math.round(16 * k), Math.round(16 * k)).data;
+    let count = 0;
+    for (let n = 0; n < box.length; n += 4) if (orange(box.slice(n, n + 3))) count++;
+    return count;
+  });
+  const far = [...ctx.getImageData(Math.round((pad + 250) * k), Math.round((pad + 2) * k), 1, 1).data];
+  return [ringed, far];
+}"""
+
+
+def sparse_places() -> list[tuple[int, int]]:
+    """Where the notebook's 512x256 ``sparse`` array is not zero (its own recipe)."""
+    import numpy as np
+
+    places = np.random.default_rng(0).choice(512 * 256, 35, replace=False)
+    return sorted((int(p) // 256, int(p) % 256) for p in places)
+
+
+def test_compare_view_marks_every_mismatch(lab_page):
+    """35 differing elements of a 512x256 array: the map is drawn whole (1 px an element)
+    and each is ringed; the legend says what the colours mean; hovering a ring reads the
+    element's values and the exact one."""
+    page, console_errors = lab_page
+    view = page.locator(".qnb-compareview").nth(1)
+    try:
+        view.wait_for(state="attached", timeout=WIDGET_MS)
+        block = view.locator(".qnb-mismatch-map")
+        assert "35 of 131,072 differ" in block.locator(".qnb-block-title").inner_text()
+        canvas = block.locator("canvas.qnb-map")
+        assert canvas.evaluate("(c) => [c.style.width, c.style.height]") == ["268px", "524px"]
+        places = sparse_places()
+        ringed, far = canvas.evaluate(MAP_RINGS, places)
+        assert min(ringed) >= 12, list(zip(places, ringed))  # every one ringed
+        assert far[:3] == [228, 228, 228], far  # an agreeing element: grey
+        legend = block.locator(".qnb-map-legend").inner_text()
+        assert "at least as close to exact as cpu" in legend and "farther" in legend
+        i, j = places[0]
+        canvas.hover(position={"x": 6 + j + 0.5, "y": 6 + i + 0.5})
+        readout = block.locator(".qnb-readout").inner_text()
+        assert readout.startswith(f"out[{i}, {j}]: cpu 0, wgpu ") and "exact" in readout
+        ticks = block.locator(".qnb-ticks-top .qnb-tick").all_inner_texts()
+        assert ticks == ["0", "64", "128", "192"]
+    finally:
+        if view.count():
+            view.screenshot(path=str(ARTIFACTS / "lab-compareview-map.png"), timeout=10_000)
+    assert_no_widget_errors(console_errors)
+
+
+def test_trace_view_scales_each_tile_after_exp(lab_page):
+    """At ``p = qnb.exp(s - m)``: each tile on its own colour scale, with its own bar; p's
+    runs up to 1 and its canvas is not one flat colour."""
+    page, console_errors = lab_page
+    view = page.locator(".qnb-traceview").nth(2)
+    view.wait_for(state="attached", timeout=WIDGET_MS)
+    page.wait_for_function(
+        """(el) => el.querySelectorAll(".qnb-tiles .qnb-block").length === 3""",
+        arg=view.element_handle(),
+        timeout=WIDGET_MS,
+    )
+    titles = view.locator(".qnb-tiles .qnb-block-title").all_inner_texts()
+    assert titles == ["in s", "in m", "out p"], titles
+    assert view.locator(".qnb-tiles .qnb-tile-range").count() == 0  # no shared bar
+    bars = view.locator(".qnb-tiles .qnb-tile-own-range .qnb-colourbar-labels")
+    assert bars.count() == 3
+    assert bars.nth(2).inner_text().split()[0] == "1"  # p: exp(0) at each row's max
+    assert float(bars.nth(0).inner_text().split()[1]) < -3  # s: down to -4
+    out = view.locator(".qnb-tiles .qnb-block").nth(2)
+    colours = out.evaluate(EVERY_PIXEL_COLOURS)
+    assert colours and colours[0] > 20, colours
+    assert view.locator(".qnb-step-label").inner_text() == "step 3 (0\u20134)"
+    assert_no_widget_errors(console_errors)
 
 
 # HazardView (its own test: the same page, the notebook's last cells) ---------------------

@@ -46,8 +46,9 @@ def test_one_line_per_backend_and_no_view_when_equal(ip):
     captured, result = compare(ip, "-b wgpu shift[1](x, out)")
     assert result is None
     assert captured.stdout.splitlines() == [
-        "cpu: reference",
-        "wgpu: equal (max abs difference 0)",
+        "shift: equal",
+        "cpu: reference (max error 0 from exact)",
+        "wgpu: equal (max abs difference 0; max error 0 from exact)",
     ]
     assert not captured.outputs  # no CompareView
     assert not ip.user_ns["out"].any()  # the arguments are untouched
@@ -57,11 +58,15 @@ def test_a_difference_shows_compare_view_and_o_returns_the_comparison(ip):
     captured, result = compare(ip, "-b wgpu -o shift[2](x, out)")
     assert isinstance(result, qnb.Comparison) and not result.equal
     lines = captured.stdout.splitlines()
-    assert lines[0] == "cpu: reference"
-    assert lines[1].startswith("wgpu: differs (out: 256 mismatches, first at (16, 0)")
-    assert (
-        "line 5 (sub)" in lines[1]
-    )  # (line 1 is the %%qkernel line) and "program (1, 0, 0)" in lines[1]
+    # lavapipe keeps x in (x + 1e8) - 1e8, the exact answer; cpu's f32 rounds it to 0
+    assert lines[0] == "shift: rounding (wgpu is closer to exact than cpu)"
+    assert lines[1] == "cpu: reference (max error 0.75 from exact)"
+    assert lines[2].startswith(
+        "wgpu: rounding, closer to exact than cpu (out: 256 mismatches, first at (16, 0)"
+    )
+    assert "max error 0 from exact, cpu's 0.75" in lines[2]
+    assert "line 5 (sub)" in lines[2]  # (line 1 is the %%qkernel line)
+    assert "program (1, 0, 0)" in lines[2]
     (shown,) = captured.outputs
     assert shown.data["text/plain"] == "CompareView('shift' on cpu, wgpu: different)"
     assert "application/vnd.jupyter.widget-view+json" in shown.data

@@ -112,7 +112,9 @@ def test_a_step_not_in_the_program_is_refused(step, message):
 def test_a_negative_step_counts_from_the_end(step, index):
     view = TraceView(hand_made_trace(), step=step)
     assert view.step == index and view.current_step is view.trace.steps(0)[index]
-    assert repr(view) == f"TraceView('add', program (0, 0, 0), step {index + 1}/3)"
+    # one numbering: the label says the index view.step and TraceStep.index hold
+    assert repr(view) == f"TraceView('add', program (0, 0, 0), step {index} (0\u20132))"
+    assert view.step_text == f"step {index} (0\u20132)" and view.current_step.index == index
 
 
 def test_a_program_is_not_a_bool():
@@ -124,13 +126,13 @@ def test_a_program_is_not_a_bool():
     assert view.program == 0
 
 
-def test_a_program_with_no_steps_shows_step_0_of_0():
+def test_a_program_with_no_steps_says_so():
     trace = hand_made_trace(without_steps=[1])
     view = TraceView(trace, step=2)
     view.program = 1  # the step follows to the only one there is
     assert (view.step, view.num_steps, view.op_text) == (0, 0, "(no steps)")
-    assert repr(view).endswith("step 0/0)")
-    assert "step 0/0" in view._repr_mimebundle_()[0]["text/html"]
+    assert repr(view).endswith("no steps)") and view.step_text == "no steps"
+    assert "no steps" in view._repr_mimebundle_()[0]["text/html"]
     with pytest.raises(traitlets.TraitError, match="has 0 steps"):
         view.step = 1
 
@@ -191,7 +193,7 @@ def test_static_fallback():
     view = TraceView(hand_made_trace())
     view.step = 1
     data, _ = view._repr_mimebundle_()
-    assert data["text/plain"] == "TraceView('add', program (0, 0, 0), step 2/3)"
+    assert data["text/plain"] == "TraceView('add', program (0, 0, 0), step 1 (0\u20132))"
     html = data["text/html"]
     assert "rgba(255,200,0,0.35)" in html and "Tile16.load(a, 16 * i, 0)" in html
     pytest.importorskip("matplotlib")
@@ -298,7 +300,7 @@ def test_static_renderings_follow_the_step(monkeypatch):
     view.step = 1
     after, _ = view._repr_mimebundle_()
     np.testing.assert_array_equal(drawn["out"], x)  # the PNG's panel after the store
-    assert "store" in after["text/html"] and "step 2/2" in after["text/html"]
+    assert "store" in after["text/html"] and "step 1 (0\u20131)" in after["text/html"]
 
 
 def test_a_hand_made_trace_shows_its_final_arrays():
@@ -731,7 +733,8 @@ def cholesky_step_png():
         return draw(ax, a, vmin, vmax, *args, title=title, **kwargs)
 
     trace = batched_trace()
-    view = TraceView(trace, program=1, step=2)  # cholesky_: touches no array
+    # cholesky_: touches no array; one colour scale chosen (auto gives each its own)
+    view = TraceView(trace, program=1, step=2, scale="shared")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(static_render, "draw_heatmap", spy)
         data, _ = view._repr_mimebundle_()
@@ -750,7 +753,8 @@ def test_the_static_png_draws_the_slab_the_step_touched(cholesky_step_png):
 
 def test_in_and_out_tiles_share_one_colour_scale_and_a_changed_view():
     trace = batched_trace()
-    view = TraceView(trace, program=1, step=2)  # t.cholesky_(eps): t in, t out
+    view = TraceView(trace, program=1, step=2, scale="shared")  # t.cholesky_(eps)
+    assert view.tile_scale == "shared"
     step = view.current_step
     roles = [(t["role"], t["name"]) for t in view.tiles]
     assert roles == [("in", "t"), ("out", "t"), ("changed", "t")]

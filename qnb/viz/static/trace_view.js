@@ -1,7 +1,9 @@
-// TraceView front end: program selector, step slider, source with the current line,
-// this step's tiles as heatmaps with their values (in and out on one colour scale, with
-// one colour bar; "changed", out - in, on its own), and the array arguments with the
-// regions read/written (a 3-D array: the slabs the step, else its program, touched).
+// TraceView front end: program selector, step slider, colour-scale choice, source with
+// the current line, this step's tiles as heatmaps with their values (in and out on one
+// colour scale with one colour bar, or each on its own where the op changes the range:
+// Python decides, tile_scale; "changed", out - in, always on its own), and the array
+// arguments with the regions read/written (a 3-D array: the slabs the step, else its
+// program, touched).
 
 function render({ model, el }) {
   el.classList.add("qnb-widget", "qnb-traceview");
@@ -26,8 +28,17 @@ function render({ model, el }) {
   next.addEventListener("click", () =>
     setState("step", Math.max(0, Math.min(model.get("num_steps") - 1, model.get("step") + 1))));
   const label = qnbElement("span", "qnb-step-label");
+  // the colour scale of the step's tiles: Python's option "scale"
+  const scale = document.createElement("select");
+  scale.className = "qnb-scale";
+  for (const [value, text] of [["auto", "scale: auto"], ["shared", "scale: shared"], ["per-tile", "scale: per tile"]]) {
+    const option = qnbElement("option", "", text);
+    option.value = value;
+    scale.append(option);
+  }
+  scale.addEventListener("change", () => setState("scale", scale.value));
   const controls = qnbElement("div", "qnb-controls");
-  controls.append(select, prev, slider, next, label);
+  controls.append(select, prev, slider, next, label, scale);
   const header = qnbElement("div", "qnb-title");
   const body = qnbElement("div", "qnb-body");
   el.append(header, controls, body);
@@ -48,8 +59,11 @@ function render({ model, el }) {
     const steps = model.get("num_steps");
     slider.max = Math.max(0, steps - 1);
     slider.value = model.get("step");
-    // the numbers of the Python repr: "step 2 / 5", "step 0 / 0" for a program with no steps
-    label.textContent = `step ${steps ? model.get("step") + 1 : 0} / ${steps}`;
+    scale.value = model.get("scale");
+    // the numbering of view.step and TraceStep.index (Python writes it): "step 5 (0–6)",
+    // and the loop iteration of a step inside loops: "step 5 (0–6) · kb = 2"
+    const loop = model.get("loop_text");
+    label.textContent = model.get("step_text") + (loop ? ` \u00b7 ${loop}` : "");
   }
 
   function draw() {
@@ -72,8 +86,17 @@ function render({ model, el }) {
     const typeOf = (t) => `${t.shape.length === 1 ? "Vec" : "Tile"}[${t.shape.join(", ")}] ${t.dtype_name}`;
     const pairs = values.filter((t) => t.role !== "changed");
     const pairBlocks = pairs.map((t) => qnbHeatmapBlock(t, { ...tileOpts, title: `${t.role} ${t.name}`, label: typeOf(t) }));
-    tiles.append(...pairBlocks);
-    if (pairs.length) {
+    if (model.get("tile_scale") === "per-tile") {
+      // each tile on its own scale: a colour bar beside each
+      pairBlocks.forEach((block, k) => {
+        const bar = qnbColourBar(pairs[k].vmin, pairs[k].vmax, barHeight([block]));
+        bar.classList.add("qnb-tile-own-range");
+        tiles.append(block, bar);
+      });
+    } else {
+      tiles.append(...pairBlocks);
+    }
+    if (pairs.length && model.get("tile_scale") !== "per-tile") {
       const [vmin, vmax] = model.get("tile_range");
       const bar = qnbColourBar(vmin, vmax, barHeight(pairBlocks));
       bar.classList.add("qnb-tile-range");
@@ -112,7 +135,7 @@ function render({ model, el }) {
     body.append(legend, row);
   }
 
-  const names = ["program", "step", "num_steps", "current_line", "op_text", "tiles", "tile_range", "scalars", "arrays", "regions", "slabs", "programs", "source", "first_line", "source_title"];
+  const names = ["program", "step", "num_steps", "scale", "tile_scale", "loop_text", "step_text", "current_line", "op_text", "tiles", "tile_range", "scalars", "arrays", "regions", "slabs", "programs", "source", "first_line", "source_title"];
   return qnbDrawOnChanges(model, names, draw);
 }
 
