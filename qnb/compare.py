@@ -253,7 +253,7 @@ def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) ->
     names = _backend_names(backends, registry)
     if program is not None:
         program = _program(program, grid)
-    host_args = [_to_host(a) for a in args]
+    host_args = [to_host(a) for a in args]
     stored = _stored_arrays(kernel, host_args)
     positions = {name: kernel.param_names.index(name) for name in stored}
     results = {}
@@ -332,7 +332,7 @@ def _program(program, grid) -> tuple[int, int, int]:
     return values
 
 
-def _to_host(value):
+def to_host(value):
     """A NumPy copy of a device array (a ``qnb.DeviceArray`` or a CuPy array)."""
     from qnb.backends.base import DeviceArray
 
@@ -397,7 +397,7 @@ def agree(value, reference, rtol=None, atol=None) -> np.ndarray:
     return _agree(value, reference, rtol, atol)
 
 
-def _abs_difference(value, reference) -> np.ndarray:
+def abs_difference(value, reference) -> np.ndarray:
     """``|value - reference|`` elementwise in f64: 0 where they are equal (NaN and NaN,
     ``inf`` and ``inf`` too), ``inf`` where one is NaN or infinite and the other not."""
     v = np.asarray(value).astype(np.float64)
@@ -413,7 +413,7 @@ def _difference(value, reference, rtol, atol) -> ArrayDifference:
     close = _agree(value, reference, rtol, atol)
     rt, at = _tolerance(reference.dtype, rtol, atol)
     r = reference.astype(np.float64)
-    diff = _abs_difference(value, reference)
+    diff = abs_difference(value, reference)
     with np.errstate(all="ignore"):
         rel = np.where(diff == 0, 0.0, diff / np.abs(r))
         rel = np.where(np.isnan(rel), np.inf, rel)
@@ -436,10 +436,10 @@ def _judged(value, reference, exact, rtol, atol) -> ArrayDifference:
     where its error is no larger, or where it agrees with exact itself (within the same
     tolerance: closer than the comparison can tell apart)."""
     record = _difference(value, reference, rtol, atol)
-    error = _abs_difference(value, exact)
+    error = abs_difference(value, exact)
     differing = ~_agree(value, reference, rtol, atol)
     exact_here = np.asarray(exact)[differing].astype(np.asarray(reference).dtype)
-    far = error[differing] > _abs_difference(reference, exact)[differing]
+    far = error[differing] > abs_difference(reference, exact)[differing]
     far &= ~_agree(np.asarray(value)[differing], exact_here, rtol, atol)
     farther = int(np.count_nonzero(far))
     return replace(

@@ -304,47 +304,25 @@ class _Launch:
 
 
 def _specialise(launch, args) -> _Launch:
-    """The kernel and grid of ``launch`` and its IR for ``args``.
-
-    Every reach into the kernel's internals that ``qnb.check`` makes is here, in one
-    place: a ``kernel[grid]`` is a ``functools.partial`` of ``Kernel._launch_over`` with
-    the grid (as ``qnb.compare`` reads it); ``Kernel._signature``, ``_resolve`` (its
-    ``parsed_units``), ``_lower``, ``_locate`` and ``parsed``; and the plain cpu launch
-    through ``qnb.compare._run`` (``Kernel._fast_signature``, ``_memo``, ``_prepare``)."""
-    import functools
-
+    """The kernel and grid of ``launch`` and its IR for ``args``, through the kernel's
+    public specialisation (``qnb.Specialization``: its IR, runtime arguments, units,
+    error placement and plain cpu launch)."""
     from qnb.errors import QnbTypeError
-    from qnb.kernel import Kernel
+    from qnb.kernel import Kernel, Launch
 
     if isinstance(launch, Kernel):
         kernel, grid = launch, (1, 1, 1)
-    elif isinstance(launch, functools.partial) and isinstance(
-        getattr(launch.func, "__self__", None), Kernel
-    ):
-        kernel, grid = launch.func.__self__, tuple(launch.args[0])
+    elif isinstance(launch, Launch):
+        kernel, grid = launch.kernel, launch.grid
     else:
         raise QnbTypeError(
             f"qnb.check takes a launch, kernel[grid], or a kernel; not {type(launch).__name__}"
         )
-    signature, _ = kernel._signature(list(args))
-    resolved = kernel._resolve()
-    kernel_ir = kernel._lower(signature, resolved)
-    units = resolved.parsed_units
-
-    def runtime_args(copies):
-        return kernel._signature(copies)[1]
-
-    def locate(err):
-        return kernel._locate(err, units, kernel_ir.units)
-
-    def launch_on_cpu(copies):
-        from qnb.compare import _run
-
-        _run(kernel, "cpu", grid, copies)
-
+    spec = kernel.specialize(*args, grid=grid, backend="cpu")
     return _Launch(
-        kernel.name, grid, kernel_ir, kernel.parsed, units, runtime_args, locate, launch_on_cpu
-    )
+        kernel.name, grid, spec.ir, kernel.parsed, spec.units, spec.arguments, spec.locate,
+        spec.launch,
+    )  # fmt: skip
 
 
 def _ir_launch(kernel_ir, grid) -> _Launch:
@@ -360,9 +338,9 @@ def _ir_launch(kernel_ir, grid) -> _Launch:
 
 
 def _host_arrays(args) -> list:
-    from qnb.compare import _to_host
+    from qnb.compare import to_host
 
-    return [_to_host(a) for a in args]
+    return [to_host(a) for a in args]
 
 
 def _copies_keeping_overlaps(args, stored: list, reuse=None) -> list:

@@ -130,6 +130,12 @@ class Specialization:
     def launcher(self):
         return self._ready().launcher
 
+    @property
+    def units(self) -> dict:
+        """Unit name (the kernel's and each ``@qnb.func``'s qualname) → its parsed
+        source, for placing an IR location at the user's line."""
+        return self._units()
+
     @public
     def source(self, lang: str = "ir") -> str:
         """The generated text for "cuda", "wgsl" or "ir". Needs no device and no compiler."""

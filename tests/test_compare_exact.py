@@ -16,7 +16,7 @@ import pytest
 import qnb
 from qnb import Tile, Tile16, Vec, exact, ir
 from qnb.backends import cpu_trace, probe
-from qnb.compare import ToleranceError, _lowered
+from qnb.compare import ToleranceError
 from tests.conftest import require_backend
 
 
@@ -173,7 +173,7 @@ def _mixed_args():
 
 
 def test_widened_ir_holds_f64_floats_and_keeps_ints_and_casts_to_ints():
-    kernel_ir, _, _ = _lowered(mixed, list(_mixed_args()))
+    kernel_ir, _ = _lowered(mixed, list(_mixed_args()))
     wide = exact.widened(kernel_ir)
     assert exact.holds_narrow_floats(kernel_ir) and not exact.holds_narrow_floats(wide)
     assert [p.type.dtype for p in wide.params] == [qnb.f64, qnb.f64, qnb.i32]
@@ -190,7 +190,7 @@ def test_widened_ir_holds_f64_floats_and_keeps_ints_and_casts_to_ints():
 
 def test_the_exact_run_rounds_no_float_and_truncates_ints():
     x, out, ints = _mixed_args()
-    kernel_ir, runtime, _ = _lowered(mixed, [x, out, ints])
+    kernel_ir, runtime = _lowered(mixed, [x, out, ints])
     ran_x, ran_out, ran_ints = exact.run_exact(kernel_ir, (1, 1, 1), runtime)
     t = x.astype(np.float64) * 0.1
     np.testing.assert_allclose(ran_out, (t + 1e4) - 1e4, rtol=0, atol=1e-9)  # no f16 rounding
@@ -204,7 +204,7 @@ def test_an_f64_kernel_is_its_own_exact_result():
     require_backend("cuda-host")
     x = np.random.default_rng(5).standard_normal((32, 16))
     result = qnb.compare(shift[2], x, np.zeros_like(x), backends=["cuda-host"])
-    kernel_ir, _, _ = _lowered(shift, [x, np.zeros_like(x)])
+    kernel_ir, _ = _lowered(shift, [x, np.zeros_like(x)])
     assert not exact.holds_narrow_floats(kernel_ir)
     assert result.arrays["out"]["cpu"].max_error == 0.0
     np.testing.assert_array_equal(result.exact["out"], result.results["cpu"]["out"])
@@ -287,3 +287,9 @@ def test_the_step_budget_bounds_the_cost_of_a_long_loop(wgpu, monkeypatch, progr
     assert found.steps_compared == probe.STEP_BUDGET and found.program == (0, 0, 0)
     assert counted[0] == probe.STEP_BUDGET + 1
     assert seconds < 60, seconds  # (before: one recorded step per iteration, ~4 minutes)
+
+
+def _lowered(kernel, args):
+    """The lowered IR of a one-program launch with ``args`` and its runtime arguments."""
+    launch = kernel.specialize(*args, grid=(1, 1, 1), backend="cpu")
+    return launch.ir, launch.arguments(args)

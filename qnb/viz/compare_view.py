@@ -47,15 +47,15 @@ def mismatch_map(comparison, array: str, backend: str) -> dict:
     reference (``CLOSER``) or farther (``FARTHER``), at any array size (see
     :func:`coded_map`); each mark carries the reference's, the backend's and the exact
     value."""
-    from qnb.compare import _abs_difference, _agree
+    from qnb.compare import abs_difference, agree
 
     record = comparison.arrays[array][backend]
     value = comparison.results[backend][array]
     reference = comparison.results[comparison.backends[0]][array]
     exact = comparison.exact.get(array, reference)
-    differing = ~_agree(value, reference, record.rtol, record.atol)
-    near = _agree(value, np.asarray(exact).astype(reference.dtype), record.rtol, record.atol)
-    closer = (_abs_difference(value, exact) <= _abs_difference(reference, exact)) | near
+    differing = ~agree(value, reference, record.rtol, record.atol)
+    near = agree(value, np.asarray(exact).astype(reference.dtype), record.rtol, record.atol)
+    closer = (abs_difference(value, exact) <= abs_difference(reference, exact)) | near
     codes = np.where(differing, np.where(closer, CLOSER, FARTHER), AGREES).astype(np.int32)
     state = coded_map(codes, [reference, value, exact])
     state.update(
