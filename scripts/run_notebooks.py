@@ -7,8 +7,9 @@
 Both modes run the notebooks the same way, so what is stored is what is checked:
 
 - in sorted order, each in the current environment's ``python3`` kernel;
-- with one fresh, empty kernel cache for the whole run (so the "compiled / loaded from
-  disk" lines are those of a first run);
+- each with a fresh, empty kernel cache of its own (so the "compiled / loaded from disk"
+  lines are those of a first run, and two notebooks defining a kernel of one name never
+  see each other's entries; under nbval, ``notebooks/conftest.py`` gives each its own);
 - on the *reference machine*, whatever this machine has: no CUDA device
   (``CUDA_VISIBLE_DEVICES=""``) and the wgpu backend on Mesa's CPU Vulkan driver lavapipe
   (``WGPUPY_WGPU_ADAPTER_NAME``), so ``"auto"`` picks ``cpu`` and every "available /
@@ -96,13 +97,14 @@ def run(path: Path, timeout: int) -> float:
 
 
 def store(paths: list[Path], timeout: int) -> int:
-    cache = tempfile.mkdtemp(prefix="qnb-notebook-cache-")
-    environment = reference_environment(cache)
+    caches = tempfile.mkdtemp(prefix="qnb-notebook-caches-")
+    environment = reference_environment(caches)
     os.environ.clear()  # the kernels nbclient starts inherit it
     os.environ.update(environment)
     failed = False
     try:
         for path in paths:
+            os.environ["QNB_CACHE_DIR"] = tempfile.mkdtemp(dir=caches)
             try:
                 seconds = run(path, timeout)
                 print(f"{path.name}: {seconds:.1f} s")
@@ -110,7 +112,7 @@ def store(paths: list[Path], timeout: int) -> int:
                 failed = True
                 print(f"{path.name}: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
-        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(caches, ignore_errors=True)
     return 1 if failed else 0
 
 
@@ -122,7 +124,9 @@ def check(paths: list[Path], pytest_args: list[str]) -> int:
         "--nbval", "--nbval-current-env", "--nbval-sanitize-with", str(SANITIZE),
         *pytest_args, *(os.path.relpath(path, ROOT) for path in paths),
     ]  # fmt: skip
-    return subprocess.call(command, cwd=ROOT, env=reference_environment(CHECK_CACHE))
+    env = reference_environment(CHECK_CACHE)
+    env["QNB_NOTEBOOK_CACHES"] = str(CHECK_CACHE)  # one cache per notebook under it
+    return subprocess.call(command, cwd=ROOT, env=env)
 
 
 def main(argv=None) -> int:

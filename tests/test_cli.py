@@ -138,7 +138,7 @@ def test_doctor_json_has_the_backend_records(ran):
     assert status == 0, err
     report = json.loads(out)
     backends = {b["name"]: b for b in report["backends"]}
-    assert set(backends) == {"cpu", "wgpu", "cuda"}, report["backends"]
+    assert set(backends) == {"cpu", "wgpu", "cuda", "cuda-host"}, report["backends"]
     assert backends["cpu"]["available"] is True
     for record in backends.values():
         # an unavailable backend always says why

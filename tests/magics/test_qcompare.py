@@ -68,7 +68,9 @@ def test_a_difference_shows_compare_view_and_o_returns_the_comparison(ip):
     assert "line 5 (sub)" in lines[2]  # (line 1 is the %%qkernel line)
     assert "program (1, 0, 0)" in lines[2]
     (shown,) = captured.outputs
-    assert shown.data["text/plain"] == "CompareView('shift' on cpu, wgpu: different)"
+    assert shown.data["text/plain"] == (
+        "CompareView('shift' on cpu, wgpu: rounding (wgpu is closer to exact than cpu))"
+    )
     assert "application/vnd.jupyter.widget-view+json" in shown.data
     assert result.first_divergence.program == (1, 0, 0)
 
