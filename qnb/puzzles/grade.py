@@ -149,14 +149,10 @@ def _try(puzzle: Puzzle, kernel, backend: str, case: Case, rng) -> Grade | None:
 
 def hazard_in(kernel, grid, args: dict):
     """The first hazard ``qnb.check`` finds in the launch (a race between programs), or
-    None. ``qnb.check`` is built on its own branch; until it is merged, there is none
-    to ask."""
-    import qnb
+    None."""
+    from qnb.hazards import check
 
-    check_launch = getattr(qnb, "check", None)
-    if check_launch is None:
-        return None
-    found = check_launch(kernel[grid], *args.values())
+    found = check(kernel[grid], *args.values())
     return None if found.ok else found.hazards[0]
 
 

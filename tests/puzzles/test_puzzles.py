@@ -204,3 +204,24 @@ def test_the_waiting_puzzles_are_written_but_not_listed():
     scan = pending.PENDING[1]
     args, expected = scan.arguments(np.random.default_rng(0), scan.cases[1])
     np.testing.assert_allclose(expected["out"], np.cumsum(args["x"].astype(np.float64)), rtol=1e-6)
+
+
+def test_a_kernel_whose_programs_race_fails_with_the_hazard_even_where_its_values_are_right():
+    """Every program also stores ``out[0]`` (the same value): each case's values are right,
+    and the grade fails all the same, naming the race qnb.check finds, its element, the
+    two programs and the line of the second one's store."""
+    from qnb import Vec
+
+    @qnb.kernel
+    def add_ten(x: qnb.Array[qnb.f32, 1], out: qnb.Array[qnb.f32, 1]):
+        start = qnb.program_id(0) * 128
+        (Vec[128].load(x, start) + 10.0).store(out, start)
+        out[0] = x[0] + 10.0
+
+    grade = qnb.puzzles.check("add_ten", add_ten)
+    assert not grade.passed
+    assert grade.hazard is not None and grade.hazard.kind == "write-write"
+    assert grade.array == "out" and grade.index == (0,)
+    line = add_ten.parsed.firstlineno + 3  # the out[0] store (firstlineno: the def)
+    assert grade.line == line, (grade.line, line)
+    assert "both store out[0]" in grade.message and "write-write race" in grade.message
