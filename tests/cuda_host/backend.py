@@ -21,9 +21,7 @@ import hashlib
 import pathlib
 
 from qnb.backends.base import Artifact, Options
-from qnb.backends.cuda import check_parameter_space
 from qnb.backends.cuda_host import (
-    PARAMETER_SPACE_ARCH,
     CudaHostBackend,
     c_param_types,
     host_text,
@@ -82,15 +80,7 @@ class CheckedCudaHostBackend(CudaHostBackend):
     """cuda-host as the tests run it (see the module docstring)."""
 
     def compile(self, ir: KernelIR, options: Options = Options()) -> Artifact:
-        rendered = render_cuda(ir, options)
-        check_parameter_space(ir.name, rendered.abi, PARAMETER_SPACE_ARCH)
-        text = {
-            "source": rendered.text,
-            "entry": rendered.entry,
-            "abi": rendered.abi,
-            "threads": rendered.threads,
-            "programs_per_block": rendered.programs_per_block,
-        }
+        rendered, text = self.rendered(ir, options)
         whole = host_text(text)
         if whole not in _BUILT_MANY:
             build.adopt(whole, _kept(whole, rendered.entry))

@@ -137,6 +137,14 @@ class CudaHostBackend(Backend):
         return render_cuda(ir, options).text
 
     def compile(self, ir: KernelIR, options: Options = Options()) -> Artifact:
+        rendered, text = self.rendered(ir, options)
+        text["library"] = build.build(host_text(text), rendered.entry).as_json()
+        return Artifact(text=text)
+
+    @staticmethod
+    def rendered(ir: KernelIR, options: Options) -> tuple:
+        """The CUDA C++ of ``ir`` (its parameter space checked as cuda's is) and the
+        artifact text that describes it, before the library is built."""
         rendered = render_cuda(ir, options)
         check_parameter_space(ir.name, rendered.abi, PARAMETER_SPACE_ARCH)
         text = {
@@ -146,8 +154,7 @@ class CudaHostBackend(Backend):
             "threads": rendered.threads,
             "programs_per_block": rendered.programs_per_block,
         }
-        text["library"] = build.build(host_text(text), rendered.entry).as_json()
-        return Artifact(text=text)
+        return rendered, text
 
     def load(self, artifact: Artifact) -> Launcher:
         text = artifact.text
