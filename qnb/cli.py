@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
+from qnb.console import run_quietly
+
 CACHE_ACTIONS = ("list", "stats", "clear", "explain")
 
 # Distribution names shown by `qnb doctor` when installed (none of them is required).
@@ -30,11 +32,6 @@ OPTIONAL_PACKAGES = (
 )
 
 
-# The exit status of a command whose reader went away (`qnb cache list | head -3`): that
-# of a process ended by SIGPIPE, as the shell reports it (128 + 13).
-BROKEN_PIPE_STATUS = 141
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``qnb`` console script and of ``python -m qnb``."""
     parser = _build_parser()
@@ -42,22 +39,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    try:
-        status = args.handler(args)
-        sys.stdout.flush()  # here, where a closed pipe can still be caught
-    except BrokenPipeError:
-        # The reader stopped reading (`| head`): end quietly. What is left in stdout's
-        # buffer goes to devnull, so the flush at exit does not fail again (Python's
-        # documentation, "Note on SIGPIPE").
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return BROKEN_PIPE_STATUS
-    return status
+    return run_quietly(lambda: args.handler(args))
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="qnb", description="qnb: 16x16 tile kernels for CUDA, WGSL and NumPy."
+        prog="qnb",
+        description="qnb: tile kernels in Python (tiles of any power-of-two shape), compiled to "
+        "CUDA C++ and WGSL, with a NumPy reference backend.",
     )
     parser.add_argument("--version", action="version", version=f"qnb {_qnb_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -108,6 +108,6 @@ def run(argv: list[str], out=None, err=None) -> int:
 
 
 if __name__ == "__main__":  # as `qnb cache ...`, which also ends quietly on a closed pipe
-    from qnb.cli import main
+    from qnb.console import run_quietly
 
-    raise SystemExit(main(["cache", *sys.argv[1:]]))
+    raise SystemExit(run_quietly(lambda: run(sys.argv[1:])))
