@@ -247,6 +247,7 @@ def compare(launch, *args, backends=None, program=None, rtol=None, atol=None) ->
     ``qnb.viz.CompareView(comparison)`` shows it; ``%qcompare`` runs it in a notebook.
     """
     from qnb.backends import registry
+    from qnb.backends.base import to_host
 
     rtol, atol = _checked_tolerance("rtol", rtol), _checked_tolerance("atol", atol)
     kernel, grid = _kernel_and_grid(launch)
@@ -330,17 +331,6 @@ def _program(program, grid) -> tuple[int, int, int]:
     if len(values) != 3 or not all(0 <= v < g for v, g in zip(values, grid)):
         raise QnbTypeError(f"program {program!r} is not in the grid {grid}")
     return values
-
-
-def to_host(value):
-    """A NumPy copy of a device array (a ``qnb.DeviceArray`` or a CuPy array)."""
-    from qnb.backends.base import DeviceArray
-
-    if isinstance(value, DeviceArray):
-        return value.numpy()
-    if type(value).__module__.startswith("cupy"):
-        return value.get()
-    return value
 
 
 def _copies(args) -> list:

@@ -338,7 +338,7 @@ def _ir_launch(kernel_ir, grid) -> _Launch:
 
 
 def _host_arrays(args) -> list:
-    from qnb.compare import to_host
+    from qnb.backends.base import to_host
 
     return [to_host(a) for a in args]
 

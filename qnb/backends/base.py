@@ -169,3 +169,13 @@ class DeviceArray:
 
     def __repr__(self) -> str:
         return f"<qnb.DeviceArray on {self.backend_name}: shape={self.shape}, dtype={self.dtype}>"
+
+
+def to_host(value):
+    """A NumPy copy of a device array (a ``qnb.DeviceArray`` or a CuPy array); any other
+    value as it is."""
+    if isinstance(value, DeviceArray):
+        return value.numpy()
+    if type(value).__module__.startswith("cupy"):
+        return value.get()
+    return value

@@ -493,7 +493,7 @@ class WgpuBackend(Backend):
         buffer = _new_buffer(dev, words.nbytes)
         if words.nbytes:
             dev.queue.write_buffer(buffer, 0, _pad_bytes(words))
-        return WgpuDeviceArray(buffer, array.shape, array.dtype)
+        return WgpuDeviceArray(buffer, array.shape, array.dtype, dev)
 
 
 # --------------------------------------------------------------------------- compile helpers

@@ -1,5 +1,7 @@
 """The wgpu backend's launches: device buffers for the arguments, the uniform words, the
 dispatch, and what comes back (see :mod:`qnb.backends.wgpu` for the device and compiling).
+This module imports nothing of ``wgpu.py``: the device (``dev``: a ``wgpu._Device``, its
+wgpu-py device, queue and pools) is passed in, so the two are not an import circle.
 
 NumPy arguments are copied through the device's one pool of staging buffers
 (:class:`_StagingPool`), never buffers of a launcher's own: a captured value that changes at
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,9 +22,6 @@ from qnb.backends.base import Artifact, DeviceArray, argument_error, check_dims
 from qnb.backends.host_arrays import HostArrays
 from qnb.dtypes import as_dtype
 from qnb.errors import BackendError, QnbTypeError
-
-if TYPE_CHECKING:
-    from qnb.backends.wgpu import _Device
 
 MAX_WORKGROUPS = 65535
 REPORT_BYTES = 8  # a loop-budget launch's report: invocations cut, ~first program
@@ -52,7 +50,7 @@ class _StagingPool:
     MAX_FREE = 8
     MAX_FREE_BYTES = 64 << 20
 
-    def __init__(self, dev: _Device):
+    def __init__(self, dev):
         self.dev = dev
         self.lock = threading.Lock()
         self.free: collections.OrderedDict[int, list] = collections.OrderedDict()  # size →
@@ -106,7 +104,7 @@ class _BudgetWords:
     takes one, binds it, reads it back after its work, and gives it back zeroed, so no
     two launches (threads) share one and each reads only its own program's report."""
 
-    def __init__(self, dev: _Device):
+    def __init__(self, dev):
         self.dev = dev
         self.lock = threading.Lock()
         self.free: list = []
@@ -141,14 +139,12 @@ class WgpuDeviceArray(DeviceArray):
 
     backend_name = "wgpu"
 
-    def __init__(self, buffer, shape, dtype):
+    def __init__(self, buffer, shape, dtype, dev):
         super().__init__(shape, dtype)
-        self.buffer = buffer
+        self.buffer, self._device = buffer, dev
 
     def numpy(self) -> np.ndarray:
-        from qnb.backends.wgpu import _get_device
-
-        dev = _get_device()
+        dev = self._device
         storage = _STORAGE_NUMPY[as_dtype(self.dtype).name]
         count = self.size
         if count == 0:
@@ -158,7 +154,7 @@ class WgpuDeviceArray(DeviceArray):
         return (flat != 0 if self.dtype == np.bool_ else flat.copy()).reshape(self.shape)
 
 
-def _check_fits(dev: _Device, array: np.ndarray, name: str | None = None) -> None:
+def _check_fits(dev, array: np.ndarray, name: str | None = None) -> None:
     """Refuse an array larger than one storage binding of this device, by name."""
     nbytes = array.size * (4 if array.dtype == np.bool_ else array.itemsize)
     if nbytes <= dev.max_binding:
@@ -230,7 +226,7 @@ def _pad_bytes(words: np.ndarray):
     return data
 
 
-def _new_buffer(dev: _Device, nbytes: int):
+def _new_buffer(dev, nbytes: int):
     usage = dev.wgpu.BufferUsage
     return dev.device.create_buffer(
         size=_padded(nbytes), usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
@@ -264,7 +260,7 @@ class _Launcher:
     ``lock``: the queue runs each write before the dispatches submitted after it, so every
     dispatch reads the words its own launch wrote."""
 
-    def __init__(self, dev: _Device, artifact: Artifact, pipeline):
+    def __init__(self, dev, artifact: Artifact, pipeline):
         self.dev = dev
         self.pipeline, self.group_layout = pipeline
         layout = artifact.text["layout"]
