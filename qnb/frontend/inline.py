@@ -55,13 +55,21 @@ class Inliner:
                 # The caller's tile: in-place ops on it reach the caller (release_alias).
                 frame.scope[name] = scopes.frame.scope[arg_node.id]
                 frame.aliases.add(name)
+            elif (
+                isinstance(value, ir.Var)
+                and isinstance(arg_node, ast.Name)
+                and arg_node.id in scopes.frame.known
+            ):
+                # A local holding a compile-time number (``B = qnb.static(BM // 2)``, ``B =
+                # HALF``): the func receives the number, compile-time as a literal would be.
+                frame.scope[name] = Py(scopes.frame.known[arg_node.id])
             elif isinstance(value, ir.Expr):
                 frame.scope[name] = None
                 var_name = frame.prefix + name
                 scopes.joined[var_name] = value.type
                 scopes.display[var_name] = name
                 lower.emit(ir.Assign(lower.loc(node), var_name, value))
-                frame.scope[name] = Var(var_name, value.type)
+                frame.scope[name] = Var(var_name, value.type, scopes.block_path)
             else:
                 frame.scope[name] = value
         result = Py(None)

@@ -164,14 +164,18 @@ class _Lowerer:
     @contextlib.contextmanager
     def nested_block(self):
         """A runtime block (an ``if`` branch, a loop body): the statements emitted meanwhile."""
-        saved = self.block
+        saved, scopes = self.block, self.scopes
+        saved_path = scopes.block_path
         self.block = []
-        self.scopes.block_depth += 1
+        scopes.block_depth += 1
+        scopes.blocks_opened += 1
+        scopes.block_path = (*saved_path, scopes.blocks_opened)
         try:
             yield self.block
         finally:
             self.block = saved
-            self.scopes.block_depth -= 1
+            scopes.block_depth -= 1
+            scopes.block_path = saved_path
 
     @contextlib.contextmanager
     def captured_block(self):

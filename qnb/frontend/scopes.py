@@ -17,7 +17,7 @@ import ast
 from dataclasses import dataclass, field
 
 from qnb import ir
-from qnb.dtypes import DType, is_dtype_like
+from qnb.dtypes import DType, bool_, is_dtype_like
 from qnb.errors import QnbTypeError
 from qnb.frontend import lists
 from qnb.frontend import semantics as sem
@@ -33,6 +33,7 @@ class Var:
 
     name: str  # the IR name
     type: ir.Type
+    block: tuple = ()  # the runtime blocks open where it was bound (Scopes.block_path)
 
     def read(self, loc: ir.Loc) -> ir.Var:
         return ir.Var(self.type, loc, self.name)
@@ -129,6 +130,8 @@ class Scopes:
         self.display: dict[str, str] = {}  # IR local -> the name a trace shows
         self.counter = 0
         self.block_depth = 0  # runtime blocks (if branches, loop bodies) open now
+        self.block_path: tuple = ()  # an id per runtime block open now, outermost first
+        self.blocks_opened = 0
         self.static_blocks: list[int] = []  # block_depth where each static loop began
         self.loop_watches: list[LoopWatch] = []
 
@@ -164,18 +167,22 @@ class Scopes:
         declared = self.declared.get(ir_name, type_)
         if declared.kind != type_.kind or declared.shape != type_.shape:
             declared = type_
-        var = Var(ir_name, declared)
+        var = Var(ir_name, declared, self.block_path)
         self.display[ir_name] = name
         self.frame.scope[name] = var
         self.record_type(ir_name, type_, declared, node)
         return var
 
     def record_type(self, ir_name, new: ir.Type, current: ir.Type, node):
-        if new.kind != current.kind or new.shape != current.shape:
+        if new.kind != current.kind or new.shape != current.shape or (
+            (new.dtype is bool_) != (current.dtype is bool_)
+        ):
             raise self.lower.error(
                 QnbTypeError,
-                f"variable {self.display.get(ir_name, ir_name)!r} holds a {current}; "
-                f"it cannot also hold a {new}",
+                f"variable {self.display.get(ir_name, ir_name)!r} holds a {current} from "
+                f"before this loop or runtime branch; it cannot hold a {new} in it (a name "
+                "a loop or branch assigns keeps its type there: give the new value a name "
+                "of its own)",
                 node,
             )
         known = self.joined.get(ir_name, current)
@@ -225,9 +232,17 @@ class Scopes:
         existing = frame.scope.get(name)
         if isinstance(existing, Var):
             raw = lower.to_expr(value, stmt, existing.type.dtype)
-            self.record_type(existing.name, raw.type, existing.type, target)
-            expr = lower.coerce(raw, existing.type, target)
-            lower.emit(ir.Assign(lower.loc(stmt), existing.name, expr))
+            if self.rebinds(existing, raw.type):
+                # As in Python: from here on the name holds the new value, of its own type
+                # (``m = m[:, None]``, ``mask = qnb.where(mask, 0.0, -math.inf)``).
+                del frame.scope[name]
+                var = self.bind_local(name, raw.type, target)
+                expr = raw if var.type == raw.type else lower.coerce(raw, var.type, target)
+                lower.emit(ir.Assign(lower.loc(stmt), var.name, expr))
+            else:
+                self.record_type(existing.name, raw.type, existing.type, target)
+                expr = lower.coerce(raw, existing.type, target)
+                lower.emit(ir.Assign(lower.loc(stmt), existing.name, expr))
         else:
             expr = lower.to_expr(value, stmt)
             var = self.bind_local(name, expr.type, target)
@@ -238,6 +253,15 @@ class Scopes:
         outside = self.block_depth == frame.base_depth
         if isinstance(value, Py) and outside and frame.scope[name].type.kind == "scalar":
             frame.known[name] = value.value
+
+    def rebinds(self, existing: Var, new: ir.Type) -> bool:
+        """Whether assigning a value of type ``new`` to the name bound to ``existing``
+        binds the name to a new variable: its type differs and no runtime block opened
+        since ``existing`` was bound (in a loop or branch, the name's one storage must
+        keep one type: :meth:`record_type` widens a dtype there, or refuses)."""
+        current = existing.type
+        differs = (new.kind, new.shape, new.dtype) != (current.kind, current.shape, current.dtype)
+        return differs and existing.block == self.block_path
 
     def release_alias(self, name: str):
         """Plain assignment to a func parameter that is the caller's Tile16/Vec16 makes the

@@ -129,7 +129,11 @@ F32_2D = np.ones((16, 16), np.float32)
             "square",
             5,
         ),
-        ("t = Tile[8, 32].zeros()\n    t = Tile16.zeros()", "cannot also hold", 4),
+        (  # rebinding is allowed, but not to another shape inside a loop over the name
+            "t = Tile[8, 32].zeros()\n    for i in range(2):\n        t = Tile16.zeros()",
+            "cannot hold a Tile16",
+            5,
+        ),
         ("t = Tile[8, 32].zeros()\n    t[:] = Tile16.zeros()", "expected a Tile[8, 32]", 4),
         ("u = qnb.outer(Vec[256].zeros(), Vec[128].zeros())", "16384", 3),
         ("t = Tile[8, 32].zeros()\n    u = t + Vec[8].zeros()", "Tile[8, 32] and a Vec[8]", 4),
