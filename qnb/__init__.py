@@ -1,4 +1,7 @@
-"""qnb: 16×16 tile kernels in Python, compiled to CUDA C++ and WGSL, with a NumPy reference.
+"""qnb: tile kernels in Python, compiled to CUDA C++ and WGSL, with a NumPy reference.
+
+A kernel works on tiles of any power-of-two shape (``qnb.Tile[M, N]``, ``qnb.Vec[N]``;
+``Tile16`` is ``Tile[16, 16]``), combined by NumPy broadcasting::
 
     import qnb
     from qnb import Tile16
@@ -30,6 +33,7 @@ from qnb.errors import (
     QnbOutsideKernelError,
     QnbSyntaxError,
     QnbTypeError,
+    QnbZeroDivisionError,
     public,
 )
 from qnb.hazards import Hazards, check  # (light: NumPy and dataclasses only)
@@ -45,6 +49,7 @@ from qnb.language import (
     Vec32,
     abs,  # noqa: A004 - the language's elementwise abs
     arange,
+    cdiv,
     ceil,
     cos,
     exp,
@@ -125,6 +130,7 @@ __all__ = [
     "Tile32",
     "Vec32",
     "arange",
+    "cdiv",
     "Array",
     "Template",
     "program_id",
@@ -170,6 +176,7 @@ __all__ = [
     "QnbCaptureError",
     "QnbIndexError",
     "QnbOutsideKernelError",
+    "QnbZeroDivisionError",
     "BackendError",
     "CompileError",
 ]

@@ -1,7 +1,9 @@
 """The element types of qnb: f16, bf16, f32, f64, i32 and bool_.
 
 NumPy dtypes are accepted wherever a qnb dtype is; :func:`as_dtype` turns either
-into the canonical :class:`DType`.
+into the canonical :class:`DType`. NumPy accepts every qnb dtype wherever it takes a
+dtype (it reads :attr:`DType.dtype`): ``np.zeros(4, qnb.bf16)`` is an
+``ml_dtypes.bfloat16`` array.
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ class DType:
         self.numpy = np.dtype(numpy_dtype)
         self.is_float = is_float
         self.itemsize = self.numpy.itemsize
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype. NumPy reads this attribute of any object it is given as a
+        dtype, so NumPy takes every qnb dtype: ``np.dtype(qnb.f32) == np.float32``,
+        ``np.zeros(4, qnb.bf16)``, ``x.astype(qnb.i32)``."""
+        return self.numpy
 
     def __repr__(self) -> str:
         return f"qnb.{self.name}"

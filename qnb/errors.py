@@ -152,6 +152,12 @@ class QnbTypeError(QnbError, TypeError):
     """A dtype, shape or arity mismatch, or the misuse of an op."""
 
 
+class QnbZeroDivisionError(QnbTypeError, ZeroDivisionError):
+    """A division by zero qnb sees before anything runs (``qnb.cdiv(a, 0)``, on the host or
+    with a compile-time divisor): a ``QnbTypeError`` (the misuse of an op) that is also the
+    ``ZeroDivisionError`` Python's own ``-(-a // 0)`` raises."""
+
+
 class QnbCaptureError(QnbError):
     """A kernel reads a name from its enclosing scope that cannot be baked in."""
 

@@ -7,8 +7,10 @@ tag and lowers it to IR. Called outside a kernel, an intrinsic raises a clear er
 
 from __future__ import annotations
 
+import numpy as np
+
 from qnb.dtypes import DType, as_dtype, f32
-from qnb.errors import QnbOutsideKernelError, QnbTypeError, caller_position
+from qnb.errors import QnbOutsideKernelError, QnbTypeError, QnbZeroDivisionError, caller_position
 
 TILE_SIZE = 16
 
@@ -66,6 +68,34 @@ def static(value):
     ``value`` unchanged.
     """
     return value
+
+
+@intrinsic
+def cdiv(a, b):
+    """``-(-a // b)`` for ints: ``a`` divided by ``b``, rounded up (toward +inf), as the
+    number of tiles of ``b`` elements that cover ``a`` elements (``k[qnb.cdiv(n, 16)]``).
+
+    On the host it returns an int. In a kernel it is a compile-time value where both are
+    (a literal, a captured constant, a ``qnb.Template`` …), else a runtime i32 (a runtime
+    zero divisor gives what ``//`` gives). A float, a bool or a zero divisor that qnb can
+    see raises ``QnbTypeError`` (for zero, ``QnbZeroDivisionError``, also a
+    ``ZeroDivisionError``)."""
+    for value in (a, b):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise QnbTypeError(
+                f"qnb.cdiv({a!r}, {b!r}) takes ints; got {_kind_of(value)}", *caller_position()
+            )
+    if b == 0:
+        raise QnbZeroDivisionError(f"qnb.cdiv({a!r}, {b!r}): the divisor is 0", *caller_position())
+    return -(-int(a) // int(b))
+
+
+def _kind_of(value) -> str:
+    if isinstance(value, bool):
+        return f"the bool {value!r}"
+    if isinstance(value, float):
+        return f"the float {value!r} (write a // b or int(x) where you mean an int)"
+    return f"a {type(value).__name__}"
 
 
 # --------------------------------------------------------------------- elementwise math
@@ -187,7 +217,7 @@ def arange(n, dtype=None):
 class Tile16:
     """A 16×16 matrix value owned by the whole program. Element ``[i, j]`` is row i, column j.
 
-    Inside a kernel: ``Tile16.zeros(dtype)``, ``Tile16(dtype)``, ``Tile16.ones(dtype)``,
+    Inside a kernel: ``Tile16.zeros(dtype)``, ``Tile16(dtype)`` (the same), ``Tile16.ones(dtype)``,
     ``Tile16.full(value, dtype)``, ``Tile16.eye(dtype)``, ``Tile16.load(arr, row, col, *,
     other=0, dtype=None)``;
     methods ``load_``, ``store``, ``astype``, ``sum``/``max``/``min``, ``row``, ``col``,
@@ -310,13 +340,17 @@ class Tile16:
 class Vec16:
     """A 16-vector value owned by the whole program.
 
-    ``Vec16.zeros(dtype)``, ``Vec16.full(value, dtype)``, ``Vec16.load(arr, r0, r1, col)``
-    (a column window of a 2-D array) or ``Vec16.load(arr, start, *, other=0)`` (1-D); ``v[i]``,
-    ``v.store(arr, start)`` (1-D) and elementwise arithmetic.
+    ``Vec16.zeros(dtype)``, ``Vec16(dtype)`` (the same), ``Vec16.full(value, dtype)``,
+    ``Vec16.load(arr, r0, r1, col)`` (a column window of a 2-D array) or ``Vec16.load(arr,
+    start, *, other=0)`` (1-D); ``v[i]``, ``v.store(arr, start)`` (1-D) and elementwise
+    arithmetic.
     """
 
     SIZE = TILE_SIZE
     _qnb_intrinsic = "Vec16"
+
+    def __init__(self, dtype=f32):
+        raise _kernel_only("Vec16(...)")
 
     @staticmethod
     @intrinsic
@@ -501,12 +535,11 @@ def _make_class(kind, shape) -> type:
     namespace["_qnb_intrinsic"] = name
     namespace["__qualname__"] = name
     namespace["__module__"] = __name__
-    if kind == "tile":
 
-        def __init__(self, dtype=f32):
-            raise _kernel_only(f"{name}(...)")
+    def __init__(self, dtype=f32):  # Tile[M, N](dtype) / Vec[N](dtype): zeros
+        raise _kernel_only(f"{name}(...)")
 
-        namespace["__init__"] = __init__
+    namespace["__init__"] = __init__
     cls = type(name, (), namespace)
     _shape_attributes(cls, kind, shape)
     return cls

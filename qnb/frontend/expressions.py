@@ -380,11 +380,6 @@ class Expressions:
 
 def _not_callable(name: str, target) -> str:
     """Why calling a qnb name that has no rule of its own is refused."""
-    if getattr(target, "_qnb_kind", None) == "vec":
-        return (
-            f"{name}(...) is not a constructor; use {name}.zeros(dtype) or {name}.full(value, "
-            "dtype)"
-        )
     if name in ("Tile", "Vec"):
         return f"{name}[...] is a type; call its constructors ({name}[M, N].zeros(dtype) …)"
     return f"{name} cannot be called"

@@ -174,8 +174,10 @@ class Scopes:
         return var
 
     def record_type(self, ir_name, new: ir.Type, current: ir.Type, node):
-        if new.kind != current.kind or new.shape != current.shape or (
-            (new.dtype is bool_) != (current.dtype is bool_)
+        if (
+            new.kind != current.kind
+            or new.shape != current.shape
+            or ((new.dtype is bool_) != (current.dtype is bool_))
         ):
             raise self.lower.error(
                 QnbTypeError,

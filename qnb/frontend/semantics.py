@@ -26,7 +26,7 @@ import numpy as np
 
 from qnb import ir, language
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32, is_dtype_like, promote
-from qnb.errors import QnbCaptureError, QnbTypeError
+from qnb.errors import QnbCaptureError, QnbTypeError, QnbZeroDivisionError
 from qnb.frontend import lists, typing_rules
 from qnb.frontend.bindings import Py, Rule, check_bindings, is_number, language_stubs, rule
 from qnb.frontend.typing_rules import I32_MAX, I32_MIN
@@ -480,6 +480,27 @@ def _arange(builder, node, target, n, dtype=None):
     return fill(builder, "vec", "arange", None, dtype, node, (n.value,))
 
 
+@_bound(language.cdiv, name="qnb.cdiv")
+def _cdiv(builder, node, target, a, b):
+    """``-(-a // b)``: folded where both are compile-time ints, else a runtime i32."""
+    for value in (a, b):
+        raw = value.value if isinstance(value, Py) else value
+        runtime = isinstance(raw, ir.Expr) and raw.type == ir.scalar(i32)
+        if not runtime and (isinstance(raw, bool) or not isinstance(raw, int)):
+            if isinstance(raw, ir.ArrayView):
+                got = "an array"
+            else:
+                got = f"a {raw.type} value" if isinstance(raw, ir.Expr) else repr(raw)
+            raise builder.error(QnbTypeError, f"qnb.cdiv takes ints, got {got}", node)
+    if isinstance(b, Py) and b.value == 0:
+        raise builder.error(QnbZeroDivisionError, "qnb.cdiv(a, b): the divisor is 0", node)
+    if isinstance(a, Py) and isinstance(b, Py):
+        return Py(-(-a.value // b.value))
+    negated = Py(-a.value) if isinstance(a, Py) else ir.Unary(a.type, builder.loc(node), "neg", a)
+    quotient = binary(builder, "floordiv", negated, b, node)
+    return ir.Unary(quotient.type, builder.loc(node), "neg", quotient)
+
+
 @_bound(language.static, accepts=lambda value: None)
 def _static_misplaced(builder, node, target, args, kwargs):
     raise builder.error(QnbTypeError, "qnb.static is used as qnb.static(expr)", node)
@@ -569,6 +590,12 @@ CONSTRUCTOR_RULES = {
 def _tile_class(builder, node, target, dtype=f32):
     """``Tile16(dtype)`` / ``Tile[M, N](dtype)``: a tile of zeros."""
     return _new(builder, node, target, "tile", "zeros", Py(0), dtype)
+
+
+@_bound(language.Vec16, name=_called("vec", "zeros"))
+def _vec_class(builder, node, target, dtype=f32):
+    """``Vec16(dtype)`` / ``Vec[N](dtype)``: a vec of zeros."""
+    return _new(builder, node, target, "vec", "zeros", Py(0), dtype)
 
 
 def _other_arg(builder, other, dtype, node, name):
@@ -690,6 +717,7 @@ def _vec_load_line(axis):
 SHAPED_INTRINSICS = {
     **CONSTRUCTOR_RULES,
     ("tile", "class"): _tile_class,
+    ("vec", "class"): _vec_class,
     ("tile", "load"): _tile_load,
     ("vec", "load"): _vec_load,
     ("vec", "load_col"): _vec_load_line(0),

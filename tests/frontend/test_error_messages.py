@@ -40,7 +40,6 @@ def error_of(body: str, error=qnb.QnbError) -> qnb.QnbError:
         ("b = 1 in (1, 2)", "the comparison 'in' is not"),
         ("b = x is y", "the comparison 'is' is not"),
         ("v = Vec16.eye()", "Vec16 has no attribute 'eye'"),
-        ("v = Vec16(qnb.f32)", "use Vec16.zeros(dtype)"),
         ("y[0, 0] = np.float32", "the dtype float32 cannot be used as a value"),
         ("y[0, 0] = qnb.Template", "qnb.Template cannot be used as a value"),
     ],

@@ -187,7 +187,8 @@ def test_every_stub_has_a_docstring_and_shaped_constructors_show_their_parameter
     [
         n
         for n, v in vars(language).items()
-        if inspect.isfunction(v) and hasattr(v, "_qnb_intrinsic") and n != "static"
+        # (static and cdiv also work on the host: static returns its value, cdiv divides)
+        if inspect.isfunction(v) and hasattr(v, "_qnb_intrinsic") and n not in ("static", "cdiv")
     ],
 )
 def test_every_intrinsic_called_outside_a_kernel_raises(name):
