@@ -22,7 +22,7 @@ from qnb import Tile
 
 ROWS = 40
 WIDTHS = [129, 1000, 4096]
-GRID = -(-ROWS // 16)  # programs of 16 rows each, the last one partial
+GRID = qnb.cdiv(ROWS, 16)  # programs of 16 rows each, the last one partial
 
 
 @qnb.kernel
