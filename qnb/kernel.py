@@ -27,6 +27,7 @@ from qnb.errors import (
     QnbIndexError,
     QnbSyntaxError,
     QnbTypeError,
+    caller_place,
     public,
 )
 from qnb.frontend import reads as _reads
@@ -737,12 +738,18 @@ class _LaunchMemo(dict):
 def _grid(grid) -> tuple[int, int, int]:
     values = grid if isinstance(grid, tuple) else (grid,)
     if not 1 <= len(values) <= 3 or not all(isinstance(v, int | np.integer) for v in values):
-        raise QnbTypeError(f"a launch grid is an int or a tuple of up to 3 ints, got {grid!r}")
+        raise QnbTypeError(
+            f"a launch grid is an int or a tuple of up to 3 ints, got {grid!r}", *caller_place()
+        )
     values = tuple(int(v) for v in values) + (1,) * (3 - len(values))
     if any(v < 1 for v in values):
-        raise QnbTypeError(f"every grid dimension must be at least 1, got {grid!r}")
+        raise QnbTypeError(
+            f"every grid dimension must be at least 1, got {grid!r}", *caller_place()
+        )
     if any(v >= 2**31 for v in values):  # program ids are i32 in every backend
-        raise QnbTypeError(f"every grid dimension must be below 2**31, got {grid!r}")
+        raise QnbTypeError(
+            f"every grid dimension must be below 2**31, got {grid!r}", *caller_place()
+        )
     return values
 
 

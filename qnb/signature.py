@@ -15,7 +15,7 @@ import numpy as np
 
 from qnb.backends.base import FAST_ARRAY_TYPES, DeviceArray
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32
-from qnb.errors import QnbCaptureError, QnbTypeError
+from qnb.errors import QnbCaptureError, QnbTypeError, caller_place
 from qnb.frontend.capture import canonical, decode, describe, display
 from qnb.frontend.parse import ParsedFunction
 from qnb.language import _ArrayAnnotation, _TemplateAnnotation
@@ -251,14 +251,14 @@ class Parameters:
         names = self.parsed.param_names
         for name in kwargs:
             if name not in names:
-                raise self._def_error(f"kernel {self.name!r} has no parameter {name!r}")
+                raise self._call_error(f"kernel {self.name!r} has no parameter {name!r}")
             if names.index(name) < len(args):
-                raise self._def_error(
+                raise self._call_error(
                     f"kernel {self.name!r} got parameter {name!r} both by position and by name"
                 )
         missing = [n for n in names[len(args) :] if n not in kwargs]
         if missing:
-            raise self._def_error(
+            raise self._call_error(
                 f"kernel {self.name!r} is missing {', '.join(map(repr, missing))} "
                 f"(its parameters are {', '.join(names)})"
             )
@@ -317,7 +317,7 @@ class Parameters:
     def _signature(self, args) -> tuple[tuple, list]:
         parsed = self.parsed
         if len(args) != len(self._annotations):
-            raise self._def_error(
+            raise self._call_error(
                 f"kernel {self.name!r} takes {len(self._annotations)} "
                 f"argument{'' if len(self._annotations) == 1 else 's'} "
                 f"({', '.join(parsed.param_names)}) but {len(args)} "
@@ -341,8 +341,14 @@ class Parameters:
         return QnbTypeError(message)
 
     def _def_error(self, message):
-        """An error about the call as a whole, shown at the kernel's ``def`` line."""
+        """An error about the kernel as a whole, shown at its ``def`` line."""
         return self.parsed.error(QnbTypeError, message, self.parsed.tree)
+
+    @staticmethod
+    def _call_error(message):
+        """An error about the arguments of a call as a whole, shown at the caller's line
+        (the innermost frame outside qnb: the launch ``k[grid](...)`` the user wrote)."""
+        return QnbTypeError(message, *caller_place())
 
     def _arg_spec(self, name, annotation, value):
         kind = annotation.kind
