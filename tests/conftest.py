@@ -3,8 +3,9 @@
 ``backend_name`` is a fixture parametrised over every backend (``cuda-host`` among them:
 the cuda backend's generated code compiled by g++ and run on the host; this file puts the
 tests' checked form of it, ``tests/cuda_host/backend.py``, in its place). A backend that cannot run here is skipped
-with its stated reason, except that CI sets QNB_REQUIRE_WGPU=1 and QNB_REQUIRE_CUDA_HOST=1:
-then a missing wgpu adapter or host compiler fails the test instead of skipping it.
+with its stated reason, except that CI sets QNB_REQUIRE_WGPU=1 and QNB_REQUIRE_CUDA_HOST=1
+(and the GPU check QNB_REQUIRE_CUDA=1): then a missing wgpu adapter, host compiler or
+CUDA device fails the test instead of skipping it.
 """
 
 import atexit
@@ -35,7 +36,13 @@ from qnb.backends import registry  # noqa: E402 (after the environment above)
 registry._REGISTRY["cuda-host"] = "tests.cuda_host.backend:CheckedCudaHostBackend"
 
 BACKENDS = ("cpu", "wgpu", "cuda", "cuda-host")
-REQUIRED_BY = {"wgpu": "QNB_REQUIRE_WGPU", "cuda-host": "QNB_REQUIRE_CUDA_HOST"}
+# CI sets the first two; scripts/gpu_check.sh sets QNB_REQUIRE_CUDA on the GPU machine, so
+# a cuda test there fails instead of skipping when the backend cannot run (no CuPy, …).
+REQUIRED_BY = {
+    "wgpu": "QNB_REQUIRE_WGPU",
+    "cuda-host": "QNB_REQUIRE_CUDA_HOST",
+    "cuda": "QNB_REQUIRE_CUDA",
+}
 
 
 def require_backend(name: str) -> None:

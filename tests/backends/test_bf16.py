@@ -155,11 +155,13 @@ def test_weak_numbers_keep_bf16_and_round_after_each_op():
     assert _r(np.float32(-5.6484375) * 3 + 1).astype(F32) == -15.9375
 
 
-def test_cuda_host_is_bit_exact_against_cpu():
-    require_backend("cuda-host")
+@pytest.mark.parametrize("backend", ["cuda-host", "cuda"])
+def test_the_cuda_code_is_bit_exact_against_cpu(backend):
+    """The generated CUDA C++ on the host (g++) and, on a GPU, on the device (NVRTC)."""
+    require_backend(backend)
     inputs = _inputs()
     want = _run("cpu", inputs)
-    got = _run("cuda-host", inputs)
+    got = _run(backend, inputs)
     names = [*BINARY, *UNARY, "weak", "where", "astype"]
     for k, name in enumerate(names):
         g, w = got[2][k].view(np.uint16), want[2][k].view(np.uint16)

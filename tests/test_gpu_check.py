@@ -1,0 +1,78 @@
+"""scripts/gpu_check.sh, the one call a lent GPU machine gets, checked here without a GPU:
+its steps' budgets fit its deadline and one command's 10 minutes, it cannot pass while
+testing nothing (QNB_REQUIRE_CUDA=1 turns a cuda skip into a failure, in the tests and in
+bench_cuda), it needs no wgpu, and where cuda cannot run it stops at the install step
+with its table and logs written (run for real here: this machine has no GPU)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "gpu_check.sh"
+
+
+def test_the_script_parses_and_its_budgets_fit_the_deadline():
+    subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
+    text = SCRIPT.read_text()
+    budgets = dict(re.findall(r"\[(\w+)\]=(\d+)", re.search(r"BUDGET=\((.*)\)", text).group(1)))
+    deadline = int(re.search(r"GPU_CHECK_SECONDS:-(\d+)", text).group(1))
+    assert set(budgets) == {"machine", "install", "tests", "bench", "layouts"}
+    assert sum(map(int, budgets.values())) < deadline <= 540 < 600, budgets
+
+
+def test_the_script_needs_no_wgpu():
+    text = SCRIPT.read_text()
+    assert "--sections 12" in text  # bench_layouts' wgpu-only section 3 is left out
+    commands = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    using = [line for line in commands if "wgpu" in line]
+    assert not using, using
+
+
+def test_require_cuda_turns_a_cuda_skip_into_a_failure(monkeypatch):
+    from qnb.backends import registry
+    from tests.conftest import require_backend
+
+    if registry.get("cuda").info().available:
+        pytest.skip("a CUDA device is here: nothing would skip")
+    monkeypatch.setenv("QNB_REQUIRE_CUDA", "1")
+    with pytest.raises(pytest.fail.Exception, match="QNB_REQUIRE_CUDA=1"):
+        require_backend("cuda")
+    monkeypatch.delenv("QNB_REQUIRE_CUDA")
+    with pytest.raises(pytest.skip.Exception):
+        require_backend("cuda")
+
+
+def test_bench_cuda_fails_instead_of_skipping_under_require_cuda():
+    from qnb.backends import registry
+
+    if registry.get("cuda").info().available:
+        pytest.skip("a CUDA device is here: bench_cuda would run")
+    env = dict(os.environ, QNB_REQUIRE_CUDA="1", PYTHONPATH=str(ROOT))
+    ran = subprocess.run(
+        [sys.executable, "benchmarks/bench_cuda.py"], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ran.returncode == 1 and "skipped" in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_without_cuda_the_script_stops_at_install_and_still_writes_its_table(tmp_path):
+    from qnb.backends import registry
+
+    if registry.get("cuda").info().available:
+        pytest.skip("a CUDA device is here: the script would run its tests")
+    env = dict(os.environ, OUT=str(tmp_path), GPU_CHECK_SECONDS="120", PYTHON=sys.executable)
+    ran = subprocess.run(
+        ["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
+    )
+    assert ran.returncode != 0, ran.stdout
+    summary = (tmp_path / "summary.txt").read_text()
+    assert re.search(r"install +failed", summary), summary
+    assert re.search(r"tests +skipped \(after install failed\)", summary), summary
+    assert (tmp_path / "install.log").exists()
