@@ -411,3 +411,41 @@ def test_probe_records_tiles_and_vecs_of_any_shape(backend, name, shape):
         np.testing.assert_allclose(
             np.asarray(value, np.float64), expected.astype(np.float64), rtol=1e-5, atol=1e-5
         )
+
+
+@qnb.kernel
+def bf16_steps(x: qnb.Array[qnb.bf16, 2], out: qnb.Array[qnb.bf16, 2]):
+    t = Tile16.load(x, 0, 0)
+    u = t * 3.0 + 1.0
+    (u - t).store(out, 0, 0)
+
+
+def _bf16_inputs():
+    x = np.random.default_rng(9).standard_normal((16, 16)).astype(qnb.bf16)
+    return x, np.zeros_like(x)
+
+
+def test_probe_build_records_bf16_steps_on_cuda(cuda_host):
+    """The CUDA probe carries bf16 (widened to f32, exactly): each step's value is the cpu
+    trace's bit for bit, and qnb.compare runs a bf16 kernel on the CUDA code."""
+    x, out = _bf16_inputs()
+    _, values, count = _probe_run(bf16_steps, "cuda-host", (1, 1, 1), [x, out])
+    steps = bf16_steps.trace[1](x, out.copy()).steps(0)
+    assert count == len(steps) == len(values)
+    for step, value in zip(steps, values):
+        expected = np.asarray(step.output)
+        assert np.asarray(value).dtype == expected.dtype == np.dtype(qnb.bf16), step
+        np.testing.assert_array_equal(np.asarray(value).view(np.uint16), expected.view(np.uint16))
+    assert qnb.compare(bf16_steps[1], x, out, backends=["cuda-host"]).equal
+
+
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason=f"NVRTC missing: {_nvrtc_missing()}")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_bf16_probe_build_compiles_with_nvrtc(arch):
+    from qnb.backends.cuda import CudaBackend
+
+    x, out = _bf16_inputs()
+    kernel_ir = probe.add_probe(bf16_steps.specialize(x, out).ir)
+    artifact = CudaBackend().compile_for_arch(kernel_ir, Options(probe=True), arch)
+    assert artifact.binary[:4] == b"\x7fELF"
+    assert "__bfloat162float" in artifact.text["source"]

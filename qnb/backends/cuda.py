@@ -376,7 +376,8 @@ def _argument_plan(abi: list[dict]) -> list[ArrayArgument | ScalarArgument]:
 
 
 def _device_view(value):
-    """CuPy has no bfloat16: a bf16 array's bits travel as uint16 (a dtype maps likewise)."""
+    """A bf16 array's bits travel as uint16 (a dtype maps likewise): CuPy before 14 has
+    no bfloat16, and the kernel's ABI takes the bits either way."""
     if isinstance(value, np.dtype):
         return np.dtype(np.uint16) if value.name == "bfloat16" else value
     return value.view(np.uint16) if value.dtype.name == "bfloat16" else value
@@ -432,7 +433,8 @@ def _launch_arguments(
             continue
         name = step.name
         if isinstance(value, cupy.ndarray):
-            device = value
+            # CuPy 14 has bfloat16; the kernel takes a bf16 array's bits, as uint16
+            device = value.view(np.uint16) if value.dtype.name == "bfloat16" else value
         elif isinstance(value, CudaDeviceArray):
             device = value.data
         elif isinstance(value, np.ndarray):

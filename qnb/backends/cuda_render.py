@@ -392,6 +392,8 @@ class CudaRenderer(GpuRenderer):
             return [f"__float_as_int({value})"]
         if dtype is f16:
             return [f"__float_as_int(__half2float({value}))"]
+        if dtype is bf16:
+            return [f"__float_as_int(__bfloat162float({value}))"]
         return [f"(int)({value})"]
 
     def program_id(self, which: str, axis: int) -> str:

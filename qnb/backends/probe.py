@@ -17,7 +17,8 @@ header word (``kind | dtype << 2 | log2(M) << 5 | log2(N) << 8 | line << 12``, w
 ``(M, N)`` the tile's shape, ``(1, N)`` for a Vec[N] and ``(1, 1)`` for a scalar) and the
 value's words: M·N for a tile (element ``[i, j]`` at ``N * i + j``), N for a vec, 1 for a
 scalar; f64 takes two
-words per element (low, high), f16 is widened to f32 (exactly), a bool is 0 or 1.
+words per element (low, high), f16 and bf16 are widened to f32 (exactly), a bool is 0
+or 1.
 Entries stop where the buffer or the budget ends; the count goes on (to the budget).
 
 The walker (``GpuRenderer.probe_*`` in gpu_codegen.py) writes the entries; each target
@@ -32,14 +33,14 @@ from dataclasses import replace
 import numpy as np
 
 from qnb import ir
-from qnb.dtypes import bool_, f16, f32, f64, i32
+from qnb.dtypes import bf16, bool_, f16, f32, f64, i32
 
 PROBE_PARAM = "qnb_probe"
 PROGRAM_PARAM = "qnb_probe_program"
 STEP_BUDGET = 10_000  # steps a probe records at most (contract)
 
 KINDS = ("scalar", "vec", "tile")
-DTYPES = (f16, f32, f64, i32, bool_)
+DTYPES = (f16, f32, f64, i32, bool_, bf16)  # (3 bits of the header)
 
 
 def add_probe(kernel: ir.KernelIR) -> ir.KernelIR:
@@ -115,7 +116,7 @@ def _value(words: np.ndarray, typ: ir.Type):
     if dtype is f64:
         data = words.view(np.uint32).astype(np.uint64)
         data = (data[0::2] | data[1::2] << np.uint64(32)).view(np.float64)
-    elif dtype in (f32, f16):
+    elif dtype in (f32, f16, bf16):  # (f16 and bf16 widened to f32, exactly)
         data = words.view(np.float32).astype(dtype.numpy)
     elif dtype is bool_:
         data = words != 0

@@ -162,3 +162,31 @@ def test_grids_past_65535_on_y_and_z(cuda):
         check_program_ids("cuda", (2, 70000), holds_tile)
         check_program_ids("cuda", (3, 2, 70000), holds_tile)
         check_program_ids("cuda", (300, 7), holds_tile)
+
+
+@pytest.mark.gpu
+def test_a_bf16_cupy_array_stays_on_the_device(cuda):
+    """CuPy 14's bfloat16 arrays launch as they are (their bits are the kernel's uint16),
+    are written in place, and agree bit for bit with the cpu backend."""
+    import cupy
+
+    import qnb
+
+    if not hasattr(cupy, "bfloat16") and "bfloat16" not in dir(cupy):
+        pytest.skip(f"CuPy {cupy.__version__} has no bfloat16 (a uint16 view still works)")
+
+    @qnb.kernel
+    def scale(x: qnb.Array[qnb.bf16, 2], out: qnb.Array[qnb.bf16, 2]):
+        (qnb.Tile16.load(x, 0, 0) * 3.0 + 1.0).store(out, 0, 0)
+
+    host = np.random.default_rng(0).standard_normal((16, 16)).astype(qnb.bf16)
+    want = np.zeros_like(host)
+    with qnb.backend("cpu"):
+        scale[1](host, want)
+    x = cupy.asarray(host)
+    out = cupy.zeros((16, 16), dtype=x.dtype)
+    pointer = out.data.ptr
+    with qnb.backend("cuda"):
+        scale[1](x, out)
+    assert out.data.ptr == pointer
+    np.testing.assert_array_equal(out.get().view(np.uint16), want.view(np.uint16))
