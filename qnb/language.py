@@ -307,6 +307,18 @@ class Tile16:
         ``keepdims`` as for ``sum``."""
         raise _kernel_only("t.min")
 
+    def prod(self, axis=None, keepdims=False):
+        """The product of all elements (a scalar), or along ``axis`` (a vec); ``keepdims``
+        as for ``sum``. f16 and bf16 accumulate in f32 and round once; an i32 product wraps
+        as i32 arithmetic does; bools count as i32."""
+        raise _kernel_only("t.prod")
+
+    def mean(self, axis=None, keepdims=False):
+        """The mean of all elements (a scalar), or along ``axis`` (a vec): the sum divided
+        by the count, in the tile's float dtype (f32 for an i32 or bool tile); f16 and
+        bf16 accumulate in f32 and round once. ``keepdims`` as for ``sum``."""
+        raise _kernel_only("t.mean")
+
     def row(self, index):
         """Row ``index`` (a runtime or compile-time integer) as a vec of the tile's width."""
         raise _kernel_only("t.row")
@@ -423,6 +435,16 @@ class Vec16:
     def min(self, axis=None, keepdims=False):
         """The smallest element; NaN propagates (``axis`` and ``keepdims`` as for ``sum``)."""
         raise _kernel_only("v.min")
+
+    def prod(self, axis=None, keepdims=False):
+        """The product of the elements (``axis`` and ``keepdims`` as for ``sum``); f16 and
+        bf16 accumulate in f32; an i32 product wraps."""
+        raise _kernel_only("v.prod")
+
+    def mean(self, axis=None, keepdims=False):
+        """The mean of the elements: their sum divided by N, in the vec's float dtype (f32
+        for i32 or bool); ``axis`` and ``keepdims`` as for ``sum``."""
+        raise _kernel_only("v.mean")
 
 
 # --------------------------------------------------------------------- shapes

@@ -321,7 +321,7 @@ _UNARY = {
     "floor": np.floor,
     "ceil": np.ceil,
 }
-_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
+_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
 
 
 def is_narrow_float(dtype) -> bool:
@@ -341,7 +341,7 @@ def cast_values(value: np.ndarray, target) -> np.ndarray:
 def reduce_values(op: str, value: np.ndarray, axes) -> np.ndarray:
     """``Reduce`` ``op`` of ``value`` over ``axes``."""
     fn = _REDUCE[op]
-    if op == "sum":
+    if op in ("sum", "prod"):
         if is_narrow_float(value.dtype):
             # accumulate in f32, round once (as NumPy does for contiguous f16 sums;
             # every backend does so for every axis)

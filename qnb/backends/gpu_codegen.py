@@ -59,6 +59,7 @@ THREADS = ir.TILE * ir.TILE  # the old layout's program (still the Layout's defa
 MAX_THREADS = 256  # threads per program: WebGPU's default maxComputeInvocationsPerWorkgroup
 MAX_ELEMENTS = 4096  # the largest tile or vec a GPU program holds
 _ARITH = {"add": "+", "sub": "-", "mul": "*"}
+_REDUCE_ARITH = {"sum": "add", "prod": "mul"}  # the reductions that combine by arithmetic
 _BYTES = {f16: 2, bf16: 2, f32: 4, i32: 4, bool_: 4, f64: 8}
 
 
@@ -1188,8 +1189,8 @@ class GpuRenderer:
         """A reduction to a scalar: each thread combines its own slots, the program's
         partial results meet in scratch, and thread 0 combines them in thread order."""
         dtype = node.type.dtype
-        # An f16 sum accumulates in f32 and rounds once, as NumPy's f16 sums do.
-        work = self.accumulate_dtype(dtype) if node.op == "sum" else dtype
+        # An f16 sum or product accumulates in f32 and rounds once, as NumPy's f16 sums do.
+        work = self.accumulate_dtype(dtype) if node.op in ("sum", "prod") else dtype
         typ = node.operand.type
         array = self.materialize(node.operand)
         partial = self.var(work, self.narrow(f"{array}[0]", typ.dtype, work))
@@ -1221,7 +1222,7 @@ class GpuRenderer:
         """A reduction along one axis (to a vec): each thread combines its elements' rows
         or columns from scratch."""
         dtype = node.type.dtype
-        work = self.accumulate_dtype(dtype) if node.op == "sum" else dtype
+        work = self.accumulate_dtype(dtype) if node.op in ("sum", "prod") else dtype
         typ = node.operand.type
         m, n = typ.shape
         name = self.to_shared(self.materialize(node.operand), typ, work)
@@ -1479,8 +1480,8 @@ class GpuRenderer:
         return f"{a} {_ARITH[op]} {b}"
 
     def combine(self, op: str, acc: str, value: str, dtype: DType) -> str:
-        if op == "sum":
-            return self.arith("add", acc, value, dtype)
+        if op in _REDUCE_ARITH:
+            return self.arith(_REDUCE_ARITH[op], acc, value, dtype)
         return self.minmax(op, acc, value, dtype)
 
     def minmax(self, op: str, a: str, b: str, dtype: DType) -> str:

@@ -941,33 +941,54 @@ def _m_astype(builder, node, method, dtype):
     return builder.cast_elements(method.receiver, _dtype_arg(builder, dtype, node))
 
 
+def _reduction(builder, node, tile, op, axis, keepdims):
+    """``tile.op(axis, keepdims)`` for ``op`` in sum, max, min, prod."""
+    if not isinstance(axis, Py) or axis.value not in (None, 0, 1, -1, -2):
+        raise builder.error(QnbTypeError, "axis must be None, 0 or 1", node)
+    if not isinstance(keepdims, Py) or not isinstance(keepdims.value, bool):
+        raise builder.error(QnbTypeError, "keepdims must be a compile-time True or False", node)
+    axis = _typed(builder, node, typing_rules.reduce_axis, tile.type, axis.value)
+    tile = builder.cast_elements(tile, typing_rules.reduce_dtype(tile.type.dtype))
+    loc = builder.loc(node)
+    # a vec reduces to a scalar too: Reduce(axis=None) on a vec operand
+    reduced = ir.Reduce(
+        typing_rules.reduce_type(tile.type, axis),
+        loc,
+        op,
+        tile,
+        None if axis == "vec" else axis,
+    )
+    if not keepdims.value:
+        return reduced
+    kept = typing_rules.keepdims_type(tile.type, axis)
+    if axis in (None, "vec"):
+        return ir.TileFill(kept, loc, "full", reduced)
+    return ir.Reshape(kept, loc, reduced)
+
+
 def _m_reduce(op):
     def reduce(builder, node, method, axis=None, keepdims=False):
-        tile = method.receiver
-        if not isinstance(axis, Py) or axis.value not in (None, 0, 1, -1, -2):
-            raise builder.error(QnbTypeError, "axis must be None, 0 or 1", node)
-        if not isinstance(keepdims, Py) or not isinstance(keepdims.value, bool):
-            raise builder.error(QnbTypeError, "keepdims must be a compile-time True or False", node)
-        axis = _typed(builder, node, typing_rules.reduce_axis, tile.type, axis.value)
-        tile = builder.cast_elements(tile, typing_rules.reduce_dtype(tile.type.dtype))
-        loc = builder.loc(node)
-        # a vec reduces to a scalar too: Reduce(axis=None) on a vec operand
-        reduced = ir.Reduce(
-            typing_rules.reduce_type(tile.type, axis),
-            loc,
-            op,
-            tile,
-            None if axis == "vec" else axis,
-        )
-        if not keepdims.value:
-            return reduced
-        kept = typing_rules.keepdims_type(tile.type, axis)
-        if axis in (None, "vec"):
-            return ir.TileFill(kept, loc, "full", reduced)
-        return ir.Reshape(kept, loc, reduced)
+        return _reduction(builder, node, method.receiver, op, axis, keepdims)
 
     reduce.__qualname__ = f"_m_reduce({op!r})"
     return _bound(getattr(language.Tile16, op), getattr(language.Vec16, op), name=op)(reduce)
+
+
+@_bound(language.Tile16.mean, language.Vec16.mean, name="mean")
+def _m_mean(builder, node, method, axis=None, keepdims=False):
+    """``mean`` is the sum divided by the count, in the operand's float dtype (f32 for i32
+    and bool): a narrow float is widened to f32 first (exactly), so its sum accumulates
+    in f32 and the quotient rounds once, back to the operand's dtype."""
+    tile = method.receiver
+    dtype = tile.type.dtype
+    work = dtype if dtype in (f32, f64) else f32
+    total = _reduction(builder, node, builder.cast_elements(tile, work), "sum", axis, keepdims)
+    count = tile.type.size
+    if tile.type.kind == "tile" and axis.value is not None:
+        count = tile.type.shape[1 if axis.value in (1, -1) else 0]
+    quotient = binary(builder, "div", total, Py(float(count)), node)  # (a weak number)
+    out = dtype if dtype.is_float else work
+    return quotient if out is work else builder.cast_elements(quotient, out)
 
 
 def _m_line(which):
@@ -1026,6 +1047,8 @@ TILE_METHODS = {
     "sum": _m_reduce("sum"),
     "max": _m_reduce("max"),
     "min": _m_reduce("min"),
+    "prod": _m_reduce("prod"),
+    "mean": _m_mean,
     "row": _m_line("row"),
     "col": _m_line("col"),
     "eye_": _m_eye_,
