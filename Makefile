@@ -107,9 +107,13 @@ endif
 # The "auto" backend (the default) picks CUDA, then a hardware wgpu adapter, then cpu.
 # Extra server flags: make lab LAB_ARGS="--ip=0.0.0.0 --port=9000"
 LAB_ARGS ?=
+# A machine with no display (a server, a container) opens no browser: Jupyter's own "No web
+# browser found" would come right after the install step; say where to open it instead.
+HEADLESS := $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),,yes)
 lab: system-deps venv runtime-dir
 	@mkdir -p notebooks
-	$(RUN_ENV) $(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/
+	@$(if $(HEADLESS),echo "No display here: open the http://127.0.0.1:8888/lab?token=... URL Jupyter prints below in a browser (from another machine: ssh -L 8888:127.0.0.1:8888 this-host, then that URL).")
+	$(RUN_ENV) $(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(if $(HEADLESS),--no-browser) $(LAB_ARGS) notebooks/
 
 demo: venv runtime-dir
 ifneq ($(NOTEBOOKS),)

@@ -180,3 +180,13 @@ __all__ = [
     "BackendError",
     "CompileError",
 ]
+
+
+# The subpackages a user reaches as ``qnb.NAME`` (imported on first use where not yet).
+PUBLIC_MODULES = ("cache", "puzzles", "viz")
+
+
+def __dir__() -> list[str]:
+    """``dir(qnb)``: the public names (``__all__``) and subpackages, not the modules and
+    helpers imported to build them (``annotations``, ``public``, ``frontend``…)."""
+    return sorted({*__all__, *PUBLIC_MODULES})

@@ -15,6 +15,7 @@ import importlib
 import inspect
 import itertools
 import linecache
+import os
 import shlex
 import warnings
 
@@ -132,12 +133,17 @@ class QnbMagics(Magics):
         running = getattr(getattr(self.shell, "displayhook", None), "exec_result", None)
         count = getattr(running, "execution_count", None)
         counted = getattr(getattr(running, "info", None), "store_history", False)
+        # The notebook, where IPython knows it (so `qnb cache list` over a cache shared by
+        # several notebooks says whose In[7] a kernel came from): " of 01_first.ipynb".
+        notebook = _notebook_name(self.shell)
+        of = f" of {notebook}" if notebook else ""
         if counted and isinstance(count, int):
             names = (
-                f"<qkernel-cell-In[{count}]{f'-{n}' if n > 1 else ''}>" for n in itertools.count(1)
+                f"<qkernel-cell-In[{count}]{f'-{n}' if n > 1 else ''}{of}>"
+                for n in itertools.count(1)
             )
         else:  # no In[N] to name
-            names = (f"<qkernel-cell-{n}>" for n in itertools.count(1))
+            names = (f"<qkernel-cell-{n}{of}>" for n in itertools.count(1))
         filename = next(n for n in names if n not in _CELL_NAMES and n not in linecache.cache)
         _CELL_NAMES.add(filename)
         # mtime None: linecache.checkcache keeps the entry (as for IPython's own cells).
@@ -742,3 +748,18 @@ def _backend_table() -> str:
     if current:
         lines.append(f"launches use {current!r}")
     return "\n".join(lines)
+
+
+def _notebook_name(shell) -> str | None:
+    """The running notebook's file name, where the front end told the kernel: VS Code's
+    ``__vsc_ipynb_file__`` in the user namespace, Jupyter Server's ``JPY_SESSION_NAME``
+    (its path) or IPython's ``__session__``; None in a plain IPython or a headless run."""
+    user = getattr(shell, "user_ns", None) or {}
+    for value in (
+        user.get("__vsc_ipynb_file__"),
+        os.environ.get("JPY_SESSION_NAME"),
+        user.get("__session__"),
+    ):
+        if isinstance(value, str) and value.endswith(".ipynb"):
+            return os.path.basename(value)
+    return None
