@@ -313,6 +313,16 @@ class Tile16:
         as i32 arithmetic does; bools count as i32."""
         raise _kernel_only("t.prod")
 
+    def argmax(self, axis=None):
+        """The index of the largest element, i32: the flat C-order index (a scalar), or
+        along ``axis`` (a vec of row or column indices); the first one where several are
+        equal, and a NaN counts as the largest, as NumPy's ``argmax``."""
+        raise _kernel_only("t.argmax")
+
+    def argmin(self, axis=None):
+        """The index of the smallest element (as ``argmax``; a NaN counts as the smallest)."""
+        raise _kernel_only("t.argmin")
+
     def mean(self, axis=None, keepdims=False):
         """The mean of all elements (a scalar), or along ``axis`` (a vec): the sum divided
         by the count, in the tile's float dtype (f32 for an i32 or bool tile); f16 and
@@ -440,6 +450,15 @@ class Vec16:
         """The product of the elements (``axis`` and ``keepdims`` as for ``sum``); f16 and
         bf16 accumulate in f32; an i32 product wraps."""
         raise _kernel_only("v.prod")
+
+    def argmax(self, axis=None):
+        """The index (i32) of the largest element, the first of equal ones; NaN counts as
+        the largest, as NumPy's ``argmax``."""
+        raise _kernel_only("v.argmax")
+
+    def argmin(self, axis=None):
+        """The index (i32) of the smallest element (as ``argmax``)."""
+        raise _kernel_only("v.argmin")
 
     def mean(self, axis=None, keepdims=False):
         """The mean of the elements: their sum divided by N, in the vec's float dtype (f32

@@ -991,6 +991,58 @@ def _m_mean(builder, node, method, axis=None, keepdims=False):
     return quotient if out is work else builder.cast_elements(quotient, out)
 
 
+def _m_index(op):
+    """``argmax``/``argmin`` from the reductions every backend has: the extreme along the
+    axis, the elements equal to it (or, where the line holds a NaN, its NaNs: NumPy's rule),
+    and the smallest index among them (the first one, C order for axis None)."""
+    extreme = "max" if op == "argmax" else "min"
+
+    def index_reduction(builder, node, method, axis=None):
+        tile = method.receiver
+        if tile.type.dtype is bool_:
+            tile = builder.cast_elements(tile, i32)
+        kept = Py(True)
+        best = _reduction(builder, node, tile, extreme, axis, kept)
+        hit = binary(builder, "eq", tile, best, node)
+        if tile.type.dtype.is_float:  # NumPy: the first NaN wins
+            nan = binary(builder, "ne", tile, tile, node)
+            flags = builder.cast_elements(nan, i32)
+            any_nan = binary(
+                builder, "gt", _reduction(builder, node, flags, "max", axis, kept), Py(0), node
+            )
+            hit = where(builder, any_nan, nan, hit, node)
+        index = _element_index(builder, node, tile.type, axis)
+        candidates = where(builder, hit, index, Py(tile.type.size), node)
+        return _reduction(builder, node, candidates, "min", axis, Py(False))
+
+    index_reduction.__qualname__ = f"_m_index({op!r})"
+    return _bound(getattr(language.Tile16, op), getattr(language.Vec16, op), name=op)(
+        index_reduction
+    )
+
+
+def _element_index(builder, node, typ, axis):
+    """An i32 value of ``typ``'s shape holding each element's index along ``axis``: the
+    column (axis 1), the row (axis 0), the flat C-order index (axis None), or for a vec
+    its position."""
+    loc = builder.loc(node)
+    if typ.kind == "vec":
+        return fill(builder, "vec", "arange", None, i32, node, typ.shape)
+    m, n = typ.shape
+    rows = ir.Reshape(
+        ir.value_type(i32, (m, 1)), loc, fill(builder, "vec", "arange", None, i32, node, (m,))
+    )
+    cols = ir.Reshape(
+        ir.value_type(i32, (1, n)), loc, fill(builder, "vec", "arange", None, i32, node, (n,))
+    )
+    axis = axis.value if isinstance(axis, Py) else axis
+    if axis in (1, -1):
+        return binary(builder, "add", binary(builder, "mul", rows, Py(0), node), cols, node)
+    if axis in (0, -2):
+        return binary(builder, "add", rows, binary(builder, "mul", cols, Py(0), node), node)
+    return binary(builder, "add", binary(builder, "mul", rows, Py(n), node), cols, node)
+
+
 def _m_line(which):
     def line(builder, node, method, index):
         tile = method.receiver
@@ -1049,6 +1101,8 @@ TILE_METHODS = {
     "min": _m_reduce("min"),
     "prod": _m_reduce("prod"),
     "mean": _m_mean,
+    "argmax": _m_index("argmax"),
+    "argmin": _m_index("argmin"),
     "row": _m_line("row"),
     "col": _m_line("col"),
     "eye_": _m_eye_,
