@@ -339,8 +339,14 @@ def cast_values(value: np.ndarray, target) -> np.ndarray:
 
 
 def reduce_values(op: str, value: np.ndarray, axes) -> np.ndarray:
-    """``Reduce`` ``op`` of ``value`` over ``axes``."""
+    """``Reduce`` ``op`` of ``value`` over ``axes``: what a reduction means on the cpu,
+    for both executors (the prepared path may hold a tile as a strided, overlapping or
+    broadcast view where the interpreter holds a copy). NumPy's order of operands
+    follows the memory layout (pairwise along a contiguous run, row after row across
+    a strided one), so the values are reduced in C order: the same bits whatever
+    layout they come in."""
     fn = _REDUCE[op]
+    value = np.ascontiguousarray(value)
     if op == "sum":
         if is_narrow_float(value.dtype):
             # accumulate in f32, round once (as NumPy does for contiguous f16 sums;
