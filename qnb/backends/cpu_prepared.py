@@ -2275,11 +2275,20 @@ def _tile_view(array, b, r0, dr, c0, dc, shape, writeable=False):
     times cheaper than ``as_strided``)."""
     sb, s0, s1 = array.strides
     strides = (dr * s0 + dc * s1, s0, s1)
-    root = array if array.base is None else array.base
-    if type(root) is np.ndarray and root.base is None and root.flags.c_contiguous:
-        offset = b * sb + r0 * s0 + c0 * s1
-        return np.ndarray(shape, array.dtype, root, offset, strides)
+    view = _over_buffer(array, shape, b * sb + r0 * s0 + c0 * s1, strides)
+    if view is not None:
+        return view
     return np.lib.stride_tricks.as_strided(array[b, r0:, c0:], shape, strides, writeable=writeable)
+
+
+def _over_buffer(array, shape, offset, strides):
+    """The view of ``shape`` and ``strides`` that starts ``offset`` bytes past
+    ``array[0, 0, 0]``, made over ``array``'s own memory where it is C-contiguous (a
+    few times cheaper than ``as_strided``); None elsewhere. (Over ``array`` itself, not
+    the array that owns the memory: a view such as ``base[5:]`` starts inside it.)"""
+    if array.flags.c_contiguous:
+        return np.ndarray(shape, array.dtype, array, offset, strides)
+    return None
 
 
 def _grid_view(array, b, r0, c0, steps, shape, writeable=False):
@@ -2288,10 +2297,9 @@ def _grid_view(array, b, r0, c0, steps, shape, writeable=False):
     per ``x`` (steps not negative; write it only where the tiles do not overlap)."""
     sb, s0, s1 = array.strides
     strides = (*(dr * s0 + dc * s1 for dr, dc in steps), s0, s1)
-    root = array if array.base is None else array.base
-    if type(root) is np.ndarray and root.base is None and root.flags.c_contiguous:
-        offset = b * sb + r0 * s0 + c0 * s1
-        return np.ndarray(shape, array.dtype, root, offset, strides)
+    view = _over_buffer(array, shape, b * sb + r0 * s0 + c0 * s1, strides)
+    if view is not None:
+        return view
     return np.lib.stride_tricks.as_strided(array[b, r0:, c0:], shape, strides, writeable=writeable)
 
 

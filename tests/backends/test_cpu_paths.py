@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import qnb
@@ -124,3 +125,45 @@ def test_the_issue_column_sums_give_the_interpreter_bits_and_numpy_s():
         want = np.array([x[:, 0:8].sum(), x[:, 4:12].sum()], np.float32)
         assert launched.tobytes() == traced.tobytes(), seed
         np.testing.assert_allclose(launched, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("where", ["rows", "elements", "slab"])
+def test_strided_windows_of_a_view_into_a_larger_array(where):
+    """The prepared path holds strided windows as one view over the array's memory; a
+    view that starts inside a larger array (``base[5:]``, a flat run from element 7,
+    a slab of a 3-D array) must be read and written from its own start, not from the
+    start of the array that owns the memory (it was, before)."""
+    scope, _ = define(
+        """
+        @qnb.kernel
+        def shift(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+            i = qnb.program_id(0)
+            t = qnb.Tile[8, 8].load(x, i * 2, i * 3)
+            (t + 1.0).store(y, i * 8, i * 4)
+        """
+    )
+    shift = scope["shift"]
+    base = np.random.default_rng(3).standard_normal((2, 50, 50)).astype(np.float32)
+    out = np.full((2, 60, 50), np.nan, np.float32)
+    if where == "rows":
+        x, y = base[0, 5:], out[0, 7:]
+    elif where == "elements":
+        x, y = (a.reshape(-1)[7 : 7 + 40 * 50].reshape(40, 50) for a in (base, out))
+    else:
+        x, y = base[1], out[1]
+    want = np.array(y)
+    for i in range(4):
+        want[i * 8 : i * 8 + 8, i * 4 : i * 4 + 8] = x[i * 2 : i * 2 + 8, i * 3 : i * 3 + 8] + 1
+    before = np.array(out)
+    shift[4](x, y)
+    np.testing.assert_array_equal(y, want)
+    outside = np.ones(out.shape, bool)
+    outside[np.isin(np.arange(out.size), _addresses(out, y)).reshape(out.shape)] = False
+    np.testing.assert_array_equal(out[outside], before[outside])
+
+
+def _addresses(owner, view):
+    """The flat element indices of ``owner`` that ``view`` (C-contiguous) covers."""
+    start = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    first = start // owner.itemsize
+    return np.arange(first, first + view.size)
