@@ -39,6 +39,8 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends import cpu
+from qnb.backends import cpu_semantics as semantics
+from qnb.backends.cpu_semantics import window_masks as _masks
 from qnb.errors import QnbIndexError
 from qnb.frontend.checks import tile_index_message
 
@@ -896,7 +898,7 @@ class _Compiler:
             array = st.arrays[param]
             b = batch(st)
             slabs = array.shape[0]
-            message = f"batch index out of range for {param!r} with {slabs} slabs"
+            message = semantics.batch_out_of_range(param, slabs)
             if uniform:
                 index = int(b[0])
                 if not 0 <= index < slabs:
@@ -917,7 +919,7 @@ class _Compiler:
         fns = tuple(self.expr(x) for x in bounds)
         uniform = not any(self.is_varying(x) for x in bounds)
         uniform_view = v.batch is None or not self.is_varying(v.batch)
-        message = f"negative window bound on {v.param!r}"
+        message = semantics.negative_bound(v.param)
         check = self.checker(message, node)
         compiler = self
 
@@ -1411,13 +1413,7 @@ class _Compiler:
             row_end = np.minimum(r1, array.shape[1])
             col_end = np.minimum(c1, array.shape[2])
             rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
-            r = _clamp(rows, 0, array.shape[1] - 1)
-            c = _clamp(cols, 0, array.shape[2] - 1)
-            flat = array.reshape(-1)
-            index = (batch[:, None, None] * array.shape[1] + r[:, :, None]) * array.shape[2] + c[
-                :, None, :
-            ]
-            return np.where(valid, flat[index].astype(dtype, copy=False), fill)
+            return semantics.gather_window(array, batch, rows, cols, valid, dtype, fill)
 
         return load
 
@@ -1449,16 +1445,7 @@ class _Compiler:
             row_end = np.minimum(r1, array.shape[1])
             col_end = np.minimum(c1, array.shape[2])
             rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
-            lanes = max(v.shape[0], rows.shape[0], batch.shape[0], cpu._mask_lanes(st.mask))
-            full = (lanes, m, n)
-            valid = np.broadcast_to(valid, full)
-            if st.mask is not None:
-                valid = valid & st.mask[:, None, None]
-            r = np.broadcast_to(rows[:, :, None], full)
-            c = np.broadcast_to(cols[:, None, :], full)
-            b = np.broadcast_to(batch[:, None, None], full)
-            values = np.broadcast_to(v, full)
-            array[b[valid], r[valid], c[valid]] = values[valid]
+            semantics.scatter_window(array, batch, rows, cols, valid, v, st.mask)
 
         known = self.known_window(s.view, (s.r0, s.r1, s.c0, s.c1), s.padded)
         if known is not None and self.constant(s.value):
@@ -2329,16 +2316,6 @@ def _reduce_blocks(st, value, op, axis):
     if value.ra == 0:
         out = out.T if axis is None else out.transpose(1, 0, 2)
     return np.ascontiguousarray(out).reshape(st.n, *out.shape[2:])
-
-
-def _masks(r0, c0, row_end, col_end, shape):
-    """Per-lane row and column indices of an M×N window, and which of its elements exist
-    (the interpreter's ``_masks``)."""
-    rows = r0[:, None] + np.arange(shape[0], dtype=np.int64)
-    cols = c0[:, None] + np.arange(shape[1], dtype=np.int64)
-    row_ok = (rows >= 0) & (rows < row_end[:, None])  # a padded window may start before 0
-    col_ok = (cols >= 0) & (cols < col_end[:, None])
-    return rows, cols, row_ok[:, :, None] & col_ok[:, None, :]
 
 
 def _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape):
