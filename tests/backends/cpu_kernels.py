@@ -46,6 +46,19 @@ class Case:
         return f"Case(dtype={self.dtype}, grid={self.grid})\n{self.source}"
 
 
+def _on_a_tile(statement):
+    """A statement drawn about one of the tiles so far (its name and shape passed on);
+    where there is none yet, a statement that makes one instead."""
+
+    def drawn(self, indent, depth):
+        name = self.any_tile()
+        if name is None:
+            return self.s_tile(indent, depth)
+        return statement(self, indent, depth, name, self.tiles[name])
+
+    return drawn
+
+
 class _Body:
     """The statements of one kernel, drawn one by one (``draw`` is Hypothesis's)."""
 
@@ -292,11 +305,9 @@ class _Body:
         if depth == 0:
             self.tiles[name] = shape
 
-    def s_load_(self, indent, depth):
-        name = self.any_tile()
-        if name is None:
-            return self.s_tile(indent, depth)
-        m, n = self.tiles[name]
+    @_on_a_tile
+    def s_load_(self, indent, depth, name, shape):
+        m, n = shape
         array = self.slab("x", self.x_ndim)
         low = self.pick([0, 0, 0, -2])
         r0, c0 = self.offset(low=low), self.offset(low=low)
@@ -306,11 +317,9 @@ class _Body:
         else:
             self.emit(indent, f"{name}[:] = {array}[{r0}:{r1}, {c0}:{c1}]")
 
-    def s_store(self, indent, depth):
-        name = self.any_tile()
-        if name is None:
-            return self.s_tile(indent, depth)
-        m, n = self.tiles[name]
+    @_on_a_tile
+    def s_store(self, indent, depth, name, shape):
+        m, n = shape
         array = self.slab("y", self.y_ndim)
         kind = self.draw(st.integers(0, 2))
         low = None if kind == 0 else self.pick([0, 0, 0, -2])
@@ -325,11 +334,9 @@ class _Body:
             r1, c1 = self.bound(r0, m), self.bound(c0, n)
             self.emit(indent, f"{array}[{r0}:{r1}, {c0}:{c1}] = {value}")
 
-    def s_reduce(self, indent, depth):
-        name = self.any_tile()
-        if name is None:
-            return self.s_tile(indent, depth)
-        m, n = self.tiles[name]
+    @_on_a_tile
+    def s_reduce(self, indent, depth, name, shape):
+        m, n = shape
         op = "sum" if self.dtype == "bool" else self.pick(["sum", "max", "min"])
         kind = self.draw(st.integers(0, 3))
         index = self.pick(["i", "(i + j * 3)", "s", "0", "(i + j * 5 + b * 25)"])
@@ -407,11 +414,9 @@ class _Body:
             slab = self.pick(["0", "(i % 2)", "s"])
             self.emit(indent, f"y[{slab}, {self.inside(rows)}, {self.inside(cols)}] = {value}")
 
-    def s_set(self, indent, depth):
-        name = self.any_tile()
-        if name is None:
-            return self.s_tile(indent, depth)
-        m, n = self.tiles[name]
+    @_on_a_tile
+    def s_set(self, indent, depth, name, shape):
+        m, n = shape
         i = self.pick([str(self.draw(st.integers(0, m))), "(i % 4)", "s"])
         j = self.pick(
             [str(self.draw(st.integers(0, n - 1))), "(j % 2)" if self.grid_ndim > 1 else "0"]
