@@ -20,6 +20,7 @@ from contextlib import contextmanager, suppress
 import numpy as np
 
 from qnb import ir
+from qnb.backends import cpu_semantics as semantics
 from qnb.backends.base import (
     Artifact,
     Backend,
@@ -30,6 +31,7 @@ from qnb.backends.base import (
     check_dims,
     require_writable,
 )
+from qnb.backends.cpu_semantics import window_masks as _masks
 from qnb.dtypes import i32
 from qnb.errors import QnbIndexError, QnbTypeError
 from qnb.frontend.checks import tile_index_message
@@ -219,15 +221,6 @@ def _lanes(mask, n):
     return np.ones(n, bool) if mask is None else mask
 
 
-def _masks(r0, c0, row_end, col_end, shape=(16, 16)):
-    """Per-lane row and column indices of an M×N window, and which of its elements exist."""
-    rows = r0[:, None] + _arange(shape[0])
-    cols = c0[:, None] + _arange(shape[1])
-    row_ok = (rows >= 0) & (rows < row_end[:, None])  # a padded window may start before 0
-    col_ok = (cols >= 0) & (cols < col_end[:, None])
-    return rows, cols, row_ok[:, :, None] & col_ok[:, None, :]
-
-
 def _move_blocks(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[...] = src`` for two 4-D block views whose N-element rows are contiguous:
     each row moves as one N-element unit, which is what makes a block gather or
@@ -339,8 +332,14 @@ def cast_values(value: np.ndarray, target) -> np.ndarray:
 
 
 def reduce_values(op: str, value: np.ndarray, axes) -> np.ndarray:
-    """``Reduce`` ``op`` of ``value`` over ``axes``."""
+    """``Reduce`` ``op`` of ``value`` over ``axes``: what a reduction means on the cpu,
+    for both executors (the prepared path may hold a tile as a strided, overlapping or
+    broadcast view where the interpreter holds a copy). NumPy's order of operands
+    follows the memory layout (pairwise along a contiguous run, row after row across
+    a strided one), so the values are reduced in C order: the same bits whatever
+    layout they come in."""
     fn = _REDUCE[op]
+    value = np.ascontiguousarray(value)
     if op in ("sum", "prod"):
         if is_narrow_float(value.dtype):
             # accumulate in f32, round once (as NumPy does for contiguous f16 sums;
@@ -638,7 +637,7 @@ class _Executor:
         batch = self.ev(v.batch).astype(np.int64)
         self.check(
             (batch < 0) | (batch >= array.shape[0]),
-            f"batch index out of range for {v.param!r} with {array.shape[0]} slabs",
+            semantics.batch_out_of_range(v.param, array.shape[0]),
             node,
         )
         return array, np.clip(batch, 0, array.shape[0] - 1)
@@ -653,7 +652,7 @@ class _Executor:
         if not padded:
             self.check(
                 (r0 < 0) | (c0 < 0) | (r1 < 0) | (c1 < 0),
-                f"negative window bound on {v.param!r}",
+                semantics.negative_bound(v.param),
                 node,
             )
         row_end = np.minimum(r1, array.shape[1])
@@ -744,13 +743,7 @@ class _Executor:
                 return strip[cb]
             return blocks[b, rb, :, cb, :]
         rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
-        r = np.clip(rows, 0, array.shape[1] - 1)
-        c = np.clip(cols, 0, array.shape[2] - 1)
-        flat = array.reshape(-1)
-        index = (batch[:, None, None] * array.shape[1] + r[:, :, None]) * array.shape[2] + c[
-            :, None, :
-        ]
-        return np.where(valid, flat[index].astype(dtype, copy=False), base)
+        return semantics.gather_window(array, batch, rows, cols, valid, dtype, base)
 
     def s_StoreWindow(self, s):
         self.observer.store_begins(s)
@@ -786,16 +779,7 @@ class _Executor:
                 return
         value = _gathered(value)
         rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
-        n = max(value.shape[0], rows.shape[0], batch.shape[0], _mask_lanes(self.mask))
-        full = (n, *shape)
-        valid = np.broadcast_to(valid, full)
-        if self.mask is not None:
-            valid = valid & self.mask[:, None, None]
-        r = np.broadcast_to(rows[:, :, None], full)
-        c = np.broadcast_to(cols[:, None, :], full)
-        b = np.broadcast_to(batch[:, None, None], full)
-        values = np.broadcast_to(value, full)
-        array[b[valid], r[valid], c[valid]] = values[valid]
+        semantics.scatter_window(array, batch, rows, cols, valid, value, self.mask)
         self.observer.stored(s, value)
 
     def vec_window(self, node, v, start, stop, col, padded=False, n=16, axis=0, write=False):
@@ -1251,10 +1235,7 @@ def _solve_lower(factor, rhs, x):
 _READ_ONCE = {_cholesky: (0,), _solve_lower: (1,)}
 
 
-def _mask_lanes(mask) -> int:
-    """The lanes a masked store must cover (a store the same in every program still
-    writes only where the branch mask holds); 1 where no branch masks."""
-    return 1 if mask is None else mask.shape[0]
+_mask_lanes = semantics.mask_lanes
 
 
 __all__ = ["CpuBackend", "Observer", "run", "trace"]

@@ -39,6 +39,8 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends import cpu
+from qnb.backends import cpu_semantics as semantics
+from qnb.backends.cpu_semantics import window_masks as _masks
 from qnb.errors import QnbIndexError
 from qnb.frontend.checks import tile_index_message
 
@@ -896,7 +898,7 @@ class _Compiler:
             array = st.arrays[param]
             b = batch(st)
             slabs = array.shape[0]
-            message = f"batch index out of range for {param!r} with {slabs} slabs"
+            message = semantics.batch_out_of_range(param, slabs)
             if uniform:
                 index = int(b[0])
                 if not 0 <= index < slabs:
@@ -917,7 +919,7 @@ class _Compiler:
         fns = tuple(self.expr(x) for x in bounds)
         uniform = not any(self.is_varying(x) for x in bounds)
         uniform_view = v.batch is None or not self.is_varying(v.batch)
-        message = f"negative window bound on {v.param!r}"
+        message = semantics.negative_bound(v.param)
         check = self.checker(message, node)
         compiler = self
 
@@ -1411,13 +1413,7 @@ class _Compiler:
             row_end = np.minimum(r1, array.shape[1])
             col_end = np.minimum(c1, array.shape[2])
             rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
-            r = _clamp(rows, 0, array.shape[1] - 1)
-            c = _clamp(cols, 0, array.shape[2] - 1)
-            flat = array.reshape(-1)
-            index = (batch[:, None, None] * array.shape[1] + r[:, :, None]) * array.shape[2] + c[
-                :, None, :
-            ]
-            return np.where(valid, flat[index].astype(dtype, copy=False), fill)
+            return semantics.gather_window(array, batch, rows, cols, valid, dtype, fill)
 
         return load
 
@@ -1449,16 +1445,7 @@ class _Compiler:
             row_end = np.minimum(r1, array.shape[1])
             col_end = np.minimum(c1, array.shape[2])
             rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
-            lanes = max(v.shape[0], rows.shape[0], batch.shape[0], cpu._mask_lanes(st.mask))
-            full = (lanes, m, n)
-            valid = np.broadcast_to(valid, full)
-            if st.mask is not None:
-                valid = valid & st.mask[:, None, None]
-            r = np.broadcast_to(rows[:, :, None], full)
-            c = np.broadcast_to(cols[:, None, :], full)
-            b = np.broadcast_to(batch[:, None, None], full)
-            values = np.broadcast_to(v, full)
-            array[b[valid], r[valid], c[valid]] = values[valid]
+            semantics.scatter_window(array, batch, rows, cols, valid, v, st.mask)
 
         known = self.known_window(s.view, (s.r0, s.r1, s.c0, s.c1), s.padded)
         if known is not None and self.constant(s.value):
@@ -2275,11 +2262,20 @@ def _tile_view(array, b, r0, dr, c0, dc, shape, writeable=False):
     times cheaper than ``as_strided``)."""
     sb, s0, s1 = array.strides
     strides = (dr * s0 + dc * s1, s0, s1)
-    root = array if array.base is None else array.base
-    if type(root) is np.ndarray and root.base is None and root.flags.c_contiguous:
-        offset = b * sb + r0 * s0 + c0 * s1
-        return np.ndarray(shape, array.dtype, root, offset, strides)
+    view = _over_buffer(array, shape, b * sb + r0 * s0 + c0 * s1, strides)
+    if view is not None:
+        return view
     return np.lib.stride_tricks.as_strided(array[b, r0:, c0:], shape, strides, writeable=writeable)
+
+
+def _over_buffer(array, shape, offset, strides):
+    """The view of ``shape`` and ``strides`` that starts ``offset`` bytes past
+    ``array[0, 0, 0]``, made over ``array``'s own memory where it is C-contiguous (a
+    few times cheaper than ``as_strided``); None elsewhere. (Over ``array`` itself, not
+    the array that owns the memory: a view such as ``base[5:]`` starts inside it.)"""
+    if array.flags.c_contiguous:
+        return np.ndarray(shape, array.dtype, array, offset, strides)
+    return None
 
 
 def _grid_view(array, b, r0, c0, steps, shape, writeable=False):
@@ -2288,10 +2284,9 @@ def _grid_view(array, b, r0, c0, steps, shape, writeable=False):
     per ``x`` (steps not negative; write it only where the tiles do not overlap)."""
     sb, s0, s1 = array.strides
     strides = (*(dr * s0 + dc * s1 for dr, dc in steps), s0, s1)
-    root = array if array.base is None else array.base
-    if type(root) is np.ndarray and root.base is None and root.flags.c_contiguous:
-        offset = b * sb + r0 * s0 + c0 * s1
-        return np.ndarray(shape, array.dtype, root, offset, strides)
+    view = _over_buffer(array, shape, b * sb + r0 * s0 + c0 * s1, strides)
+    if view is not None:
+        return view
     return np.lib.stride_tricks.as_strided(array[b, r0:, c0:], shape, strides, writeable=writeable)
 
 
@@ -2321,16 +2316,6 @@ def _reduce_blocks(st, value, op, axis):
     if value.ra == 0:
         out = out.T if axis is None else out.transpose(1, 0, 2)
     return np.ascontiguousarray(out).reshape(st.n, *out.shape[2:])
-
-
-def _masks(r0, c0, row_end, col_end, shape):
-    """Per-lane row and column indices of an M×N window, and which of its elements exist
-    (the interpreter's ``_masks``)."""
-    rows = r0[:, None] + np.arange(shape[0], dtype=np.int64)
-    cols = c0[:, None] + np.arange(shape[1], dtype=np.int64)
-    row_ok = (rows >= 0) & (rows < row_end[:, None])  # a padded window may start before 0
-    col_ok = (cols >= 0) & (cols < col_end[:, None])
-    return rows, cols, row_ok[:, :, None] & col_ok[:, None, :]
 
 
 def _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape):

@@ -15,6 +15,7 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.cpu import Observer
+from qnb.backends.cpu_semantics import window_masks
 from qnb.trace import ArrayWrite, Region, SharedMemory, SourceUnit, Trace, TraceStep
 
 
@@ -225,11 +226,9 @@ class Recorder(Observer):
         n = self.executor.n
         b, r0, r1, c0, c1 = (np.broadcast_to(x, (n,))[lanes] for x in touch[1:])
         # (the recorded window ends are clamped to its shape: r1 - r0 <= M, c1 - c0 <= N)
-        rows = r0[:, None] + np.arange(max(1, int((r1 - r0).max(initial=1))))
-        cols = c0[:, None] + np.arange(max(1, int((c1 - c0).max(initial=1))))
-        row_ok = (rows < np.minimum(r1, array.shape[1])[:, None]) & (rows >= 0)
-        col_ok = (cols < np.minimum(c1, array.shape[2])[:, None]) & (cols >= 0)
-        valid = row_ok[:, :, None] & col_ok[:, None, :]
+        shape = (max(1, int((r1 - r0).max(initial=1))), max(1, int((c1 - c0).max(initial=1))))
+        row_end, col_end = np.minimum(r1, array.shape[1]), np.minimum(c1, array.shape[2])
+        rows, cols, valid = window_masks(r0, c0, row_end, col_end, shape)
         flat = (b[:, None, None] * array.shape[1] + rows[:, :, None]) * array.shape[2] + cols[
             :, None, :
         ]
