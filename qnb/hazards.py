@@ -314,10 +314,12 @@ def _specialise(launch, args) -> _Launch:
     import functools
 
     from qnb.errors import QnbTypeError
-    from qnb.kernel import Kernel
+    from qnb.kernel import Kernel, Launch
 
     if isinstance(launch, Kernel):
         kernel, grid = launch, (1, 1, 1)
+    elif isinstance(launch, Launch):  # kernel[grid]
+        kernel, grid = launch.kernel, tuple(launch.grid)
     elif isinstance(launch, functools.partial) and isinstance(
         getattr(launch.func, "__self__", None), Kernel
     ):
