@@ -470,6 +470,24 @@ class ArrayStore(Stmt):
 
 
 @dataclass(slots=True, eq=False)
+class Atomic(Stmt):
+    """``qnb.atomic_<op>(view, index, value)``, ``op`` "add", "max" or "min": for each
+    element of the index, ``a[idx] = op(a[idx], value)`` as one indivisible update.
+    ``indices`` holds one i32 index per array axis (1 or 2), each already broadcast with
+    ``value`` to one shape (scalar, vec or tile); ``value`` has the array's dtype. An
+    index outside the array is skipped. Repeated indices each apply. ``result`` (scalar
+    form only, else None): the local that receives the element's value from just before
+    this update (0 where the index was outside the array). The cpu runs programs in grid
+    order and a vec or tile's elements in flat order."""
+
+    op: str
+    view: ArrayView
+    indices: list[Expr]
+    value: Expr
+    result: str | None = None
+
+
+@dataclass(slots=True, eq=False)
 class If(Stmt):
     cond: Expr
     then_body: list[Stmt]
@@ -595,6 +613,9 @@ def array_uses(kernel: KernelIR) -> tuple[set[str], set[str]]:
             loaded.add(node.view.param)
         elif isinstance(node, ArrayStore | StoreWindow | VecStore):
             stored.add(node.view.param)
+        elif isinstance(node, Atomic):  # an atomic reads and writes its element
+            loaded.add(node.view.param)
+            stored.add(node.view.param)
     return loaded, stored
 
 
@@ -632,6 +653,7 @@ _NODE_CLASSES = {
         StoreWindow,
         VecStore,
         ArrayStore,
+        Atomic,
         If,
         For,
         While,

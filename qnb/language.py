@@ -211,6 +211,32 @@ def arange(n, dtype=None):
     raise _kernel_only("qnb.arange")
 
 
+# --------------------------------------------------------------------- atomics
+
+
+@intrinsic
+def atomic_add(arr, index, value):
+    """``arr[index] += value`` as one indivisible update, safe when several programs update
+    one element. ``arr``: an i32 or f32 array (f64 on cpu and cuda); ``index``: an i32
+    scalar, vec or tile of element indices into a 1-D array, or a tuple ``(rows, cols)``
+    of them into a 2-D array; ``value`` is broadcast to the index's shape. Each index
+    element adds once (repeated indices each count); indices outside ``arr`` are skipped.
+    With a scalar index it returns the element's value from just before this update."""
+    raise _kernel_only("atomic_add")
+
+
+@intrinsic
+def atomic_max(arr, index, value):
+    """``arr[index] = max(arr[index], value)`` atomically; as :func:`atomic_add`."""
+    raise _kernel_only("atomic_max")
+
+
+@intrinsic
+def atomic_min(arr, index, value):
+    """``arr[index] = min(arr[index], value)`` atomically; as :func:`atomic_add`."""
+    raise _kernel_only("atomic_min")
+
+
 # --------------------------------------------------------------------- tiles
 
 

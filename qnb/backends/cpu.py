@@ -20,6 +20,7 @@ from contextlib import contextmanager, suppress
 import numpy as np
 
 from qnb import ir
+from qnb.backends import cpu_atomics
 from qnb.backends import cpu_semantics as semantics
 from qnb.backends.base import (
     Artifact,
@@ -393,6 +394,11 @@ class Observer:
 
     def element(self, param, batch, row, col, write) -> None:
         """One element per lane (row 0 for a 1-D array)."""
+
+    def atomic(self, stmt, param, batch, rows, cols, ok) -> None:
+        """The atomic ``stmt`` updated the elements ``[batch, rows, cols]`` of ``param``
+        where ``ok`` (each ``(lanes, *shape)``). Not a read nor a store: ``qnb.check``
+        ignores it."""
 
 
 # The observer of every run that nobody watches.
@@ -893,6 +899,21 @@ class _Executor:
         lanes = _lanes(self.mask, n)
         b, r, c = (np.broadcast_to(x, (n,))[lanes] for x in (batch, r, c))
         array[b, r, c] = np.broadcast_to(value, (n,))[lanes]
+        self.observer.stored(s, value)
+
+    def s_Atomic(self, s):
+        self.observer.store_begins(s)
+        value = self.ev(s.value)
+        indices = [self.ev(i) for i in s.indices]
+        array, batch = self.view(s.view, s)
+        self.detach(array)
+        b, r, c, v, ok, _ = cpu_atomics.elements(
+            array, batch, indices, value, _lanes(self.mask, self.n)
+        )
+        self.observer.atomic(s, s.view.param, b, r, c, ok)
+        old = cpu_atomics.apply(s.op, array, b, r, c, v, ok, s.result is not None)
+        if old is not None:
+            self.assign(s.result, old, "scalar")
         self.observer.stored(s, value)
 
     # ------------------------------------------------------------------ expressions

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from qnb import ir
-from qnb.backends import cpu
+from qnb.backends import cpu, cpu_atomics
 from qnb.backends import cpu_semantics as semantics
 from qnb.backends.cpu_semantics import window_masks as _masks
 from qnb.errors import QnbIndexError
@@ -366,6 +366,9 @@ class _Facts:
             self.exits.update(loops)
         elif kind is ir.ArrayStore or kind is ir.StoreWindow or kind is ir.VecStore:
             self.stored.add(node.view.param)
+        elif kind is ir.Atomic:
+            self.stored.add(node.view.param)
+            self.loaded.add(node.view.param)
         for child in ir.children(node):
             if isinstance(child, ir.Stmt):
                 self.statement(child, loops)
@@ -647,6 +650,28 @@ class _Compiler:
             st.aliased.discard(name)
 
         return assign
+
+    def s_Atomic(self, s):
+        """An atomic, through the interpreter's own implementation (``cpu_atomics``); the
+        scalar form that returns the old value runs in the interpreter."""
+        if s.result is not None:
+            raise _Unsupported("an atomic's old value")
+        value = self.expr(s.value)
+        indices = [self.expr(i) for i in s.indices]
+        view = self.view(s.view, s)
+        compiler, op = self, s.op
+
+        def atomic(st):
+            v = _tiles(st, value(st))
+            idx = [_tiles(st, i(st)) for i in indices]
+            array, batch = view(st)
+            if st.aliased:
+                compiler.detach(st, array)
+            lanes = np.ones(st.n, bool) if st.mask is None else st.mask
+            b, r, c, v, ok, _ = cpu_atomics.elements(array, batch, idx, v, lanes)
+            cpu_atomics.apply(op, array, b, r, c, v, ok, False)
+
+        return atomic
 
     def s_If(self, s):
         cond = self.expr(s.cond)

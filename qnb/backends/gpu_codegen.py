@@ -777,6 +777,14 @@ class GpuRenderer:
         index, ok = self.element(stmt.view, stmt.indices)
         self.guarded_store(stmt, ok if self.solo else f"q_lid == 0u && {ok}", index, value)
 
+    def stmt_Atomic(self, stmt: ir.Atomic) -> None:
+        exc = BackendError(
+            f"qnb.atomic_{stmt.op} does not run on {self.language} yet: run this kernel on "
+            "the cpu backend"
+        )
+        exc.ir_loc = stmt.loc
+        raise exc
+
     def guarded_store(self, stmt, ok: str, index: str, value: str) -> None:
         """Write ``value`` at ``index`` of the array of ``stmt.view`` where ``ok`` holds,
         in program order with the program's other accesses to that memory (see the

@@ -56,6 +56,10 @@ class RuleBuilder(Protocol):
     def emit(self, stmt: ir.Stmt) -> None:
         """Append ``stmt`` to the block being lowered (a store)."""
 
+    def temporary(self, hint: str, shown: str, type_: ir.Type) -> str:
+        """A fresh local of ``type_`` for a value a statement produces (an atomic's old
+        value); a trace shows it as ``shown``."""
+
     def load_window(self, base: ir.Expr, view: ir.ArrayView, r0, r1, c0, c1, node: ast.AST):
         """``base`` with the window ``view[r0:r1, c0:c1]`` loaded over it (the walker's
         window rules: clamping, the 3-D slab)."""
@@ -83,4 +87,5 @@ class Builder:
         self.condition, self.py_truth = walker.condition, walker.py_truth
         self.coerce, self.cast_elements = walker.coerce, walker.cast_elements
         self.emit, self.load_window = walker.emit, walker.load_window
+        self.temporary = walker.typed_temporary
         self.update_in_place = walker.update_in_place

@@ -158,6 +158,12 @@ class _Lowerer:
         self.scopes.display[name] = f"({shown})"
         return name
 
+    def typed_temporary(self, hint: str, shown: str, type_: ir.Type) -> str:
+        """:meth:`temporary`, its type known (the rules' ``builder.temporary``)."""
+        name = self.temporary(hint, shown)
+        self.scopes.joined[name] = type_
+        return name
+
     def emit(self, stmt: ir.Stmt):
         self.block.append(stmt)
 

@@ -176,6 +176,10 @@ def effects(statements: list) -> tuple[set[str], bool]:
             assigned.add(stmt.name)
         elif isinstance(stmt, ir.ArrayStore | ir.StoreWindow | ir.VecStore):
             stores = True
+        elif isinstance(stmt, ir.Atomic):
+            stores = True
+            if stmt.result is not None:
+                assigned.add(stmt.result)
         elif isinstance(stmt, ir.If):
             pending.extend(stmt.then_body)
             pending.extend(stmt.else_body)

@@ -27,7 +27,7 @@ import numpy as np
 from qnb import ir, language
 from qnb.dtypes import DType, as_dtype, bool_, f32, f64, i32, is_dtype_like, promote
 from qnb.errors import QnbCaptureError, QnbTypeError, QnbZeroDivisionError
-from qnb.frontend import lists, typing_rules
+from qnb.frontend import atomics, lists, typing_rules
 from qnb.frontend.bindings import Py, Rule, check_bindings, is_number, language_stubs, rule
 from qnb.frontend.typing_rules import I32_MAX, I32_MIN
 
@@ -1112,6 +1112,7 @@ TILE_METHODS = {
 
 # ---------------------------------------------------------------------------- the binding check
 
+RULES.extend(atomics.RULES)
 check_bindings(RULES, language_stubs(language))
 
 # The walker finds an intrinsic by its tag (``qnb.exp._qnb_intrinsic``, which math/NumPy

@@ -251,6 +251,7 @@ def test_the_builder_offers_the_rules_its_few_operations_and_nothing_else_of_the
         "emit",
         "load_window",
         "update_in_place",
+        "temporary",  # (an atomic's old value: a local its statement assigns)
     }
     assert set(Builder.__slots__) == operations
     assert {n for n in vars(RuleBuilder) if not n.startswith("_")} == operations

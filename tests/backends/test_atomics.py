@@ -1,0 +1,263 @@
+"""``qnb.atomic_add`` / ``atomic_max`` / ``atomic_min`` on every backend that runs them,
+against NumPy (``np.add.at`` and friends on the array's starting values).
+
+Arrays start from random non-zero values (never zeros, so an update that did not happen
+or happened twice shows), indices repeat heavily (every program into one element) and
+fall outside the array (skipped); integer results are exact, f32 sums within a tolerance
+that fits the number of additions.
+"""
+
+import numpy as np
+import pytest
+
+import qnb
+from qnb import ir
+from qnb.backends import cpu
+from qnb.backends.cpu_prepared import prepare
+from tests.conftest import require_backend
+from tests.helpers import define
+
+ATOMIC_BACKENDS = ("cpu",)
+REFERENCE = {"add": np.add, "max": np.maximum, "min": np.minimum}
+
+
+@pytest.fixture(params=ATOMIC_BACKENDS)
+def atomic_backend(request):
+    require_backend(request.param)
+    return request.param
+
+
+def _kernels(n, dtype, op):
+    ns, _ = define(f"""
+        @qnb.kernel
+        def by_vec(x: qnb.Array[qnb.i32, 1], v: qnb.Array[qnb.{dtype}, 1],
+                   h: qnb.Array[qnb.{dtype}, 1]):
+            i = qnb.program_id(0)
+            idx = qnb.Vec[{n}].load(x, i * {n}, other=-1)
+            qnb.atomic_{op}(h, idx, qnb.Vec[{n}].load(v, i * {n}))
+
+        @qnb.kernel
+        def one_element(v: qnb.Array[qnb.{dtype}, 1], h: qnb.Array[qnb.{dtype}, 1]):
+            i = qnb.program_id(0)
+            qnb.atomic_{op}(h, 2, v[i])
+
+        @qnb.kernel
+        def by_tile(r: qnb.Array[qnb.i32, 2], c: qnb.Array[qnb.i32, 1],
+                    h: qnb.Array[qnb.{dtype}, 2]):
+            i = qnb.program_id(0)
+            rows = qnb.Tile[4, {n}].load(r, i * 4, 0, other=-1)
+            cols = qnb.Vec[{n}].load(c, 0)
+            qnb.atomic_{op}(h, (rows, cols), 3)
+        """)
+    return ns
+
+
+def _start(rng, dtype, size):
+    """Random non-zero starting values (the 'poison': a missed update shows)."""
+    if dtype == "i32":
+        values = rng.integers(1, 50, size)
+        return np.where(rng.random(size) < 0.5, -values, values).astype(np.int32)
+    return (rng.random(size) + 0.5).astype(np.dtype({"f32": np.float32, "f64": np.float64}[dtype]))
+
+
+def _check(got, want, dtype, op, additions):
+    if dtype == "i32" or op != "add":
+        np.testing.assert_array_equal(got, want)
+    else:
+        eps = np.finfo(got.dtype).eps
+        np.testing.assert_allclose(got, want, rtol=4 * eps * additions, atol=4 * eps * additions)
+
+
+def _dtypes(backend):
+    return ("i32", "f32", "f64") if backend in ("cpu", "cuda", "cuda-host") else ("i32", "f32")
+
+
+@pytest.mark.parametrize("op", ["add", "max", "min"])
+@pytest.mark.parametrize("n", [1, 16, 128])
+def test_vec_index_repeats_and_out_of_range(atomic_backend, op, n):
+    for dtype in _dtypes(atomic_backend):
+        rng = np.random.default_rng(n)
+        ns = _kernels(n, dtype, op)
+        count, bins = 1000, 7
+        x = rng.integers(-3, bins + 3, count).astype(np.int32)  # some outside [0, bins)
+        v = _start(rng, dtype, count)
+        h = _start(rng, dtype, bins)
+        want = h.copy()
+        inside = (x >= 0) & (x < bins)
+        REFERENCE[op].at(want, x[inside], v[inside])
+        with qnb.backend(atomic_backend):
+            ns["by_vec"][(count + n - 1) // n](x, v, h)
+        _check(h, want, dtype, op, count)
+
+
+@pytest.mark.parametrize("op", ["add", "max", "min"])
+def test_every_program_into_one_element(atomic_backend, op):
+    for dtype in _dtypes(atomic_backend):
+        rng = np.random.default_rng(1)
+        ns = _kernels(16, dtype, op)
+        v = _start(rng, dtype, 4096)
+        h = _start(rng, dtype, 5)
+        want = h.copy()
+        want[2] = REFERENCE[op].reduce(np.concatenate([h[2:3], v]))
+        with qnb.backend(atomic_backend):
+            ns["one_element"][4096](v, h)
+        _check(h, want, dtype, op, 4096)
+
+
+@pytest.mark.parametrize("op", ["add", "max", "min"])
+@pytest.mark.parametrize("n", [1, 8, 32])
+def test_tuple_index_into_2d_with_broadcast_value(atomic_backend, op, n):
+    rng = np.random.default_rng(n + 7)
+    ns = _kernels(n, "i32", op)
+    rows, cols, programs = 6, 5, 9
+    r = rng.integers(-1, rows + 1, (programs * 4, n)).astype(np.int32)
+    c = rng.integers(-1, cols + 1, n).astype(np.int32)
+    h = _start(rng, "i32", (rows, cols))
+    want = h.copy()
+    rr, cc = np.broadcast_arrays(r, c[None, :])
+    inside = (rr >= 0) & (rr < rows) & (cc >= 0) & (cc < cols)
+    REFERENCE[op].at(want, (rr[inside], cc[inside]), 3)
+    with qnb.backend(atomic_backend):
+        ns["by_tile"][programs](r, c, h)
+    np.testing.assert_array_equal(h, want)
+
+
+COMPACT, _ = define("""
+    @qnb.kernel
+    def compact(x: qnb.Array[qnb.i32, 1], count: qnb.Array[qnb.i32, 1],
+                out: qnb.Array[qnb.i32, 1], slots: qnb.Array[qnb.i32, 1]):
+        i = qnb.program_id(0)
+        v = x[i]
+        if v > 0:
+            slot = qnb.atomic_add(count, 0, 1)
+            out[slot] = v
+            slots[i] = slot
+    """)
+
+
+def test_scalar_index_returns_the_old_value(atomic_backend):
+    rng = np.random.default_rng(3)
+    x = rng.integers(-5, 5, 700).astype(np.int32)
+    x[x == 0] = 3
+    count = np.array([0], np.int32)
+    out = np.full(700, -99, np.int32)
+    slots = np.full(700, -99, np.int32)
+    with qnb.backend(atomic_backend):
+        COMPACT["compact"][700](x, count, out, slots)
+    kept = x > 0
+    assert count[0] == kept.sum()
+    # each kept element got its own slot, and the slot holds it
+    assert sorted(slots[kept].tolist()) == list(range(kept.sum()))
+    assert (slots[~kept] == -99).all()
+    np.testing.assert_array_equal(out[slots[kept]], x[kept])
+    if atomic_backend == "cpu":  # the cpu runs programs in grid order
+        np.testing.assert_array_equal(out[: kept.sum()], x[kept])
+
+
+OLD_OUT, _ = define("""
+    @qnb.kernel
+    def old_values(h: qnb.Array[qnb.f32, 1], old: qnb.Array[qnb.f32, 1]):
+        i = qnb.program_id(0)
+        old[i] = qnb.atomic_max(h, i % 3 - 1, qnb.f32(i))
+    """)
+
+
+def test_scalar_old_value_outside_the_array_is_zero():
+    h = np.array([100.0, 2.0], np.float32)
+    old = np.full(6, -7.0, np.float32)
+    with qnb.backend("cpu"):
+        OLD_OUT["old_values"][6](h, old)
+    # programs 0, 3: index -1 (skipped, 0); 1, 4: index 0; 2, 5: index 1
+    np.testing.assert_array_equal(old, [0, 100, 2, 0, 100, 2])
+    np.testing.assert_array_equal(h, [100, 5])
+
+
+@pytest.mark.parametrize("n", [1, 16, 128])
+def test_cpu_launch_path_matches_the_interpreter(n):
+    """The prepared launch and the interpreter (trace, qnb.check) share one implementation;
+    both run the vec form in the same fixed order, to the bit."""
+    ns = _kernels(n, "f32", "add")
+    rng = np.random.default_rng(5)
+    x = rng.integers(-2, 40, 3000).astype(np.int32)
+    v = _start(rng, "f32", 3000)
+    h0 = _start(rng, "f32", 40)
+    args = [x, v, h0.copy()]
+    kernel_ir, _ = ns["by_vec"]._lower_for(args)
+    launch = prepare(kernel_ir)
+    assert launch is not None
+    grid = ((3000 + n - 1) // n, 1, 1)
+    stored = ir.array_uses(kernel_ir)[1]
+    assert "h" in stored
+    a, b = [x, v, h0.copy()], [x, v, h0.copy()]
+    cpu.run(kernel_ir, grid, a, stored)
+    launch(grid, b, stored)
+    np.testing.assert_array_equal(a[2], b[2])
+
+
+HIST, _ = define("""
+    @qnb.kernel
+    def racing(x: qnb.Array[qnb.i32, 1], h: qnb.Array[qnb.i32, 1]):
+        i = qnb.program_id(0)
+        j = x[i]
+        h[j] = h[j] + 1
+
+    @qnb.kernel
+    def atomic(x: qnb.Array[qnb.i32, 1], h: qnb.Array[qnb.i32, 1]):
+        i = qnb.program_id(0)
+        qnb.atomic_add(h, qnb.Vec16.load(x, i * 16, other=-1), 1)
+    """)
+
+
+def test_check_treats_atomics_as_race_free():
+    x = np.random.default_rng(0).integers(0, 8, 256).astype(np.int32)
+    h = np.zeros(8, np.int32)
+    assert not qnb.check(HIST["racing"][256], x, h).ok
+    report = qnb.check(HIST["atomic"][16], x, h)
+    assert report.ok and report.hazards == []
+    assert (h == 0).all()  # qnb.check runs on copies
+
+
+BAD = {
+    "f16 array": ("h: qnb.Array[qnb.f16, 1]", "qnb.atomic_add(h, 0, 1.0)", "i32 and f32 arrays"),
+    "float index": (
+        "h: qnb.Array[qnb.i32, 1]",
+        "qnb.atomic_add(h, qnb.Vec16.zeros(qnb.f32), 1)",
+        "index must be i32",
+    ),
+    "tuple into 1-D": ("h: qnb.Array[qnb.i32, 1]", "qnb.atomic_add(h, (0, 1), 1)", "not a tuple"),
+    "one index into 2-D": (
+        "h: qnb.Array[qnb.i32, 2]",
+        "qnb.atomic_min(h, 0, 1)",
+        "tuple (rows, cols)",
+    ),
+    "float into i32": ("h: qnb.Array[qnb.i32, 1]", "qnb.atomic_max(h, 0, 1.5)", "integer value"),
+    "shapes": (
+        "h: qnb.Array[qnb.i32, 1]",
+        "qnb.atomic_add(h, qnb.Vec16.zeros(qnb.i32), qnb.Vec32.ones(qnb.i32))",
+        "qnb.atomic_add",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_refused_at_the_users_line(case):
+    param, call, words = BAD[case]
+    ns, filename = define(f"""
+        @qnb.kernel
+        def bad({param}):
+            x = 1
+            {call}
+        """)
+    with pytest.raises(qnb.QnbTypeError) as info:
+        ns["bad"].source("ir")
+    assert words in str(info.value)
+    assert info.value.filename == filename and info.value.lineno == 5
+
+
+@pytest.mark.parametrize("lang", ["wgsl", "cuda"])
+def test_gpu_renderers_refuse_atomics_at_the_users_line(lang):
+    """Atomics run on the cpu backend only so far: the GPU renderers refuse them with a
+    BackendError at the atomic's own line (never wrong values)."""
+    with pytest.raises(qnb.BackendError, match="atomic_add does not run on") as info:
+        HIST["atomic"].source(lang, np.zeros(16, np.int32), np.zeros(8, np.int32))
+    assert info.value.lineno == 11
