@@ -167,3 +167,23 @@ def _addresses(owner, view):
     start = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
     first = start // owner.itemsize
     return np.arange(first, first + view.size)
+
+
+@qnb.kernel
+def _one_row_at_each_program_s_column(x: qnb.Array[qnb.f16, 2], y: qnb.Array[qnb.f16, 2]):
+    i = qnb.program_id(0)
+    t = qnb.Tile[1, 2].load(x, 0, 0)  # the same in every program
+    (t + t).store(y, 0, i)  # its row the same too; its column each program's own
+
+
+def test_a_store_whose_columns_alone_differ_between_programs():
+    """Found by the generated test: a tile and a row the same in every program, a column
+    per program (windows that overlap: a race, the later program's value left). The
+    masked scatter counted the lanes of the rows, the value and the slab but not of the
+    columns, and both paths raised NumPy's broadcast error."""
+    x = np.array([[1.5, -2.0]], np.float16)
+    launched, traced = np.zeros((1, 3), np.float16), np.zeros((1, 3), np.float16)
+    _one_row_at_each_program_s_column[2](x, launched)
+    _one_row_at_each_program_s_column.trace[2](x, traced)
+    np.testing.assert_array_equal(launched, [[3.0, 3.0, -4.0]])
+    np.testing.assert_array_equal(traced, launched)
