@@ -53,7 +53,7 @@ def scatter_window(array, batch, rows, cols, valid, value, mask):
     (None: every lane) holds. Lanes run in program order: where two programs store one
     element (a race), the later program's value is the one left."""
     shape = valid.shape[1:]
-    lanes = max(value.shape[0], rows.shape[0], batch.shape[0], mask_lanes(mask))
+    lanes = max(value.shape[0], valid.shape[0], batch.shape[0], mask_lanes(mask))
     full = (lanes, *shape)
     valid = np.broadcast_to(valid, full)
     if mask is not None:

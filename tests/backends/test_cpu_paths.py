@@ -167,3 +167,23 @@ def _addresses(owner, view):
     start = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
     first = start // owner.itemsize
     return np.arange(first, first + view.size)
+
+
+def test_one_tile_stored_where_only_the_columns_differ_between_programs():
+    """Every program stores the same tile at its own column: the interpreter's masked
+    store counted its lanes from the rows alone and raised NumPy's ValueError."""
+    scope, _ = define(
+        """
+        @qnb.kernel
+        def k(x, y):
+            t = qnb.Tile[1, 2].load(x, 0, 0)
+            t.store(y, 0, qnb.program_id(0))
+        """
+    )
+    x = np.arange(1, 13, dtype=np.float16).reshape(3, 4)
+    want = np.full((3, 4), np.nan, np.float16)
+    want[0, 0], want[0, 1:3] = x[0, 0], x[0, :2]
+    for run in (scope["k"][2], scope["k"].trace[2]):
+        y = np.full((3, 4), np.nan, np.float16)
+        run(x, y)
+        np.testing.assert_array_equal(y, want)
