@@ -1305,12 +1305,13 @@ class _Compiler:
             if len(found) == 6:
                 array, b, r0, dr, c0, dc = found
                 tiles = _tile_view(array, b, r0, dr, c0, dc, (st.n, m, n))
-                return tiles.astype(dtype)  # (a copy, as the interpreter's gather)
+                return tiles.astype(dtype, order="C")  # (a C-ordered copy, as the gather)
             if len(found) == 5:  # the whole 2-D grid: (rows of programs, programs, M, N)
                 array, b, r0, c0, steps = found
                 gx, gy, _ = st.grid
                 tiles = _grid_view(array, b, r0, c0, steps, (gy, gx, m, n))
-                return tiles.astype(dtype).reshape(st.n, m, n)  # (launch order: x fastest)
+                # (launch order: x fastest)
+                return tiles.astype(dtype, order="C").reshape(st.n, m, n)
             array, b, r0, dr, c0, dc, rows, cols = found
             # the region the tiles span, filled, with the array's part copied in: the
             # tiles are then a strided view of it
