@@ -1,4 +1,5 @@
-"""What the benchmarks share: a median wall time and a plain text table."""
+"""What the benchmarks share: a median wall time, two calls timed alternately, and a plain
+text table."""
 
 from __future__ import annotations
 
@@ -16,6 +17,20 @@ def median_time(fn, repeat=5, warmup=1) -> float:
         fn()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def alternated(first, second, repeats: int) -> tuple[list[float], list[float]]:
+    """Each one's seconds over ``repeats`` rounds, timed alternately (first, second, first,
+    …) after one call of each, so that drift hits both alike."""
+    first()
+    second()
+    times = ([], [])
+    for _ in range(repeats):
+        for fn, out in zip((first, second), times):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return times
 
 
 def table(title, header, rows) -> None:

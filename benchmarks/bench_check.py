@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import qnb  # noqa: E402
+from benchmarks._timing import alternated  # noqa: E402
 
 # the kernels bench_trace and bench_cpu time (the same tiled matmul, softmax, Cholesky)
 from benchmarks.bench_cpu import batched_cholesky  # noqa: E402
@@ -71,20 +71,6 @@ def cases():
     yield "5-point stencil 1024² f32, grid 64×64", stencil, (64, 64), [img, np.empty_like(img)]
 
 
-def side_by_side(first, second, repeats=REPEATS):
-    """Each one's seconds, timed alternately (first, second, first, …) so that drift
-    hits both alike."""
-    first()
-    second()
-    times = ([], [])
-    for _ in range(repeats):
-        for fn, out in zip((first, second), times):
-            start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
-    return times
-
-
 def main(raw: bool = False, repeats: int = REPEATS):
     if not raw:
         print(f"{'case':<42} {'check':>9} {'launch':>9} {'ratio':>6}  range of paired ratios")
@@ -92,7 +78,7 @@ def main(raw: bool = False, repeats: int = REPEATS):
         for name, kernel, grid, args in cases():
             found = qnb.check(kernel[grid], *args)
             assert found.ok, found  # a race-free kernel: the cost of a clean check
-            checks, launches = side_by_side(
+            checks, launches = alternated(
                 lambda k=kernel, g=grid, a=args: qnb.check(k[g], *a),
                 lambda k=kernel, g=grid, a=args: k[g](*a),
                 repeats,

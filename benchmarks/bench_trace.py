@@ -18,12 +18,17 @@ from __future__ import annotations
 import math
 import statistics
 import sys
-import time
+from pathlib import Path
 
 import numpy as np
 
-import qnb
-from qnb import Tile, Tile16
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # (run as a script: benchmarks/ is not a package there)
+    sys.path.insert(0, str(REPO))
+
+import qnb  # noqa: E402
+from benchmarks._timing import alternated  # noqa: E402
+from qnb import Tile, Tile16  # noqa: E402
 
 
 @qnb.kernel
@@ -130,14 +135,7 @@ def cases():
 
 def side_by_side(first, second, repeats=7):
     """Median seconds of each, timed alternately so drift hits both alike."""
-    first()
-    second()
-    times = ([], [])
-    for _ in range(repeats):
-        for fn, out in zip((first, second), times):
-            start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
+    times = alternated(first, second, repeats)
     return statistics.median(times[0]), statistics.median(times[1])
 
 
