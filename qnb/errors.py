@@ -132,38 +132,38 @@ def public(function):
     return public_call
 
 
-def caller_place() -> tuple[str | None, int | None, int | None]:
-    """The file, line and column of the innermost frame outside the qnb package: where the
-    user's own call into qnb is (the column of the call's expression where Python 3.11+
-    records it, else of the line's first character), for a caret under it."""
+def _user_frame():
+    """The innermost frame outside the qnb package: the user's own call into qnb."""
     frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE):
-            col = None
-            positions = getattr(frame.f_code, "co_positions", None)
-            if positions is not None and frame.f_lasti >= 0:
-                found = list(positions())[frame.f_lasti // 2]
-                if found[0] == frame.f_lineno:
-                    col = found[2]
-            if col is None:
-                line = linecache.getline(filename, frame.f_lineno)
-                col = len(line) - len(line.lstrip()) if line.strip() else None
-            return filename, frame.f_lineno, col
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
         frame = frame.f_back
-    return None, None, None
+    return frame
+
+
+def caller_place() -> tuple[str | None, int | None, int | None]:
+    """The file, line and column of the user's own call into qnb (the column of the
+    call's expression where Python 3.11+ records it, else of the line's first
+    character), for a caret under it."""
+    frame = _user_frame()
+    if frame is None:
+        return None, None, None
+    filename, lineno, col = frame.f_code.co_filename, frame.f_lineno, None
+    positions = getattr(frame.f_code, "co_positions", None)
+    if positions is not None and frame.f_lasti >= 0:
+        found = list(positions())[frame.f_lasti // 2]
+        if found[0] == lineno:
+            col = found[2]
+    if col is None:
+        line = linecache.getline(filename, lineno)
+        col = len(line) - len(line.lstrip()) if line.strip() else None
+    return filename, lineno, col
 
 
 def caller_position() -> tuple[str | None, int | None]:
-    """The file and line of the innermost frame outside the qnb package: the user's own
-    line that called into qnb (for errors that have no AST node to point at)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE):
-            return filename, frame.f_lineno
-        frame = frame.f_back
-    return None, None
+    """The file and line of the user's own call into qnb (for errors that have no AST
+    node to point at)."""
+    frame = _user_frame()
+    return (None, None) if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
 class QnbSyntaxError(QnbError):
