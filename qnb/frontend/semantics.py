@@ -1022,24 +1022,22 @@ def _m_index(op):
 
 
 def _element_index(builder, node, typ, axis):
-    """An i32 value of ``typ``'s shape holding each element's index along ``axis``: the
-    column (axis 1), the row (axis 0), the flat C-order index (axis None), or for a vec
-    its position."""
-    loc = builder.loc(node)
+    """An i32 value holding each element's index along ``axis`` (broadcast against the
+    operand where it is used): the column (axis 1: a ``Tile[1, N]``), the row (axis 0:
+    a ``Tile[M, 1]``), the flat C-order index (axis None), or for a vec its position."""
     if typ.kind == "vec":
         return fill(builder, "vec", "arange", None, i32, node, typ.shape)
     m, n = typ.shape
-    rows = ir.Reshape(
-        ir.value_type(i32, (m, 1)), loc, fill(builder, "vec", "arange", None, i32, node, (m,))
-    )
-    cols = ir.Reshape(
-        ir.value_type(i32, (1, n)), loc, fill(builder, "vec", "arange", None, i32, node, (n,))
-    )
+    loc = builder.loc(node)
+    rows = fill(builder, "vec", "arange", None, i32, node, (m,))
+    cols = fill(builder, "vec", "arange", None, i32, node, (n,))
+    rows = ir.Reshape(ir.value_type(i32, (m, 1)), loc, rows)
+    cols = ir.Reshape(ir.value_type(i32, (1, n)), loc, cols)
     axis = axis.value if isinstance(axis, Py) else axis
     if axis in (1, -1):
-        return binary(builder, "add", binary(builder, "mul", rows, Py(0), node), cols, node)
+        return cols
     if axis in (0, -2):
-        return binary(builder, "add", rows, binary(builder, "mul", cols, Py(0), node), node)
+        return rows
     return binary(builder, "add", binary(builder, "mul", rows, Py(n), node), cols, node)
 
 
