@@ -60,6 +60,38 @@ SCALAR_ABI = {
 }
 
 
+# qnb.atomic_add/max/min: CUDA's own atomics where it has them (i32 add, max and min;
+# f32 add), the rest by compare-and-swap on the bit pattern (max_/min_ propagate NaN, as
+# the cpu's do); each returns the element's value from before its update.
+_PRELUDE_ATOMICS = r"""
+namespace qnb {
+__device__ __forceinline__ int atomic_add(int* p, int v) { return atomicAdd(p, v); }
+__device__ __forceinline__ int atomic_max(int* p, int v) { return atomicMax(p, v); }
+__device__ __forceinline__ int atomic_min(int* p, int v) { return atomicMin(p, v); }
+__device__ __forceinline__ float atomic_add(float* p, float v) { return atomicAdd(p, v); }
+#define QNB_ATOMIC_CAS(NAME, T, W, TO, FROM, NEW)                                   \
+  __device__ __forceinline__ T NAME(T* p, T v) {                                   \
+    W* word = (W*)p;                                                               \
+    W old = *word, seen;                                                           \
+    do {                                                                           \
+      seen = old;                                                                  \
+      old = atomicCAS(word, seen, TO(NEW(FROM(seen), v)));                         \
+    } while (seen != old);                                                         \
+    return FROM(old);                                                              \
+  }
+__device__ __forceinline__ float plus_(float a, float b) { return a + b; }
+__device__ __forceinline__ double plus_(double a, double b) { return a + b; }
+QNB_ATOMIC_CAS(atomic_max, float, int, __float_as_int, __int_as_float, max_)
+QNB_ATOMIC_CAS(atomic_min, float, int, __float_as_int, __int_as_float, min_)
+#define QNB_U64(x) ((unsigned long long)__double_as_longlong(x))
+#define QNB_F64(x) __longlong_as_double((long long)(x))
+QNB_ATOMIC_CAS(atomic_add, double, unsigned long long, QNB_U64, QNB_F64, plus_)
+QNB_ATOMIC_CAS(atomic_max, double, unsigned long long, QNB_U64, QNB_F64, max_)
+QNB_ATOMIC_CAS(atomic_min, double, unsigned long long, QNB_U64, QNB_F64, min_)
+}  // namespace qnb
+"""
+
+
 def line_file(unit: int) -> str:
     """The ``#line`` file name that stands for IR unit ``unit``."""
     return "qnb-kernel" if unit == 0 else f"qnb-unit{unit}"
@@ -480,6 +512,9 @@ class CudaRenderer(GpuRenderer):
 
     # ---- the file around the body
 
+    def atomic_update(self, op: str, binding: str, index: str, value: str, dtype: DType) -> str:
+        return f"qnb::atomic_{op}(&{self.array_element(binding, index)}, {value})"
+
     def prelude(self, kernel: ir.KernelIR, layout: Layout, uses_f16: bool) -> list[str]:
         lines = [f"// qnb kernel {kernel.name!r}: CUDA C++ generated from the qnb IR."]
         if self.solo:
@@ -504,6 +539,8 @@ class CudaRenderer(GpuRenderer):
             lines += _PRELUDE_F16.strip("\n").splitlines()
         if _uses(kernel, bf16):
             lines += _PRELUDE_BF16.splitlines()
+        if any(isinstance(n, ir.Atomic) for n in ir.walk_body(kernel.body)):
+            lines += _PRELUDE_ATOMICS.strip("\n").splitlines()
         if f16 in self.wmma_types:
             lines += _PRELUDE_WMMA.strip("\n").splitlines()
         if bf16 in self.wmma_types:  # the same product on bf16 fragments (sm_80 and later)

@@ -154,7 +154,7 @@ class Rendered:
 
 
 _LOADS = (ir.ArrayLoad, ir.LoadWindow, ir.VecLoad)
-_STORES = (ir.ArrayStore, ir.StoreWindow, ir.VecStore)
+_STORES = (ir.ArrayStore, ir.StoreWindow, ir.VecStore, ir.Atomic)
 # Tile/vec ops whose element e needs only element e of their operands (and scalars):
 # rendered inside one slot loop. Every other tile/vec op exchanges elements (``tile_*``).
 _ELEMENTWISE = (
@@ -777,13 +777,63 @@ class GpuRenderer:
         index, ok = self.element(stmt.view, stmt.indices)
         self.guarded_store(stmt, ok if self.solo else f"q_lid == 0u && {ok}", index, value)
 
+    def atomic_update(self, op: str, binding: str, index: str, value: str, dtype: DType) -> str:
+        """The expression that applies ``qnb.atomic_<op>`` to one element and gives its old
+        value. A target without atomics refuses (the caller places the error)."""
+        raise BackendError(f"qnb.atomic_{op} does not run on {self.language} yet")
+
     def stmt_Atomic(self, stmt: ir.Atomic) -> None:
-        exc = BackendError(
-            f"qnb.atomic_{stmt.op} does not run on {self.language} yet: run this kernel on "
-            "the cpu backend"
-        )
-        exc.ir_loc = stmt.loc
-        raise exc
+        """An atomic: each element of the index updates its element once (a scalar index:
+        thread 0 of the program, its old value broadcast to the result)."""
+        view, typ, dtype = stmt.view, stmt.value.type, stmt.view.type.dtype
+        binding = self.binding(view.param)
+        try:
+            self.atomic_update(stmt.op, binding, "0", "0", dtype)
+        except BackendError as exc:
+            exc.ir_loc = stmt.loc
+            raise
+        before, after = self.store_barriers[id(stmt)]
+        if typ.kind == "scalar":
+            value = self.probe_value(stmt.value, self.expr(stmt.value))
+            index, ok = self.element(view, stmt.indices)
+            update = self.atomic_update(stmt.op, binding, index, value, dtype)
+            if self.solo:
+                old = self.var(dtype, self.literal(0, dtype))
+                self.emit(f"if ({ok}) {{ {old} = {update}; }}")
+            else:
+                if before or self._loops:
+                    self.emit(self.storage_barrier)
+                slot = self.broadcast_slot(self.scratch_dtype(dtype))
+                self.emit(self.barrier)
+                self.open("if (q_lid == 0u) {")
+                self.emit(f"{slot} = {self.to_scratch(self.literal(0, dtype), dtype)};")
+                self.emit(f"if ({ok}) {{ {slot} = {self.to_scratch(update, dtype)}; }}")
+                self.close()
+                old = self.broadcast(slot, dtype)
+            if stmt.result is not None:
+                self.emit(f"{self.local(stmt.result)} = {old};")
+        else:
+            saved, in_slots = dict(self._pre), self._in_slots
+            if self.probe:  # the value is recorded first, as a whole
+                array = self.materialize(stmt.value)
+                self.probe_step(typ, array)
+                self._pre[id(stmt.value)] = f"{array}[q_s]"
+            self.prepare(stmt)
+            if before or self._loops:
+                self.emit(self.storage_barrier)
+            self.slot_loop(typ)
+            self._in_slots = True
+            value = self.expr(stmt.value)
+            index, ok = self.element(view, stmt.indices)
+            if self.replicated(typ):  # one update per element
+                ok = f"q_t < {typ.size} && {ok}"
+            update = self.atomic_update(stmt.op, binding, index, value, dtype)
+            self.emit(f"if ({ok}) {{ {update}; }}")
+            self._in_slots = in_slots
+            self.close()
+            self._pre = saved
+        if after or self._loops:
+            self.emit(self.storage_barrier)
 
     def guarded_store(self, stmt, ok: str, index: str, value: str) -> None:
         """Write ``value`` at ``index`` of the array of ``stmt.view`` where ``ok`` holds,

@@ -17,7 +17,7 @@ from qnb.backends.cpu_prepared import prepare
 from tests.conftest import require_backend
 from tests.helpers import define
 
-ATOMIC_BACKENDS = ("cpu",)
+ATOMIC_BACKENDS = ("cpu", "cuda-host")
 REFERENCE = {"add": np.add, "max": np.maximum, "min": np.minimum}
 
 
@@ -254,10 +254,85 @@ def test_bad_input_is_refused_at_the_users_line(case):
     assert info.value.filename == filename and info.value.lineno == 5
 
 
-@pytest.mark.parametrize("lang", ["wgsl", "cuda"])
-def test_gpu_renderers_refuse_atomics_at_the_users_line(lang):
-    """Atomics run on the cpu backend only so far: the GPU renderers refuse them with a
-    BackendError at the atomic's own line (never wrong values)."""
-    with pytest.raises(qnb.BackendError, match="atomic_add does not run on") as info:
-        HIST["atomic"].source(lang, np.zeros(16, np.int32), np.zeros(8, np.int32))
+def test_wgsl_refuses_atomics_at_the_users_line():
+    """Atomics do not run on wgpu yet: the WGSL renderer refuses them with a BackendError
+    at the atomic's own line (never wrong values)."""
+    with pytest.raises(qnb.BackendError, match="atomic_add does not run on wgsl") as info:
+        HIST["atomic"].source("wgsl", np.zeros(16, np.int32), np.zeros(8, np.int32))
     assert info.value.lineno == 11
+
+
+def test_cuda_atomics_compile_with_nvrtc():
+    """Every atomic form and dtype the cuda backend renders compiles with NVRTC (they
+    run on cuda-host above, through g++)."""
+    from tests.backends.nvrtc_batch import Unit, compile_units, toolchain_reason
+
+    if toolchain_reason() is not None:
+        pytest.skip(f"NVRTC toolchain missing: {toolchain_reason()}")
+    units = []
+    for op in ("add", "max", "min"):
+        for dtype in ("i32", "f32", "f64"):
+            ns = _kernels(16, dtype, op)
+            x, v = np.zeros(16, np.int32), np.zeros(16, np.dtype(_NUMPY[dtype]))
+            units.append(Unit(f"vec_{op}_{dtype}", ns["by_vec"].source("cuda", x, v, v)))
+            units.append(Unit(f"one_{op}_{dtype}", ns["one_element"].source("cuda", v, v)))
+        units.append(
+            Unit(
+                f"tile_{op}",
+                _kernels(8, "i32", op)["by_tile"].source(
+                    "cuda",
+                    np.zeros((4, 8), np.int32),
+                    np.zeros(8, np.int32),
+                    np.zeros((2, 2), np.int32),
+                ),
+            )
+        )
+    units.append(Unit("compact", COMPACT["compact"].source("cuda", *[np.zeros(4, np.int32)] * 4)))
+    units.append(Unit("old", OLD_OUT["old_values"].source("cuda", *[np.zeros(4, np.float32)] * 2)))
+    compiled, failures = compile_units(units, "sm_80")
+    assert not failures, "\n\n".join(failures[:3])
+    assert len(compiled) == len(units)
+    assert all("atom" in c.ptx for c in compiled)
+
+
+_NUMPY = {"i32": np.int32, "f32": np.float32, "f64": np.float64}
+
+
+SUMS, _ = define("""
+    @qnb.kernel
+    def block_sums(x: qnb.Array[qnb.f32, 2], total: qnb.Array[qnb.f32, 1],
+                   before: qnb.Array[qnb.f32, 1]):
+        i = qnb.program_id(0)
+        t = qnb.Tile[8, 16].load(x, i * 8, 0)
+        before[i] = qnb.atomic_add(total, 1, t.sum())
+
+    @qnb.kernel
+    def block_max(x: qnb.Array[qnb.i32, 2], best: qnb.Array[qnb.i32, 1]):
+        i = qnb.program_id(0)
+        t = qnb.Tile[8, 16].load(x, i * 8, 0, other=-1000)
+        qnb.atomic_max(best, 0, t.max())
+        qnb.atomic_min(best, 1, t.min(axis=1))  # a vec of row minima, one index each
+    """)
+
+
+def test_scalar_atomics_in_a_kernel_of_tiles(atomic_backend):
+    """A program of many threads: one thread updates, and its old value reaches all."""
+    rng = np.random.default_rng(11)
+    x = (rng.random((80, 16)) + 0.25).astype(np.float32)
+    total = np.array([-3.0, 2.5, -3.0], np.float32)
+    before = np.full(10, np.nan, np.float32)
+    with qnb.backend(atomic_backend):
+        SUMS["block_sums"][10](x, total, before)
+    sums = x.reshape(10, -1).astype(np.float64).sum(axis=1)
+    np.testing.assert_allclose(total, [-3.0, 2.5 + sums.sum(), -3.0], rtol=1e-5)
+    # each program saw the total of some set of the others: the sorted old values climb
+    # by one block sum at a time from the start
+    order = np.argsort(before)
+    np.testing.assert_allclose(
+        before[order], 2.5 + np.concatenate([[0], np.cumsum(sums[order])[:-1]]), rtol=1e-5
+    )
+    xi = rng.integers(-500, 500, (80, 16)).astype(np.int32)
+    best = np.array([-7, 7], np.int32)
+    with qnb.backend(atomic_backend):
+        SUMS["block_max"][10](xi, best)
+    assert best.tolist() == [max(-7, xi.max()), min(7, xi.min())]

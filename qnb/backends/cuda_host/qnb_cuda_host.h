@@ -91,6 +91,29 @@ inline long long __double_as_longlong(double d) {
   return i;
 }
 
+// ---------------------------------------------------------------- atomics
+
+// Blocks run one after another and a thread runs until it reaches __syncthreads(), so no
+// other thread runs between an atomic's read and its write: each is a plain
+// read-modify-write that returns the old value, as CUDA's do.
+#define QNB_HOST_ATOMIC(NAME, T, EXPR) \
+  inline T NAME(T* p, T v) {           \
+    T old = *p;                        \
+    *p = (EXPR);                       \
+    return old;                        \
+  }
+QNB_HOST_ATOMIC(atomicAdd, int, (int)((unsigned)old + (unsigned)v))
+QNB_HOST_ATOMIC(atomicAdd, float, old + v)
+QNB_HOST_ATOMIC(atomicMax, int, old > v ? old : v)
+QNB_HOST_ATOMIC(atomicMin, int, old < v ? old : v)
+#undef QNB_HOST_ATOMIC
+template <class W>
+inline W atomicCAS(W* p, W compare, W value) {
+  W old = *p;
+  if (old == compare) *p = value;
+  return old;
+}
+
 // ---------------------------------------------------------------- cuda_fp16
 
 // A half holds an IEEE binary16; every operation computes in float and rounds once, which
