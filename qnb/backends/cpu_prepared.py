@@ -1639,11 +1639,35 @@ class _Compiler:
             cols = _clamp(fixed, 0, array.shape[2] - 1)[:, None]
             return _clamp(index, 0, array.shape[1] - 1), cols
 
-        return window, elements, line if uniform else None
+        def run(st):
+            """``(array, batch, lo, end, count)`` where the ``count`` programs' lines abut
+            in order along a 1-D array (program p reads from ``lo + p * size``: a vec per
+            program over a long array), each window reaching to its line's end or to one
+            stop they share, so all of them are the one slice ``array[batch, 0, lo:lo +
+            count * size]`` of which ``[lo, end)`` exists; else None."""
+            array, batch = view(st)
+            if np.ndim(batch) and np.size(batch) != 1:
+                return None
+            lo, hi = start_fn(st), stop_fn(st)
+            count, first = lo.shape[0], int(lo[0])
+            if count < 2 or first < 0 or int(lo[-1]) - first != (count - 1) * size:
+                return None
+            if not (np.diff(lo) == size).all():
+                return None
+            end = min(array.shape[2], first + count * size)
+            if hi.shape[0] == 1:
+                end = min(end, int(hi[0]))
+            elif not (hi >= lo + size).all():
+                return None
+            batch = int(np.reshape(batch, -1)[0])
+            return array, batch, first, max(end, first), count
+
+        abutting = col is None and not uniform
+        return window, elements, line if uniform else None, run if abutting else None
 
     def e_VecLoad(self, e):
         size = e.type.shape[0]
-        window, elements, line = self.vec_window(
+        window, elements, line, run = self.vec_window(
             e, e.view, e.start, e.stop, e.col, e.padded, size, e.axis
         )
         other_fn = None if e.other is None else self.expr(e.other)
@@ -1651,9 +1675,20 @@ class _Compiler:
         dtype = target.numpy
         along_last = e.col is None or e.axis == 1
         if e.other is not None and (self.is_varying(e.other) or e.other.type.dtype.numpy != dtype):
-            line = None  # (np.where would give each lane its own value, or convert)
+            line = run = None  # (np.where would give each lane its own value, or convert)
 
         def load(st):
+            found = None if run is None else run(st)
+            if found is not None:  # the lines abut: one slice, padded at its end
+                array, b, lo, end, count = found
+                other = 0 if other_fn is None else np.asarray(other_fn(st)).reshape(-1)[0]
+                out = np.empty(count * size, dtype)
+                values = array[b, 0, lo:end]
+                if values.dtype != dtype:
+                    values = cpu.cast_values(values, target)
+                out[: end - lo] = values
+                out[end - lo :] = other
+                return out.reshape(count, size)
             found = None if line is None else line(st)
             if found is not None:  # every element exists: the line itself, copied
                 if other_fn is not None:
@@ -1684,7 +1719,7 @@ class _Compiler:
     def s_VecStore(self, s):
         value = self.expr(s.value)
         size = s.value.type.shape[0]
-        window, elements, line = self.vec_window(
+        window, elements, line, _ = self.vec_window(
             s, s.view, s.start, s.stop, s.col, s.padded, size, s.axis
         )
         compiler = self
