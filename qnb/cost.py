@@ -340,6 +340,9 @@ class _Values:
             self.add_flops(e.op, e.operand.type.size - e.type.size)
         return DATA
 
+    def e_IndexReduce(self, e):
+        return self.ev(e.spelled)  # what a GPU runs (the cpu's argmax does less)
+
     def e_Matmul(self, e):
         for part in (e.a, e.b, e.acc):
             if part is not None:

@@ -371,6 +371,22 @@ class Reduce(Expr):
 
 
 @dataclass(slots=True, eq=False)
+class IndexReduce(Expr):
+    """``argmax``/``argmin`` (``op``) along ``axis`` as :class:`Reduce`'s axes: the first
+    index of the extreme (a NaN counts as the extreme, as in NumPy; axis None → the flat
+    C-order index), an i32. ``spelled`` is the same value built from the reductions
+    every backend has (the extreme, the elements equal to it, the least index among
+    them): a backend without an index reduction of its own evaluates that; the cpu
+    runs NumPy's ``argmax``/``argmin`` on ``operand``. Bool operands are cast to i32
+    by the front end."""
+
+    op: str
+    operand: Expr
+    axis: int | None
+    spelled: Expr
+
+
+@dataclass(slots=True, eq=False)
 class Matmul(Expr):
     """``acc + a @ b`` for Tile[M, K] @ Tile[K, N] → Tile[M, N] (``acc`` may be None). f16 inputs multiply exactly and
     accumulate in f32; the result (and ``acc``) is f32 then. f32→f32, f64→f64."""
@@ -644,6 +660,7 @@ _NODE_CLASSES = {
         Reshape,
         Broadcast,
         Reduce,
+        IndexReduce,
         Matmul,
         Outer,
         RowCol,

@@ -332,6 +332,23 @@ def cast_values(value: np.ndarray, target) -> np.ndarray:
     return value.astype(target.numpy)
 
 
+def index_reduce_values(op: str, value: np.ndarray, axis) -> np.ndarray:
+    """``argmax``/``argmin`` of each program's value (``(n, *shape)``) along ``axis``
+    (None: the flat C-order index), as i32."""
+    if axis is None:
+        return index_reduce_along(op, value.reshape(value.shape[0], -1), 1)
+    return index_reduce_along(op, value, axis + 1)
+
+
+def index_reduce_along(op: str, value: np.ndarray, axis: int) -> np.ndarray:
+    """NumPy's first index of the extreme along one axis of ``value``, a NaN counting as
+    the extreme, as i32. f16 and bf16 compare as the f32 values they hold (exact)."""
+    if is_narrow_float(value.dtype):
+        value = value.astype(np.float32)
+    fn = np.argmax if op == "argmax" else np.argmin
+    return fn(value, axis=axis).astype(np.int32)
+
+
 def reduce_values(op: str, value: np.ndarray, axes) -> np.ndarray:
     """``Reduce`` ``op`` of ``value`` over ``axes``: what a reduction means on the cpu,
     for both executors (the prepared path may hold a tile as a strided, overlapping or
@@ -1045,6 +1062,9 @@ class _Executor:
         else:
             axes = e.axis + 1
         return reduce_values(e.op, value, axes)
+
+    def e_IndexReduce(self, e):
+        return index_reduce_values(e.op, self.ev(e.operand), e.axis)
 
     def e_Matmul(self, e):
         a, b = self.ev(e.a), self.ev(e.b)

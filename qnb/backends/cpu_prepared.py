@@ -2137,6 +2137,20 @@ class _Compiler:
 
         return reduce
 
+    def e_IndexReduce(self, e):
+        operand = self.expr(e.operand)
+        op, axis = e.op, e.axis
+
+        def index_reduce(st):
+            value = operand(st)
+            if isinstance(value, _Blocks):
+                if axis is not None:  # along one axis of each tile: on the grid itself
+                    return _reduce_blocks(st, value, op, axis, index=True)
+                value = value.tiles(st.grid)
+            return cpu.index_reduce_values(op, value, axis)
+
+        return index_reduce
+
     def e_Matmul(self, e):
         a_fn, b_fn = self.expr(e.a), self.expr(e.b)
         acc_fn = self.expr(e.acc) if e.acc is not None else None
@@ -2365,12 +2379,16 @@ def _zero_padded(array, r0, r1, c0, c1):
     return out
 
 
-def _reduce_blocks(st, value, op, axis):
-    """``Reduce`` of every program's tile of a block grid, on the grid itself (no gather
-    of the tiles); the result in program order, as the interpreter holds it."""
+def _reduce_blocks(st, value, op, axis, index=False):
+    """``Reduce`` of every program's tile of a block grid (``index``: ``IndexReduce``,
+    along an axis), on the grid itself (no gather of the tiles); the result in program
+    order, as the interpreter holds it."""
     a4 = value.full(st.grid)
     axes = (1, 3) if axis is None else (1 if axis == 0 else 3)
-    out = cpu.reduce_values(op, a4, axes)
+    if index:
+        out = cpu.index_reduce_along(op, a4, axes)
+    else:
+        out = cpu.reduce_values(op, a4, axes)
     if axis == 1:  # (block row, M, block col): the vec axis last
         out = out.transpose(0, 2, 1)
     # now (block row, block col[, M or N]); programs run program_id(0) fastest

@@ -281,7 +281,7 @@ def _op_name(value: ir.Expr) -> str:
         return "eye" if value.kind == "eye" else "fill"
     if isinstance(value, ir.Binary | ir.Unary):
         return value.op
-    if isinstance(value, ir.Reduce):
+    if isinstance(value, ir.Reduce | ir.IndexReduce):
         return value.op
     return names.get(type(value), "assign")
 

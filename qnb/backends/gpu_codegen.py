@@ -1243,6 +1243,13 @@ class GpuRenderer:
         a, b = _as_2d(typ.shape)
         return typ.size <= self.threads and a == 1 and b in (1, _as_2d(node.type.shape)[1])
 
+    def expr_IndexReduce(self, node: ir.IndexReduce) -> str:
+        """argmax/argmin: the spelling in reductions the node carries."""
+        return self.expr(node.spelled)
+
+    def tile_IndexReduce(self, node: ir.IndexReduce) -> str:
+        return self.materialize(node.spelled)
+
     def expr_Reduce(self, node: ir.Reduce) -> str:
         """A reduction to a scalar: each thread combines its own slots, the program's
         partial results meet in scratch, and thread 0 combines them in thread order."""

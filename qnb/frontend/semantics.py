@@ -992,9 +992,10 @@ def _m_mean(builder, node, method, axis=None, keepdims=False):
 
 
 def _m_index(op):
-    """``argmax``/``argmin`` from the reductions every backend has: the extreme along the
-    axis, the elements equal to it (or, where the line holds a NaN, its NaNs: NumPy's rule),
-    and the smallest index among them (the first one, C order for axis None)."""
+    """``argmax``/``argmin``: an :class:`ir.IndexReduce` that carries its spelling in the
+    reductions every backend has: the extreme along the axis, the elements equal to it
+    (or, where the line holds a NaN, its NaNs: NumPy's rule), and the smallest index
+    among them (the first one, C order for axis None)."""
     extreme = "max" if op == "argmax" else "min"
 
     def index_reduction(builder, node, method, axis=None):
@@ -1013,7 +1014,8 @@ def _m_index(op):
             hit = where(builder, any_nan, nan, hit, node)
         index = _element_index(builder, node, tile.type, axis)
         candidates = where(builder, hit, index, Py(tile.type.size), node)
-        return _reduction(builder, node, candidates, "min", axis, Py(False))
+        spelled = _reduction(builder, node, candidates, "min", axis, Py(False))  # an ir.Reduce
+        return ir.IndexReduce(spelled.type, spelled.loc, op, tile, spelled.axis, spelled)
 
     index_reduction.__qualname__ = f"_m_index({op!r})"
     return _bound(getattr(language.Tile16, op), getattr(language.Vec16, op), name=op)(

@@ -337,8 +337,11 @@ class _Body:
     @_on_a_tile
     def s_reduce(self, indent, depth, name, shape):
         m, n = shape
-        op = "sum" if self.dtype == "bool" else self.pick(["sum", "max", "min"])
+        ops = ["sum", "max", "min", "argmax", "argmin"]
+        op = "sum" if self.dtype == "bool" else self.pick(ops)
         kind = self.draw(st.integers(0, 3))
+        if kind == 2 and op.startswith("arg"):  # (no keepdims for an index)
+            op = op[3:]
         index = self.pick(["i", "(i + j * 3)", "s", "0", "(i + j * 5 + b * 25)"])
         index = f"({index} % w.shape[0])" if self.draw(st.integers(0, 3)) else index
         if kind == 0:
