@@ -15,6 +15,7 @@ shape or a negative window bound raises ``QnbIndexError`` at the kernel's own li
 from __future__ import annotations
 
 import gc
+import os
 from contextlib import contextmanager, suppress
 
 import numpy as np
@@ -34,7 +35,7 @@ from qnb.backends.base import (
 )
 from qnb.backends.cpu_semantics import window_masks as _masks
 from qnb.dtypes import i32
-from qnb.errors import QnbIndexError, QnbTypeError
+from qnb.errors import BackendError, QnbIndexError, QnbTypeError
 from qnb.frontend.checks import tile_index_message
 
 _ARANGE = np.arange(16, dtype=np.int64)
@@ -59,6 +60,17 @@ def chunk_programs(kernel: ir.KernelIR) -> int:
         if isinstance(typ, ir.Type) and typ.kind in ("tile", "vec"):
             largest = max(largest, typ.size)
     return chunk_for(largest)
+
+
+def out_of_memory(kernel_name: str, grid) -> BackendError:
+    """The error for a launch whose values do not fit in host memory (NumPy's
+    ``MemoryError``), naming the kernel and the grid."""
+    programs = grid[0] * grid[1] * grid[2]
+    return BackendError(
+        f"the cpu ran out of host memory running kernel {kernel_name!r} over "
+        f"{programs:,} programs (grid {tuple(grid)}): fewer programs per launch, or "
+        "smaller tiles, fit"
+    )
 
 
 def chunk_for(largest: int) -> int:
@@ -96,13 +108,21 @@ class CpuBackend(Backend):
     def load(self, artifact: Artifact):
         # Prepared once per artifact (closures from the IR just verified and rebuilt here);
         # the interpreter runs what the prepared path does not cover.
+        path = os.environ.get("QNB_CPU_PATH", "")
+        if path not in ("", "interpreter", "prepared"):
+            raise BackendError(f"QNB_CPU_PATH is 'interpreter' or 'prepared', not {path!r}")
         with _no_collections():
             from qnb.backends.cpu_prepared import prepare
 
             kernel = ir.kernel_from_json(artifact.text["ir"])
-            prepared = prepare(kernel)
+            prepared = None if path == "interpreter" else prepare(kernel)
         if prepared is not None:
             return prepared  # launch(grid, args), the arrays it stores to bound
+        if path == "prepared":
+            raise BackendError(
+                f"QNB_CPU_PATH=prepared, but the prepared path does not run kernel "
+                f"{kernel.name!r} (an op it has no closure for): the interpreter would"
+            )
 
         _loaded, stored = ir.array_uses(kernel)
         chunk = chunk_programs(kernel)
@@ -146,9 +166,12 @@ def run(
     chunk = 1 if order else chunk or chunk_programs(kernel)
     observer = observer or UNWATCHED
     starts = range(0, total, chunk)
-    for start in reversed(starts) if order == "reverse" else starts:
-        count = min(chunk, total - start)
-        _Executor(kernel, grid, arrays, scalars, start, count, observer).run()
+    try:
+        for start in reversed(starts) if order == "reverse" else starts:
+            count = min(chunk, total - start)
+            _Executor(kernel, grid, arrays, scalars, start, count, observer).run()
+    except MemoryError:
+        raise out_of_memory(kernel.name, grid) from None
 
 
 def trace(

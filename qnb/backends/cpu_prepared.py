@@ -61,6 +61,10 @@ class _Continue(Exception):
 
 
 _ONE_PROGRAM = (1, 1, 1)
+# Programs a kernel of scalars alone runs at once: each value is one element a program,
+# so 2²⁰ of them hold 8 MiB a value at most (a launch over 10⁸ programs runs in 96
+# chunks, in bounded memory, and the 2²⁰ programs of a tile-free form in one).
+SCALAR_CHUNK = 1 << 20
 _INT32 = 2**31
 
 
@@ -474,16 +478,20 @@ class _Compiler:
 
         def run_chunks(grid, bound):
             total = grid[0] * grid[1] * grid[2]
-            chunk = chunk_size if holds_tiles else total
-            for start in range(0, total, chunk or 1):
-                count = min(chunk, total - start)
-                key = (grid, start, count)
-                pid = pids.get(key)
-                if pid is None:
-                    if len(pids) > 16:
-                        pids.clear()
-                    pid = pids[key] = _program_ids(grid, start, count)
-                body(_State(bound, grid, start, count, fresh, pid, aliases))
+            chunk = chunk_size if holds_tiles else min(total, SCALAR_CHUNK)
+            try:
+                for start in range(0, total, chunk or 1):
+                    count = min(chunk, total - start)
+                    key = (grid, start, count)
+                    pid = pids.get(key)
+                    if pid is None:
+                        if len(pids) > 16:
+                            pids.clear()
+                        pid = pids[key] = _program_ids(grid, start, count)
+                    body(_State(bound, grid, start, count, fresh, pid, aliases))
+            except MemoryError:
+                pids.clear()
+                raise cpu.out_of_memory(kernel.name, grid) from None
 
         return launch
 
