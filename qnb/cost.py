@@ -340,6 +340,13 @@ class _Values:
             self.add_flops(e.op, e.operand.type.size - e.type.size)
         return DATA
 
+    def e_Scan(self, e):
+        self.ev(e.operand)
+        if e.operand.type.dtype.is_float:
+            line = e.operand.type.shape[-1 if e.axis in (None, 1) else 0]
+            self.add_flops(e.op, e.operand.type.size // line * (line - 1))
+        return DATA
+
     def e_IndexReduce(self, e):
         return self.ev(e.spelled)  # what a GPU runs (the cpu's argmax does less)
 

@@ -371,6 +371,19 @@ class Reduce(Expr):
 
 
 @dataclass(slots=True, eq=False)
+class Scan(Expr):
+    """``cumsum`` (op "sum") or ``cumprod`` ("prod"): the inclusive running sum or product
+    along ``axis`` (0: down each column, 1: along each row; None: along a vec), the
+    operand's shape and dtype, combined in order from the line's start. f16 and bf16
+    accumulate in f32 and round each element; i32 wraps. Bool operands are cast to i32
+    by the front end."""
+
+    op: str
+    operand: Expr
+    axis: int | None
+
+
+@dataclass(slots=True, eq=False)
 class IndexReduce(Expr):
     """``argmax``/``argmin`` (``op``) along ``axis`` as :class:`Reduce`'s axes: the first
     index of the extreme (a NaN counts as the extreme, as in NumPy; axis None → the flat
@@ -661,6 +674,7 @@ _NODE_CLASSES = {
         Broadcast,
         Reduce,
         IndexReduce,
+        Scan,
         Matmul,
         Outer,
         RowCol,

@@ -349,6 +349,17 @@ class Tile16:
         """The index of the smallest element (as ``argmax``; a NaN counts as the smallest)."""
         raise _kernel_only("t.argmin")
 
+    def cumsum(self, axis=None):
+        """The inclusive running sum along ``axis`` (0: down each column, 1: along each
+        row), the tile's shape, as NumPy's ``cumsum``; ``axis`` is required (NumPy's
+        None would flatten). f16 and bf16 accumulate in f32 and round each element; an
+        i32 sum wraps; bools count as i32. Float sums add in order along the axis."""
+        raise _kernel_only("t.cumsum")
+
+    def cumprod(self, axis=None):
+        """The inclusive running product along ``axis`` (as ``cumsum``)."""
+        raise _kernel_only("t.cumprod")
+
     def mean(self, axis=None, keepdims=False):
         """The mean of all elements (a scalar), or along ``axis`` (a vec): the sum divided
         by the count, in the tile's float dtype (f32 for an i32 or bool tile); f16 and
@@ -485,6 +496,16 @@ class Vec16:
     def argmin(self, axis=None):
         """The index (i32) of the smallest element (as ``argmax``)."""
         raise _kernel_only("v.argmin")
+
+    def cumsum(self, axis=None):
+        """The inclusive running sum, a vec of the same length, as NumPy's ``cumsum``
+        (``axis`` None or 0). f16 and bf16 accumulate in f32 and round each element; an
+        i32 sum wraps; bools count as i32."""
+        raise _kernel_only("v.cumsum")
+
+    def cumprod(self, axis=None):
+        """The inclusive running product (as ``cumsum``)."""
+        raise _kernel_only("v.cumprod")
 
     def mean(self, axis=None, keepdims=False):
         """The mean of the elements: their sum divided by N, in the vec's float dtype (f32

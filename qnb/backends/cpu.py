@@ -355,6 +355,20 @@ def cast_values(value: np.ndarray, target) -> np.ndarray:
     return value.astype(target.numpy)
 
 
+def scan_values(op: str, value: np.ndarray, axis) -> np.ndarray:
+    """``cumsum``/``cumprod`` of each program's value (``(n, *shape)``) along ``axis``
+    (None: a vec's one axis), inclusive, in order from the line's start: NumPy's
+    ``ufunc.accumulate``. f16 and bf16 accumulate in f32 and round each element; i32
+    wraps."""
+    axis = 1 if axis is None else axis + 1
+    out = value.dtype
+    if is_narrow_float(out):
+        value = value.astype(np.float32)
+    ufunc = np.add if op == "sum" else np.multiply
+    with np.errstate(over="ignore", invalid="ignore"):
+        return ufunc.accumulate(value, axis=axis).astype(out, copy=False)
+
+
 def index_reduce_values(op: str, value: np.ndarray, axis) -> np.ndarray:
     """``argmax``/``argmin`` of each program's value (``(n, *shape)``) along ``axis``
     (None: the flat C-order index), as i32."""
@@ -1088,6 +1102,9 @@ class _Executor:
 
     def e_IndexReduce(self, e):
         return index_reduce_values(e.op, self.ev(e.operand), e.axis)
+
+    def e_Scan(self, e):
+        return scan_values(e.op, self.ev(e.operand), e.axis)
 
     def e_Matmul(self, e):
         a, b = self.ev(e.a), self.ev(e.b)

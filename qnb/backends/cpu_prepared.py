@@ -2145,6 +2145,18 @@ class _Compiler:
 
         return reduce
 
+    def e_Scan(self, e):
+        operand = self.expr(e.operand)
+        op, axis = e.op, e.axis
+
+        def scan(st):
+            value = operand(st)
+            if isinstance(value, _Blocks):
+                value = value.tiles(st.grid)
+            return cpu.scan_values(op, value, axis)
+
+        return scan
+
     def e_IndexReduce(self, e):
         operand = self.expr(e.operand)
         op, axis = e.op, e.axis

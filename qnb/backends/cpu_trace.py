@@ -283,6 +283,8 @@ def _op_name(value: ir.Expr) -> str:
         return value.op
     if isinstance(value, ir.Reduce | ir.IndexReduce):
         return value.op
+    if isinstance(value, ir.Scan):
+        return "cum" + value.op
     return names.get(type(value), "assign")
 
 

@@ -1309,6 +1309,34 @@ class GpuRenderer:
 
         return self.fill(node.type, element)
 
+    def tile_Scan(self, node: ir.Scan) -> str:
+        """cumsum/cumprod: each thread combines, for each of its elements, the line from
+        its start up to the element, in order, from scratch (the cpu's order: the same
+        bits for f32 and i32)."""
+        dtype = node.type.dtype
+        work = self.accumulate_dtype(dtype)
+        typ = node.operand.type
+        m, n = _as_2d(typ.shape)
+        name = self.to_shared(self.materialize(node.operand), typ, work)
+        self.emit(self.barrier)
+        k = self.temp()
+
+        def element():
+            if node.axis == 0:  # down the column of q_e
+                first, at, stop = f"q_e % {n}", f"{k} * {n} + q_e % {n}", f"q_e / {n} + 1"
+            else:  # along the row of q_e (a vec: its one row)
+                first = "0" if m == 1 else f"(q_e / {n}) * {n}"
+                at, stop = f"{first} + {k}", f"q_e % {n} + 1" if m > 1 else "q_e + 1"
+            acc = self.reduce_init(node.op, name, first, work)
+            self.open(self.counted_loop(k, 1, stop))
+            self.emit(
+                f"{acc} = {self.combine(node.op, acc, self.read_shared(name, at, work), work)};"
+            )
+            self.close()
+            return self.narrow(acc, work, dtype)
+
+        return self.fill(node.type, element)
+
     def narrow(self, value: str, work: DType, dtype: DType) -> str:
         """``value``, computed in ``work``, as ``dtype`` (unchanged text when they agree)."""
         return value if work is dtype else self.cast(value, work, dtype)

@@ -1023,6 +1023,22 @@ def _m_index(op):
     )
 
 
+def _m_scan(op):
+    """``cumsum``/``cumprod``: an :class:`ir.Scan` of the tile or vec (bools as i32)."""
+
+    def scan(builder, node, method, axis=None):
+        tile = method.receiver
+        if not isinstance(axis, Py):
+            raise builder.error(QnbTypeError, "axis must be a compile-time 0 or 1", node)
+        axis = _typed(builder, node, typing_rules.scan_axis, tile.type, axis.value)
+        tile = builder.cast_elements(tile, typing_rules.reduce_dtype(tile.type.dtype))
+        return ir.Scan(tile.type, builder.loc(node), op, tile, axis)
+
+    scan.__qualname__ = f"_m_scan({op!r})"
+    name = "cum" + op
+    return _bound(getattr(language.Tile16, name), getattr(language.Vec16, name), name=name)(scan)
+
+
 def _element_index(builder, node, typ, axis):
     """An i32 value holding each element's index along ``axis`` (broadcast against the
     operand where it is used): the column (axis 1: a ``Tile[1, N]``), the row (axis 0:
@@ -1103,6 +1119,8 @@ TILE_METHODS = {
     "mean": _m_mean,
     "argmax": _m_index("argmax"),
     "argmin": _m_index("argmin"),
+    "cumsum": _m_scan("sum"),
+    "cumprod": _m_scan("prod"),
     "row": _m_line("row"),
     "col": _m_line("col"),
     "eye_": _m_eye_,

@@ -246,6 +246,20 @@ def reduce_type(type_: ir.Type, axis) -> ir.Type:
     return ir.vec(dtype, n if axis == 0 else m)
 
 
+def scan_axis(type_: ir.Type, axis):
+    """A scan's axis as the IR counts it: 0 or 1 for a tile (required: NumPy's None would
+    flatten the tile), None for a vec (``axis`` None or 0)."""
+    if type_.kind == "vec":
+        if axis not in (None, 0, -1):
+            raise TypeRefusal(f"a {type_.shape_name} scans over axis None or 0")
+        return None
+    if axis not in (0, 1, -1, -2):
+        raise TypeRefusal(
+            f"a {type_.shape_name} scans along axis 0 or 1 (NumPy's axis None would flatten it)"
+        )
+    return axis + 2 if axis < 0 else axis
+
+
 def keepdims_type(type_: ir.Type, axis) -> ir.Type:
     """The result of reducing ``type_`` over ``axis`` with ``keepdims=True``: the reduced
     sides become 1."""

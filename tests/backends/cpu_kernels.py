@@ -339,9 +339,14 @@ class _Body:
         m, n = shape
         ops = ["sum", "max", "min", "argmax", "argmin"]
         op = "sum" if self.dtype == "bool" else self.pick(ops)
-        kind = self.draw(st.integers(0, 3))
+        kind = self.draw(st.integers(0, 4))
         if kind == 2 and op.startswith("arg"):  # (no keepdims for an index)
             op = op[3:]
+        if kind == 4 and self.dtype != "bool":  # a scan, in place (a bool's is i32)
+            scan = self.pick(["cumsum", "cumprod"])
+            self.emit(indent, f"{name} = {name}.{scan}(axis={self.draw(st.integers(0, 1))})")
+            return
+        kind = min(kind, 3)
         index = self.pick(["i", "(i + j * 3)", "s", "0", "(i + j * 5 + b * 25)"])
         index = f"({index} % w.shape[0])" if self.draw(st.integers(0, 3)) else index
         if kind == 0:
