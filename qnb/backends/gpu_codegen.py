@@ -1310,32 +1310,40 @@ class GpuRenderer:
         return self.fill(node.type, element)
 
     def tile_Scan(self, node: ir.Scan) -> str:
-        """cumsum/cumprod: each thread combines, for each of its elements, the line from
-        its start up to the element, in order, from scratch (the cpu's order: the same
-        bits for f32 and i32)."""
+        """cumsum/cumprod, Hillis and Steele's way in scratch: at step ``d`` (1, 2, 4 …,
+        unrolled: no loop for a driver to cut) each element combines the value ``d``
+        before it on its line, when there is one, so after log2(line) steps each holds
+        its inclusive scan. (Sums group differently from the cpu's running sum: the
+        same value within rounding, the same bits for i32.)"""
         dtype = node.type.dtype
         work = self.accumulate_dtype(dtype)
         typ = node.operand.type
         m, n = _as_2d(typ.shape)
+        along_rows = node.axis != 0  # along each row (a vec: its one row)
+        line, stride = (n, 1) if along_rows else (m, n)
         name = self.to_shared(self.materialize(node.operand), typ, work)
         self.emit(self.barrier)
-        k = self.temp()
-
-        def element():
-            if node.axis == 0:  # down the column of q_e
-                first, at, stop = f"q_e % {n}", f"{k} * {n} + q_e % {n}", f"q_e / {n} + 1"
-            else:  # along the row of q_e (a vec: its one row)
-                first = "0" if m == 1 else f"(q_e / {n}) * {n}"
-                at, stop = f"{first} + {k}", f"q_e % {n} + 1" if m > 1 else "q_e + 1"
-            acc = self.reduce_init(node.op, name, first, work)
-            self.open(self.counted_loop(k, 1, stop))
-            self.emit(
-                f"{acc} = {self.combine(node.op, acc, self.read_shared(name, at, work), work)};"
-            )
+        private = self.new_array(typ.with_dtype(work))
+        position = f"q_e % {n}" if along_rows else f"q_e / {n}"
+        step = 1
+        while step < line:
+            self.slot_loop(typ)
+            own = self.read_shared(name, "q_e", work)
+            # (clamped: a select may read both sides, and the first elements have none)
+            earlier = self.read_shared(name, f"max(q_e - {step * stride}, 0)", work)
+            combined = self.combine(node.op, earlier, own, work)
+            self.emit(f"{private}[q_s] = {self.select(f'{position} >= {step}', combined, own)};")
             self.close()
-            return self.narrow(acc, work, dtype)
-
-        return self.fill(node.type, element)
+            self.emit(self.barrier)
+            self.slot_loop(typ)
+            write = f"{name}[q_e] = {self.to_scratch(f'{private}[q_s]', work)};"
+            self.emit(f"if (q_t < {typ.size}) {{ {write} }}" if self.replicated(typ) else write)
+            self.close()
+            self.emit(self.barrier)
+            step *= 2
+        return self.fill(
+            node.type, lambda: self.narrow(self.read_shared(name, "q_e", work), work, dtype)
+        )
 
     def narrow(self, value: str, work: DType, dtype: DType) -> str:
         """``value``, computed in ``work``, as ``dtype`` (unchanged text when they agree)."""

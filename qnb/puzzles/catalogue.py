@@ -1,6 +1,6 @@
 """Every puzzle, in teaching order: maps, guards, broadcasting, reductions, a masked row
-softmax, stencils, matrices, a causal attention. (The histogram and the scan, which need
-``qnb.atomic_add`` and ``cumsum``, wait in ``pending.py``.)
+softmax, stencils, a scan, matrices, a causal attention. (The histogram, which needs
+``qnb.atomic_add`` on every backend, waits in ``pending.py``.)
 
 Each NumPy definition below is what ``show`` prints: it is written for a reader, in
 float64, with the names of the kernel's parameters.
@@ -401,6 +401,38 @@ STENCILS = [
     ),
 ]
 
+# ------------------------------------------------------------------ scans
+
+
+def prefix_sums(x):
+    return np.cumsum(x)
+
+
+SCANS = [
+    Puzzle(
+        name="prefix_sums",
+        title="A scan",
+        goal="`out[i] = x[0] + ... + x[i]`: one program, a `Vec[1024]` at a time with "
+        "`v.cumsum()`, carrying the total so far into the next block.",
+        signature="def prefix_sums(x: qnb.Array[qnb.f32, 1], out: qnb.Array[qnb.f32, 1]):",
+        grid_text="1 program",
+        params=("x", "out"),
+        outputs=("out",),
+        make=lambda rng, s: {"x": rng.uniform(0.25, 2.0, s["n"]).astype(np.float32)},
+        numpy=prefix_sums,
+        grid=lambda s: (1,),
+        cases=(
+            Case({"n": 1}, "a size of 1"),
+            Case({"n": 5000}, "not a multiple of 1024"),
+            Case({"n": 100_000}, "large"),
+        ),
+        rtol=1e-4,
+        atol=1e-3,
+        hint="a loop `for start in range(0, x.shape[0], 1024)`; the last element of a "
+        "block's scan is the total to carry (past the end, the loads read 0).",
+    ),
+]
+
 # ------------------------------------------------------------------ matrices
 
 
@@ -573,6 +605,6 @@ MATRICES = [
     ),
 ]
 
-PUZZLES = {p.name: p for p in (*MAPS, *BROADCASTING, *REDUCTIONS, *STENCILS, *MATRICES)}
+PUZZLES = {p.name: p for p in (*MAPS, *BROADCASTING, *REDUCTIONS, *STENCILS, *SCANS, *MATRICES)}
 
 __all__ = ["PUZZLES"]

@@ -152,6 +152,18 @@ def box_blur(img: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
     (acc / 9.0).store(out, row, col)
 
 
+# ------------------------------------------------------------------ scans
+
+
+@qnb.kernel
+def prefix_sums(x: qnb.Array[qnb.f32, 1], out: qnb.Array[qnb.f32, 1]):
+    carry = 0.0
+    for start in range(0, x.shape[0], 1024):
+        v = Vec[1024].load(x, start).cumsum() + carry
+        v.store(out, start)
+        carry = v[1023]  # (past the end the loads read 0: the last sum is the total)
+
+
 # ------------------------------------------------------------------ matrices
 
 

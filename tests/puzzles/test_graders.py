@@ -304,6 +304,18 @@ MUTATIONS = {
             ("out[0, 0]",),
         ),
     ],
+    "prefix_sums": [
+        Mutation("a constant changed", "+ carry", "+ carry + 1.0", 0, ("out[0] is", STORED)),
+        Mutation("the carry dropped", ".cumsum() + carry", ".cumsum()", 1, ("first, out[1024]",)),
+        Mutation("a product, not a sum", ".cumsum()", ".cumprod()", 1, ("first, out[1],",)),
+        Mutation(
+            "a loop step too large",
+            "range(0, x.shape[0], 1024)",
+            "range(0, x.shape[0], 2048)",
+            1,
+            (f"{NOT_WRITTEN} 2,048 of the 5,000 elements of out, the first out[1024]",),
+        ),
+    ],
     "transpose": [
         Mutation(
             "not stored transposed",
