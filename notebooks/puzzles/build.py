@@ -27,8 +27,8 @@ NOTEBOOKS = {
         ["outer_sum", "add_bias", "total", "row_sums", "column_means", "row_max"],
     ),
     "03_softmax_and_stencils.ipynb": (
-        "A masked softmax, a layer norm, stencils and a scan",
-        ["masked_softmax", "layer_norm", "stencil_3", "box_blur", "prefix_sums"],
+        "A masked softmax, a layer norm, stencils, a histogram and a scan",
+        ["masked_softmax", "layer_norm", "stencil_3", "box_blur", "histogram", "prefix_sums"],
     ),
     "04_matrices.ipynb": (
         "Matrices",

@@ -110,7 +110,8 @@ class Recorder(Observer):
         written = self.written
         inputs = self.variables(stmt.value)
         writes = [written] if written else []
-        self.record(stmt, "store", stmt.view.param, inputs, value, self.reads, writes)
+        op = f"atomic_{stmt.op}" if isinstance(stmt, ir.Atomic) else "store"
+        self.record(stmt, op, stmt.view.param, inputs, value, self.reads, writes)
         self.reads = self.written = None
         if written:
             self.keep_written(written)

@@ -369,6 +369,9 @@ class GpuRenderer:
         self._helpers: dict[str, list[str]] = {}
         self._check_dtypes(kernel)
         self.loaded, self.stored = ir.array_uses(kernel)
+        self.atomic_params = {
+            node.view.param for node in ir.walk_body(kernel.body) if isinstance(node, ir.Atomic)
+        }
         self.probe = probe.is_probe(kernel)
         if self.probe:  # the walker writes the probe buffer itself: the launcher copies it back
             self.stored = self.stored | {probe.PROBE_PARAM}

@@ -1,6 +1,5 @@
 """Every puzzle, in teaching order: maps, guards, broadcasting, reductions, a masked row
-softmax, stencils, a scan, matrices, a causal attention. (The histogram, which needs
-``qnb.atomic_add`` on every backend, waits in ``pending.py``.)
+softmax, stencils, a histogram with atomics, a scan, matrices, a causal attention.
 
 Each NumPy definition below is what ``show`` prints: it is written for a reader, in
 float64, with the names of the kernel's parameters.
@@ -401,14 +400,45 @@ STENCILS = [
     ),
 ]
 
-# ------------------------------------------------------------------ scans
+# ------------------------------------------------------------------ atomics and scans
+
+
+def histogram(x, bins):
+    return np.bincount(x, minlength=bins)[:bins]
+
+
+def _histogram_inputs(rng, sizes):
+    # (bins is for the NumPy definition, not a kernel parameter)
+    return {"x": rng.integers(0, sizes["bins"], sizes["n"], dtype=np.int32), "bins": sizes["bins"]}
 
 
 def prefix_sums(x):
     return np.cumsum(x)
 
 
-SCANS = [
+ATOMICS_AND_SCANS = [
+    Puzzle(
+        name="histogram",
+        title="A histogram with atomics",
+        goal="`hist[b]` counts the elements of `x` equal to `b`. Many programs add to one "
+        "bin: a plain store from several programs to one element is a race; "
+        "`qnb.atomic_add(hist, index, 1)` adds once per index, safely. (`hist` starts at "
+        "0 here, not poisoned.)",
+        signature="def histogram(x: qnb.Array[qnb.i32, 1], hist: qnb.Array[qnb.i32, 1]):",
+        grid_text="`cdiv(n, 128)` programs",
+        params=("x", "hist"),
+        outputs=("hist",),
+        make=_histogram_inputs,
+        numpy=histogram,
+        grid=lambda s: (cdiv(s["n"], 128),),
+        cases=(
+            Case({"n": 1, "bins": 1}, "a size of 1"),
+            Case({"n": 1000, "bins": 37}, "not a multiple of 128"),
+            Case({"n": 100_000, "bins": 256}, "large"),
+        ),
+        output_dtypes={"hist": np.int32},
+        initial={"hist": 0},
+    ),
     Puzzle(
         name="prefix_sums",
         title="A scan",
@@ -605,6 +635,8 @@ MATRICES = [
     ),
 ]
 
-PUZZLES = {p.name: p for p in (*MAPS, *BROADCASTING, *REDUCTIONS, *STENCILS, *SCANS, *MATRICES)}
+PUZZLES = {
+    p.name: p for p in (*MAPS, *BROADCASTING, *REDUCTIONS, *STENCILS, *ATOMICS_AND_SCANS, *MATRICES)
+}
 
 __all__ = ["PUZZLES"]

@@ -198,12 +198,16 @@ def _wrong(puzzle, kernel, backend, case, grid, args, name, got, want, wrong) ->
 def store_owners(kernel, grid, args: dict, name: str, shape):
     """``(programs, lines)`` for output ``name`` (of ``shape``): per element, the program
     (3 ints; -1s where none did) that last stored it in a cpu trace of the launch, and
-    that store's line; None where the grid has too many programs to trace."""
+    that store's line; None where the grid has too many programs to trace, or where an
+    atomic updates ``name`` (its elements have no one owner)."""
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     if grid3[0] * grid3[1] * grid3[2] > TRACE_PROGRAMS:
         return None
     fresh = [v.copy() if isinstance(v, np.ndarray) else v for v in args.values()]
     trace = kernel.trace[grid](*fresh)
+    steps = [s for p in trace.programs for s in trace.steps(p)]
+    if any(s.op.startswith("atomic_") and s.target == name for s in steps):
+        return None  # updated atomically: many programs add to one element, none owns it
     view = (1,) * (2 - len(shape)) + tuple(shape[-2:])  # 1-D: one row
     programs = np.full((*view, 3), -1, np.int64)
     lines = np.zeros(view, np.int64)

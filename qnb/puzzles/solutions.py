@@ -152,7 +152,14 @@ def box_blur(img: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
     (acc / 9.0).store(out, row, col)
 
 
-# ------------------------------------------------------------------ scans
+# ------------------------------------------------------------------ atomics and scans
+
+
+@qnb.kernel
+def histogram(x: qnb.Array[qnb.i32, 1], hist: qnb.Array[qnb.i32, 1]):
+    start = qnb.program_id(0) * 128
+    values = Vec[128].load(x, start, other=-1)  # -1 lies outside hist: it counts nothing
+    qnb.atomic_add(hist, values, 1)
 
 
 @qnb.kernel

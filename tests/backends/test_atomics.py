@@ -17,7 +17,7 @@ from qnb.backends.cpu_prepared import prepare
 from tests.conftest import require_backend
 from tests.helpers import define
 
-ATOMIC_BACKENDS = ("cpu", "cuda-host")
+ATOMIC_BACKENDS = ("cpu", "wgpu", "cuda-host")
 REFERENCE = {"add": np.add, "max": np.maximum, "min": np.minimum}
 
 
@@ -254,12 +254,34 @@ def test_bad_input_is_refused_at_the_users_line(case):
     assert info.value.filename == filename and info.value.lineno == 5
 
 
-def test_wgsl_refuses_atomics_at_the_users_line():
-    """Atomics do not run on wgpu yet: the WGSL renderer refuses them with a BackendError
-    at the atomic's own line (never wrong values)."""
-    with pytest.raises(qnb.BackendError, match="atomic_add does not run on wgsl") as info:
-        HIST["atomic"].source("wgsl", np.zeros(16, np.int32), np.zeros(8, np.int32))
-    assert info.value.lineno == 11
+def test_wgsl_declares_an_atomic_array_and_reads_it_atomically():
+    """An array any atomic updates is an ``array<atomic<…>>`` in WGSL, and every other
+    access to it (here the racing kernel's plain reads and writes of ``h`` beside the
+    atomic) goes through atomicLoad/atomicStore; the other arrays stay plain."""
+    ns, _ = define("""
+        @qnb.kernel
+        def mixed(x: qnb.Array[qnb.i32, 1], h: qnb.Array[qnb.i32, 1],
+                  f: qnb.Array[qnb.f32, 1]):
+            i = qnb.program_id(0)
+            qnb.atomic_add(h, qnb.Vec16.load(x, i * 16, other=-1), 1)
+            qnb.atomic_max(f, 0, 2.5)
+            h[0] = h[1] + 1
+            f[1] = f[0] * 2.0
+        """)
+    text = ns["mixed"].source(
+        "wgsl", np.zeros(16, np.int32), np.zeros(8, np.int32), np.zeros(2, np.float32)
+    )
+    assert "a_h: array<atomic<i32>>" in text and "a_f: array<atomic<u32>>" in text
+    assert "a_x: array<i32>" in text
+    assert "atomicLoad(&a_h[" in text and "atomicStore(&a_h[" in text
+    assert "bitcast<f32>(atomicLoad(&a_f[" in text and "atomicCompareExchangeWeak" in text
+
+
+def test_wgpu_refuses_f64_atomics_at_the_users_line():
+    ns = _kernels(16, "f64", "add")
+    with pytest.raises(qnb.BackendError, match="f64") as info:
+        ns["by_vec"].source("wgsl", np.zeros(16, np.int32), np.zeros(16), np.zeros(16))
+    assert info.value.lineno is not None
 
 
 def test_cuda_atomics_compile_with_nvrtc():

@@ -304,6 +304,22 @@ MUTATIONS = {
             ("out[0, 0]",),
         ),
     ],
+    "histogram": [
+        Mutation("a constant changed", "values, 1)", "values, 2)", 0, ("hist[0] is",)),
+        Mutation(
+            "the padding counted",
+            "load(x, start, other=-1)",
+            "load(x, start, other=0)",
+            0,
+            ("hist[0] is",),
+        ),
+        Mutation(
+            "a grid one too small",
+            *_skip_last("    qnb.atomic_add(hist, values, 1)\n"),
+            0,
+            (f"{NOT_WRITTEN} any element of hist",),
+        ),
+    ],
     "prefix_sums": [
         Mutation("a constant changed", "+ carry", "+ carry + 1.0", 0, ("out[0] is", STORED)),
         Mutation("the carry dropped", ".cumsum() + carry", ".cumsum()", 1, ("first, out[1024]",)),
@@ -513,7 +529,11 @@ def _assert_true(grade, puzzle, kernel) -> None:
     assert wrong.flat[flat] and not wrong.flat[:flat].any()  # the first wrong element
     assert grade.expected == want[grade.index]
     assert grade.got == got[grade.index] or (np.isnan(grade.got) and np.isnan(got[grade.index]))
-    if grade.program is None:  # "no program wrote": the poison is still there
+    if grade.program is None and grade.array in puzzle.initial:  # (updated atomically:
+        # the element has no one owner, and starts from its initial value, not poison)
+        assert NOT_WRITTEN in grade.message or STORED not in grade.message
+        assert grade.line is None
+    elif grade.program is None:  # "no program wrote": the poison is still there
         assert NOT_WRITTEN in grade.message and np.isnan(got[grade.index])
         assert grade.line is None
     else:
