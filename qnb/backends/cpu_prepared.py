@@ -1727,7 +1727,7 @@ class _Compiler:
     def s_VecStore(self, s):
         value = self.expr(s.value)
         size = s.value.type.shape[0]
-        window, elements, line, _ = self.vec_window(
+        window, elements, line, run = self.vec_window(
             s, s.view, s.start, s.stop, s.col, s.padded, size, s.axis
         )
         compiler = self
@@ -1735,6 +1735,13 @@ class _Compiler:
 
         def store(st):
             v = value(st)
+            found = None if run is None or st.mask is not None else run(st)
+            if found is not None:  # the lines abut: one slice of the array, cut at its end
+                array, b, lo, end, count = found
+                compiler.detach(st, array)
+                flat = np.broadcast_to(v, (count, size)).reshape(-1)
+                array[b, 0, lo:end] = flat[: end - lo]
+                return
             found = None if line is None or st.mask is not None else line(st)
             if found is not None and v.shape[0] == 1:  # one line, every element in it
                 array, b, fixed, lo = found

@@ -1,9 +1,9 @@
-"""The cpu's fast forms of two things a histogram does, held to the slow forms they stand in
-for: an integer ``atomic_add`` of one value to every index (counted per element with
-``np.bincount``, then multiplied, which must wrap as the i32 additions one after another
-would), and a vec load per program whose windows abut along a 1-D array (read as one
-slice, padded at its end). Both cpu executors (the interpreter and the prepared launch)
-must give the bits of a plain Python reference that applies each update in turn.
+"""The cpu's fast forms of what a histogram and a long scan do, held to the slow forms they
+stand in for: an integer ``atomic_add`` of one value to every index (counted per element
+with ``np.bincount``, then multiplied, which must wrap as the i32 additions one after
+another would), and a vec load or store per program whose windows abut along a 1-D array
+(one slice, padded or cut at the array's end). Both cpu executors (the interpreter and
+the prepared launch) must give the bits of a plain reference.
 """
 
 import numpy as np
@@ -38,6 +38,17 @@ NS, _ = define("""
     def copy_vecs(x: qnb.Array[qnb.f32, 1], y: qnb.Array[qnb.f32, 1]):
         i = qnb.program_id(0)
         (qnb.Vec[32].load(x, i * 32, other=-2.5) * 2.0).store(y, i * 32)
+
+    @qnb.kernel
+    def shift_in_place(x: qnb.Array[qnb.f32, 1]):
+        i = qnb.program_id(0)  # each program reads its neighbour's block, then stores its own
+        (qnb.Vec[16].load(x, i * 16 + 16) + 1.0).store(x, i * 16)
+
+    @qnb.kernel
+    def even_blocks(x: qnb.Array[qnb.f32, 1], y: qnb.Array[qnb.f32, 1]):
+        i = qnb.program_id(0)
+        if i % 2 == 0:
+            qnb.Vec[16].load(x, i * 16).store(y, i * 16)
     """)
 
 
@@ -113,4 +124,32 @@ def test_abutting_vec_windows_read_as_one_padded_slice(size):
     want = np.full(programs * 32, -5.0, np.float32)
     want[:size] = x * 2
     for got in _both(NS["copy_vecs"], (programs, 1, 1), [x, y]):
+        np.testing.assert_array_equal(got[1], want)
+
+
+@pytest.mark.parametrize("size", [31, 32, 100])
+def test_abutting_vec_stores_are_cut_at_the_array_s_end(size):
+    x = (np.random.default_rng(size).random(size) + 0.5).astype(np.float32)
+    y = np.full(size, np.nan, np.float32)
+    programs = qnb.cdiv(size, 32) + 1  # one program past the end: it stores nothing
+    for got in _both(NS["copy_vecs"], (programs, 1, 1), [x, y]):
+        np.testing.assert_array_equal(got[1], x * 2)
+
+
+def test_an_abutting_store_in_place_reads_before_any_program_stores():
+    """Every program reads the block after its own, then stores its own block: the reads
+    see the array as the launch found it (the launch's one meaning on the cpu)."""
+    x = np.arange(64, dtype=np.float32) + 0.5
+    want = np.concatenate([x[16:] + 1.0, np.ones(16, np.float32)])  # past the end: 0 + 1
+    for got in _both(NS["shift_in_place"], (4, 1, 1), [x]):
+        np.testing.assert_array_equal(got[0], want)
+
+
+def test_masked_programs_store_nothing():
+    x = (np.random.default_rng(9).random(80) + 0.5).astype(np.float32)
+    y = np.full(80, np.nan, np.float32)
+    want = y.copy()
+    for p in range(0, 5, 2):
+        want[p * 16 : p * 16 + 16] = x[p * 16 : p * 16 + 16]
+    for got in _both(NS["even_blocks"], (5, 1, 1), [x, y]):
         np.testing.assert_array_equal(got[1], want)
