@@ -229,3 +229,14 @@ def test_make_bench_runs_each_module_without_its_own_arguments(monkeypatch, caps
     assert seen == [[str(run_all.HERE / "bench_argv_probe.py")]]
     assert sys.argv == ["-m benchmarks", "argv_probe", "warm"]
     assert "--- argv_probe:" in capsys.readouterr().out
+
+
+def test_the_language_benchmark_s_kernels_agree_with_numpy(backend_name):
+    """``bench_language``'s histogram, argmax, two-level cumsum and layer norm, at small
+    sizes, each checked against its NumPy baseline on every backend (its ``main`` asserts
+    the same before timing)."""
+    from benchmarks import bench_language
+
+    with qnb.backend(backend_name):
+        for name, ours, theirs, agrees in bench_language.cases(small=True):
+            assert agrees(np.array(ours()), theirs()), f"{name} on {backend_name}"
