@@ -288,6 +288,21 @@ def tile_op_cases():
                 )
 
 
+def scan_cases():
+    for dtype in NUMERIC:
+        for op in ("sum", "prod"):
+            for axis in (0, 1):
+                yield Case(
+                    f"scan_{op}_{axis}_{dtype}",
+                    *tile_kernel(
+                        f"scan_{op}_{axis}",
+                        dtype,
+                        lambda t, u, s, op=op, axis=axis: ir.Scan(t.type, L, op, t, axis),
+                    ),
+                    rtol=1e-2 if dtype in HALVES else 1e-5,
+                )
+
+
 def linalg_cases():
     for dtype in FLOATS:
         out_dtype = D.f32 if dtype in HALVES else dtype
@@ -505,7 +520,13 @@ def assert_close(got: np.ndarray, want: np.ndarray, rtol: float, name: str) -> N
 
 
 def all_cases() -> list[Case]:
-    cases = [*elementwise_cases(), *tile_op_cases(), *linalg_cases(), *memory_and_control_cases()]
+    cases = [
+        *elementwise_cases(),
+        *tile_op_cases(),
+        *scan_cases(),
+        *linalg_cases(),
+        *memory_and_control_cases(),
+    ]
     for case in cases:
         if case.name.endswith("_bf16"):  # one bf16 ulp is 2**-8 (two libms' exp may differ)
             case.rtol = max(case.rtol, 1e-2)
