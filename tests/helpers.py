@@ -42,7 +42,7 @@ def check_program_ids(backend: str, grid, holds_tile: bool = False) -> None:
 
     Both GPU program layouts: a kernel that ``holds_tile`` runs a workgroup/block per
     program; one whose values are all scalars runs a thread per program, many programs
-    to a workgroup/block ("solo", see gpu_codegen)."""
+    to a workgroup/block ("solo", see qnb.backends.gpu)."""
     # The tile variant passes its x through a tile, which makes the program a block.
     x_of = "Tile16.full(qnb.program_id(0), qnb.i32)[15, 15]" if holds_tile else "qnb.program_id(0)"
     scope, _ = define(f"""

@@ -71,7 +71,7 @@ class Options:
     # into a hidden buffer (qnb/backends/probe.py). Its own artifact, never the normal one.
     probe: bool = False
     # Threads per program on the GPU backends (a power of two up to 256); None: chosen
-    # from the kernel's tile shapes (see gpu_codegen.choose_threads).
+    # from the kernel's tile shapes (see qnb.backends.gpu.choose_threads).
     threads: int | None = None
 
     def as_component(self) -> dict:

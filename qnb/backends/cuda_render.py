@@ -1,4 +1,4 @@
-"""CUDA C++ spellings for the shared GPU walker (``gpu_codegen.GpuRenderer``).
+"""CUDA C++ spellings for the shared GPU walker (``qnb.backends.gpu.GpuRenderer``).
 
 The walker decides what to compute; this module says how CUDA C++ writes it: type names,
 literals, casts, declarations, the barrier (``__syncthreads()``), the kernel signature, and
@@ -9,7 +9,7 @@ block waits). bf16 ops are written out in float and rounded once (``__float2bflo
 nearest even), as the cpu backend computes them.
 
 A program is a block of 256 threads; a kernel that holds no tile runs a program per
-thread, 128 to a block (``solo``, see ``gpu_codegen``; ``RenderedCuda.programs_per_block``
+thread, 128 to a block (``solo``, see ``qnb.backends.gpu``; ``RenderedCuda.programs_per_block``
 tells the launcher).
 
 Kernel ABI (see ``abi``): in ``KernelIR.params`` order, an array is a pointer (``const``
@@ -35,7 +35,7 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.base import Options
-from qnb.backends.gpu_codegen import GpuRenderer, Layout, _node_dtypes
+from qnb.backends.gpu import GpuRenderer, Layout, node_dtypes
 from qnb.dtypes import DType, bf16, bool_, f16, f32, f64, i32
 
 THREADS = ir.TILE * ir.TILE
@@ -666,7 +666,7 @@ def render_cuda(kernel: ir.KernelIR, options: Options = Options()) -> RenderedCu
 def _uses(kernel: ir.KernelIR, dtype: DType) -> bool:
     """Whether any value, parameter or local of ``kernel`` has ``dtype``."""
     return (
-        any(d is dtype for node in ir.walk_body(kernel.body) for d in _node_dtypes(node))
+        any(d is dtype for node in ir.walk_body(kernel.body) for d in node_dtypes(node))
         or any(p.type.dtype is dtype for p in kernel.params)
         or any(t.dtype is dtype for t in kernel.locals.values())
     )

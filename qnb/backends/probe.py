@@ -21,7 +21,7 @@ words per element (low, high), f16 and bf16 are widened to f32 (exactly), a bool
 or 1.
 Entries stop where the buffer or the budget ends; the count goes on (to the budget).
 
-The walker (``GpuRenderer.probe_*`` in gpu_codegen.py) writes the entries; each target
+The walker (``GpuRenderer.probe_*`` in qnb/backends/gpu/probe_steps.py) writes the entries; each target
 spells only how a value becomes words (``probe_words``). Nothing else in the kernel
 changes, so a probe build's results equal the normal build's (tested on the suite).
 """

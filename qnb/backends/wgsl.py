@@ -1,4 +1,4 @@
-"""WGSL spellings for the shared GPU walker (:mod:`qnb.backends.gpu_codegen`).
+"""WGSL spellings for the shared GPU walker (:mod:`qnb.backends.gpu`).
 
 Device representation (what the wgpu runtime binds):
 
@@ -18,7 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from qnb.backends.gpu_codegen import GpuRenderer, Layout, Rendered
+from qnb.backends.gpu import GpuRenderer, Layout, Rendered
+from qnb.backends.wgsl_atomics import WgslAtomics
 from qnb.dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32
 from qnb.errors import BackendError
 from qnb.ir import MATH_OPS, KernelIR
@@ -26,7 +27,7 @@ from qnb.ir import MATH_OPS, KernelIR
 WORKGROUP_SIZE = 256
 
 
-class WgslRenderer(GpuRenderer):
+class WgslRenderer(WgslAtomics, GpuRenderer):
     """WGSL; ``loop_budget``: the iterations in all after which the adapter's driver ends a
     program's loops (None: it never does), which the code then watches for."""
 
@@ -113,58 +114,6 @@ class WgslRenderer(GpuRenderer):
         if dtype is bool_:
             value = f"select(0u, 1u, {value})"
         return f"{self.array_element(binding, index)} = {value};"
-
-    # ---- atomics: an array any atomic updates is declared ``array<atomic<i32>>`` (i32)
-    # or ``array<atomic<u32>>`` (f32, its bit patterns), and read and written atomically
-
-    def is_atomic(self, binding: str) -> bool:
-        return any(self.binding(p) == binding for p in self.atomic_params)
-
-    def storage_element(self, name: str, dtype: DType) -> str:
-        if name in self.atomic_params:
-            if dtype not in (i32, f32):
-                self.type_name(dtype)  # f64, bf16: WGSL has no such type (BackendError)
-                raise BackendError(
-                    f"qnb.atomic_* on wgpu updates i32 and f32 arrays, not {dtype.name} "
-                    f"({name!r}); use the cpu or cuda backend"
-                )
-            return "atomic<i32>" if dtype is i32 else "atomic<u32>"
-        return self.storage_types[dtype]
-
-    def atomic_update(self, op: str, binding: str, index: str, value: str, dtype: DType) -> str:
-        if dtype is i32:  # WGSL's own: each returns the element's old value
-            name = {"add": "atomicAdd", "max": "atomicMax", "min": "atomicMin"}[op]
-            return f"{name}(&{self.array_element(binding, index)}, {value})"
-        if dtype is not f32:
-            self.type_name(dtype)  # f64, bf16: WGSL has no such type (BackendError)
-            raise BackendError(f"qnb.atomic_{op} on wgpu updates i32 and f32, not {dtype.name}")
-        return f"{self.helper_atomic_f32(op, binding)}({index}, {value})"
-
-    def helper_atomic_f32(self, op: str, binding: str) -> str:
-        """``qnb.atomic_<op>`` on an f32 element of ``binding`` by compare-exchange on its
-        bits (WGSL has no float atomics): read the word, compute the new value, swap it in
-        if the word is still the one read, else try again from the word found; returns the
-        old value. One function per array (WGSL passes no pointer into storage). Under a
-        loop budget the retry loop is watched like the kernel's own."""
-        name = f"qnb_atomic_{op}_f32_{binding}"
-
-        def build():
-            self.open(self.function_open(name, [("i", i32), ("v", f32)], f32))
-            element = f"&{self.array_element(binding, 'i')}"
-            self.emit(f"var seen: u32 = atomicLoad({element});")
-            self.open_loop(None)
-            current = "bitcast<f32>(seen)"
-            new = f"{current} + v" if op == "add" else self.minmax(op, current, "v", f32)
-            self.emit(
-                f"let swap = atomicCompareExchangeWeak({element}, seen, bitcast<u32>({new}));"
-            )
-            self.emit("if (swap.exchanged) { break; }")
-            self.emit("seen = swap.old_value;")
-            self.close_loop(None)
-            self.emit("return bitcast<f32>(seen);")
-            self.close()
-
-        return self.helper(name, build)
 
     def program_id(self, which: str, axis: int) -> str:
         if which == "id":

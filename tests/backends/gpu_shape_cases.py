@@ -1,7 +1,7 @@
 """Hand-built IR kernels of tiles and vecs of many shapes, for the GPU layouts.
 
 Each case builds IR directly (no front end) and says what NumPy computes for it, so the
-GPU backends' layouts for every shape (``gpu_codegen``: P threads, fragments of
+GPU backends' layouts for every shape (``qnb.backends.gpu``: P threads, fragments of
 ``max(1, S // P)`` slots, exchanges through scratch) are checked with no front end:
 ``test_gpu_shapes.py`` runs them on wgpu and cuda-host (poisoned outputs) and on cpu where
 the cpu backend holds the shape, and NVRTC-compiles them.

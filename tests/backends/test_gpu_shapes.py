@@ -1,4 +1,4 @@
-"""The GPU layouts for tiles and vecs of every shape (gpu_codegen's fragments and
+"""The GPU layouts for tiles and vecs of every shape (qnb.backends.gpu's fragments and
 exchanges), on hand-built IR (``gpu_shape_cases.py``): every op at shapes from 1xN and
 Nx1 to 64x64 and 128x32 (and vecs up to 4096), at the chosen thread count and at forced
 ones, on wgpu and cuda-host against NumPy (poisoned outputs), NVRTC-compiled for sm_80
@@ -64,7 +64,7 @@ PARAMS = [
 
 # lavapipe compiles a kernel whose threads each hold 256 slots of a tile (16 threads on
 # 4096 elements: four private arrays of 256) in 10-15 s of LLVM, 6-20x one of 64 slots; the
-# slots are one loop whatever their count (gpu_codegen tells only 1 slot from more), so on
+# slots are one loop whatever their count (the walker tells only 1 slot from more), so on
 # the 4096-element tiles wgpu forces 64 threads (64 slots) where the others force 16, and
 # 16 threads stay forced on every smaller tile.
 def _wgpu_threads(case, threads):
@@ -166,7 +166,7 @@ def test_every_shape_case_compiles_with_nvrtc(arch):
 
 
 def test_thread_count_follows_the_shapes_and_the_option():
-    from qnb.backends.gpu_codegen import choose_threads
+    from qnb.backends.gpu import choose_threads
 
     def threads_for(shape):
         return choose_threads(SHAPES.transpose(shape, D.f32)[0])

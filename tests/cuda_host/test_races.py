@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qnb.backends import gpu_codegen
+from qnb.backends import gpu
 from tests import suite
 from tests.conftest import require_backend
 from tests.cuda_host import racecheck
@@ -60,7 +60,7 @@ def test_generated_code_has_no_data_race(reports, name, dtype):
 def test_a_missing_barrier_is_reported_at_the_kernel_line(monkeypatch):
     require_backend("cuda-host")
 
-    original = gpu_codegen.GpuRenderer.to_shared
+    original = gpu.GpuRenderer.to_shared
 
     def to_shared_without_its_barrier(self, *args, **kwargs):
         barrier, self.barrier = self.barrier, "// (barrier removed)"
@@ -69,7 +69,7 @@ def test_a_missing_barrier_is_reported_at_the_kernel_line(monkeypatch):
         finally:
             self.barrier = barrier
 
-    monkeypatch.setattr(gpu_codegen.GpuRenderer, "to_shared", to_shared_without_its_barrier)
+    monkeypatch.setattr(gpu.GpuRenderer, "to_shared", to_shared_without_its_barrier)
     # built in one program with a kernel that has no exchange to lose a barrier from: the
     # race is in the report of the kernel that has it, and only there
     racy, clean = (
