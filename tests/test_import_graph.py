@@ -18,9 +18,6 @@ KNOWN_CIRCLES = [
     # cpu.py imports its launch path and its trace recorder lazily, and each imports cpu.py
     # back (its Observer, its executor): the one-truth cpu package (issue #27) breaks it.
     {"qnb.backends.cpu", "qnb.backends.cpu_prepared", "qnb.backends.cpu_trace"},
-    # store's eviction drops the manifests none of whose entries is left (a lazy import),
-    # and manifests writes through store: the directory's housekeeping wants one owner.
-    {"qnb.cache.manifests", "qnb.cache.store"},
 ]
 
 

@@ -642,7 +642,7 @@ def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
                 _unlink_quietly(Path(item.path))
         elif is_entry_name(item.name):
             sized.append((found.st_mtime, item.name, found.st_size, Path(item.path)))
-        elif _is_manifest_name(item.name):
+        elif is_manifest_name(item.name):
             others += found.st_size
     for path, found in header_files(root):
         sized.append((found.st_mtime, path.name, found.st_size, path))
@@ -663,9 +663,7 @@ def evict(root: Path, bound: int, keep: Path | None = None) -> list[Path]:
         deleted.append(path)
         names.discard(name)
     if deleted:
-        from qnb.cache import manifests
-
-        deleted += manifests.drop_orphans(root, names)
+        deleted += drop_orphan_manifests(root, names)
         log.info(
             "evicted %d cache file%s to stay under %d bytes",
             len(deleted),
@@ -702,12 +700,6 @@ def header_files(root: Path) -> list[tuple[Path, os.stat_result]]:
     except OSError:
         return []
     return found
-
-
-def _is_manifest_name(name: str) -> bool:
-    from qnb.cache import manifests
-
-    return manifests.is_manifest_name(name)
 
 
 def read_info(path: Path) -> EntryInfo | None:
@@ -829,7 +821,7 @@ def disk_usage(root: Path | None = None) -> tuple[int, int]:
         items = []
     for item in items:
         entry = is_entry_name(item.name)
-        if not (entry or _is_manifest_name(item.name)):
+        if not (entry or is_manifest_name(item.name)):
             continue
         try:
             size += item.stat(follow_symlinks=False).st_size
@@ -909,7 +901,7 @@ def clear_disk(root: Path | None = None) -> ClearResult:
                 result.failed.append((Path(item.path), exc.strerror or str(exc)))
                 continue
             result.removed += 1
-        elif is_temp_name(item.name) or _is_manifest_name(item.name):
+        elif is_temp_name(item.name) or is_manifest_name(item.name):
             _unlink_quietly(Path(item.path))
     for path, _info in header_files(root):  # derived data too: parsed again when needed
         try:
@@ -919,3 +911,80 @@ def clear_disk(root: Path | None = None) -> ClearResult:
         except OSError as exc:
             result.failed.append((path, exc.strerror or str(exc)))
     return result
+
+
+# ------------------------------------------------------------------ read manifests' files
+# (``manifests.py`` keeps what a manifest means; the directory's housekeeping, its names
+# and its orphans, is the store's: one owner of the directory)
+
+MANIFEST_SUFFIX = ".reads"
+MAX_MANIFEST_BYTES = 1 << 20
+_MANIFEST_NAME = re.compile(r"[A-Za-z0-9_.]{1,80}-[0-9a-f]{64}\.reads")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def is_manifest_name(name: str) -> bool:
+    return _MANIFEST_NAME.fullmatch(name) is not None
+
+
+def read_manifest(path: Path) -> dict | None:
+    """A manifest file's JSON object; None when it is not a regular file qnb wrote (never
+    blocks, never follows a link)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MANIFEST_BYTES:
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            fd = None
+            data = handle.read(MAX_MANIFEST_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    try:
+        manifest = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def manifest_entries(manifest: dict) -> list[str] | None:
+    """The entry digests a manifest lists; None for one that lists none (an older qnb's)."""
+    entries = manifest.get("entries")
+    if not isinstance(entries, list):
+        return None
+    return [d for d in entries if isinstance(d, str) and _DIGEST.fullmatch(d)]
+
+
+def drop_orphan_manifests(root: Path, names: set[str]) -> list[Path]:
+    """Delete each manifest in ``root`` none of whose entries is left (``names``: the file
+    names in the directory now); a manifest of an older qnb, which lists no entries, goes
+    when no entry of its kernel is left. Returns what was deleted."""
+    kernels_left = {name.rsplit("-", 1)[0] for name in names if is_entry_name(name)}
+    deleted = []
+    for name in sorted(names):
+        if not is_manifest_name(name):
+            continue
+        path = root / name
+        manifest = read_manifest(path)
+        entries = None if manifest is None else manifest_entries(manifest)
+        kernel = name.rsplit("-", 1)[0]
+        if entries is None:
+            orphan = kernel not in kernels_left
+        else:
+            orphan = not any(f"{kernel}-{digest}{SUFFIX}" in names for digest in entries)
+        if orphan:
+            try:
+                found = os.lstat(path)
+                if stat.S_ISREG(found.st_mode):
+                    path.unlink()
+                    deleted.append(path)
+            except OSError:
+                continue
+    return deleted
