@@ -178,13 +178,15 @@ class Specialization:
         """A ``qnb.Trace`` of the launch with ``args`` on the cpu interpreter (whatever
         ``backend``); ``programs``: only those (flat indices), as if run alone; with
         ``max_steps``, the run stops where a program has recorded that many steps."""
-        from qnb.backends import cpu
+        from qnb.backends import cpu_backend
 
         runtime = self._runtime_args(args)
         kernel_ir, units = self._lowering()
         parsed = self.kernel.parsed
         try:
-            return cpu.trace(kernel_ir, self.grid, runtime, parsed, units, programs, max_steps)
+            return cpu_backend.trace(
+                kernel_ir, self.grid, runtime, parsed, units, programs, max_steps
+            )
         except QnbError as err:
             raise self.locate(err) from None
 

@@ -11,7 +11,7 @@ import pytest
 
 from qnb import ir
 from qnb.backends.base import Options
-from qnb.backends.cpu import CpuBackend
+from qnb.backends.cpu_backend import CpuBackend
 from tests.suite import CASES, lowered
 
 
