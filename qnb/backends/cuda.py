@@ -317,6 +317,35 @@ class CudaDeviceArray(DeviceArray):
         return self.data.get()
 
 
+# Words in a CUDA error after which the context is lost (every later call fails too).
+_STICKY = ("illegal", "ILLEGAL", "LaunchFailure", "LAUNCH_FAILED", "isaligned", "MISALIGNED")
+
+
+def gpu_error(exc: Exception, kernel_name: str | None, when: str) -> Exception:
+    """qnb's ``BackendError`` for what CuPy raised ``when`` … a kernel (e.g. "launching"):
+    out of GPU memory (CuPy's ``OutOfMemoryError``, a ``MemoryError``), or an error the
+    driver or runtime reported, which for a kernel's own fault (an illegal address)
+    arrives asynchronously, at the next copy or synchronisation, and leaves the context
+    unusable. Anything else is returned unchanged (the caller re-raises it)."""
+    what = "the kernels" if kernel_name is None else f"kernel {kernel_name!r}"
+    if isinstance(exc, MemoryError):
+        return BackendError(
+            f"out of GPU memory {when} {what}: {exc} Free device arrays (del them; "
+            "cupy.get_default_memory_pool().free_all_blocks()) or launch on less data"
+        )
+    if type(exc).__name__ not in ("CUDADriverError", "CUDARuntimeError"):
+        return exc
+    text = str(exc)
+    message = f"the GPU reported an error {when} {what}: {text}"
+    if any(word in text for word in _STICKY):
+        message += (
+            " (CUDA reports a kernel's own fault at the next copy or synchronisation, so "
+            "it may be an earlier launch's; it leaves this process's CUDA context "
+            "unusable: restart the Python process before the next launch)"
+        )
+    return BackendError(message)
+
+
 def dispatch(grid: tuple[int, int, int], programs_per_block: int = 1) -> tuple[int, int, int]:
     """The blocks to launch for a grid of programs: the grid itself within CUDA's limits,
     else (past 65535 programs on y or z) all its programs in a row on x; the kernel
@@ -517,6 +546,7 @@ class CudaBackend(Backend):
             "language": "cuda",
             "source": rendered.text,
             "entry": rendered.entry,
+            "kernel": ir.name,
             "arch": arch,
             "ptx": ptx,
             "abi": rendered.abi,
@@ -556,6 +586,7 @@ class CudaBackend(Backend):
         # thread).
         words = _Words()
         blocks_for: dict[tuple, tuple] = {}  # grid -> blocks, for the grids seen so far
+        name = artifact.text.get("kernel", artifact.text["entry"])
 
         def launch(grid: tuple[int, int, int], args: list) -> None:
             if not _thread.has_context:
@@ -567,14 +598,20 @@ class CudaBackend(Backend):
                 if len(blocks_for) > 256:
                     blocks_for.clear()
                 blocks = blocks_for[grid] = dispatch(tuple(int(g) for g in grid), per_block)
-            values, host = _launch_arguments(plan, args, cupy, words)
+            try:
+                values, host = _launch_arguments(plan, args, cupy, words)
+            except (MemoryError, RuntimeError) as exc:
+                raise gpu_error(exc, name, "copying the arguments of") from None
             values += words(None, grid)  # the kernel's q_grid_x/y/z
             if min(grid) > 0:
                 try:
                     kernel(blocks, block, values)
-                except cupy.cuda.driver.CUDADriverError as exc:
-                    raise BackendError(f"CUDA launch failed: {exc}") from None
-            host.write_back()
+                except (MemoryError, RuntimeError) as exc:
+                    raise gpu_error(exc, name, "launching") from None
+            try:
+                host.write_back()
+            except (MemoryError, RuntimeError) as exc:
+                raise gpu_error(exc, name, "copying back the results of") from None
 
         launch.module = module  # keeps the module alive with the launcher
         return launch
@@ -582,7 +619,10 @@ class CudaBackend(Backend):
     def synchronize(self) -> None:
         cupy = sys.modules.get("cupy")
         if cupy is not None and _device_probe()[0] is not None:
-            cupy.cuda.runtime.deviceSynchronize()
+            try:
+                cupy.cuda.runtime.deviceSynchronize()
+            except (MemoryError, RuntimeError) as exc:
+                raise gpu_error(exc, None, "waiting for") from None
 
     def to_device(self, array) -> CudaDeviceArray:
         cupy = _import_cupy()

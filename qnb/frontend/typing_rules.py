@@ -253,7 +253,7 @@ def scan_axis(type_: ir.Type, axis):
         if axis not in (None, 0, -1):
             raise TypeRefusal(f"a {type_.shape_name} scans over axis None or 0")
         return None
-    if axis not in (0, 1, -1, -2):
+    if type(axis) is not int or axis not in (0, 1, -1, -2):
         raise TypeRefusal(
             f"a {type_.shape_name} scans along axis 0 or 1 (NumPy's axis None would flatten it)"
         )

@@ -192,7 +192,7 @@ class StatementsMixin:
             self._in_slots = in_slots
             self.close()
             self._pre = saved
-        if after or self._loops:
+        if not self.solo and (after or self._loops):  # (solo: a barrier would be divergent)
             self.emit(self.storage_barrier)
 
     def guarded_store(self, stmt, ok: str, index: str, value: str) -> None:
