@@ -211,7 +211,7 @@ def store_owners(kernel, grid, args: dict, name: str, shape):
     view = (1,) * (2 - len(shape)) + tuple(shape[-2:])  # 1-D: one row
     programs = np.full((*view, 3), -1, np.int64)
     lines = np.zeros(view, np.int64)
-    steps = [s for p in trace.programs for s in trace.steps(p) if s.writes]
+    steps = [s for s in steps if s.writes]
     steps.sort(key=lambda s: s.tick if s.tick is not None else 0)  # (stable: grid order)
     for step in steps:
         for region in step.writes:
