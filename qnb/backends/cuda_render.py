@@ -265,19 +265,23 @@ _PRELUDE_BF16 = "\n".join(
 # the tensor cores (WMMA 16x16x16, half -> float), every warp of the block at work
 # (tensor_core_plan picks the split at the call site). A unit of work is a group of
 # rows x cols 16x16 blocks of C (one fragment each, so that each A and B fragment a warp
-# loads serves rows or cols products) over one of `splits` consecutive slices of the K
-# steps; unit u is group u % groups, slice u / groups, and warp w computes the units
-# w, w + warps, ..., each slice's steps in order. Slice s of C is stored to c + s*M*N (c
-# holds splits*M*N floats): the caller adds the slices in order, 0 first. The caller puts a
-# barrier before (A and B written) and after (C read).
+# loads serves rows or cols products) over one of `splits` equal slices of the K steps;
+# unit u is group u % groups, slice u / groups, and warp w computes the units w,
+# w + warps, ..., each slice's steps in order (unrolled: a unit is straight-line code).
+# Slice s of C is stored to c + s*M*N (c holds splits*M*N floats): the caller adds the
+# slices in order, 0 first. `warps` is the block's (its threads / 32, a constant, as every
+# other index of the generated code is). The caller puts a barrier before (A and B
+# written) and after (C read).
 _PRELUDE_WMMA = r"""
 namespace qnb {
 template <int ROWS, int COLS>
 __device__ __forceinline__ void matmul_f16_units(const __half* a, const __half* b, float* c,
-                                                 int m, int n, int k, int splits) {
+                                                 int m, int n, int k, int splits, int warps) {
   using namespace nvcuda;
-  const int warp = (int)(threadIdx.x / 32u), warps = (int)(blockDim.x / 32u);
-  const int across = n / (16 * COLS), groups = (m / (16 * ROWS)) * across, steps = k / 16;
+  const int warp = (int)(threadIdx.x / 32u);
+  const int across = n / (16 * COLS), groups = (m / (16 * ROWS)) * across;
+  const int length = k / 16 / splits;  // K steps per slice (splits divides them)
+#pragma unroll 1
   for (int u = warp; u < groups * splits; u += warps) {
     const int g = u % groups, s = u / groups;
     const int row0 = g / across * ROWS * 16, col0 = g % across * COLS * 16;
@@ -288,7 +292,9 @@ __device__ __forceinline__ void matmul_f16_units(const __half* a, const __half* 
     for (int i = 0; i < ROWS; ++i)
 #pragma unroll
       for (int j = 0; j < COLS; ++j) wmma::fill_fragment(fc[i][j], 0.0f);
-    for (int kt = s * steps / splits * 16; kt < (s + 1) * steps / splits * 16; kt += 16) {
+#pragma unroll
+    for (int q = 0; q < length; ++q) {
+      const int kt = (s * length + q) * 16;
 #pragma unroll
       for (int i = 0; i < ROWS; ++i)
         wmma::load_matrix_sync(fa[i], a + (row0 + i * 16) * k + kt, k);
@@ -310,11 +316,12 @@ __device__ __forceinline__ void matmul_f16_units(const __half* a, const __half* 
   }
 }
 __device__ __forceinline__ void matmul_f16(const __half* a, const __half* b, float* c, int m,
-                                           int n, int k, int splits, int rows, int cols) {
-  if (rows == 2 && cols == 2) matmul_f16_units<2, 2>(a, b, c, m, n, k, splits);
-  else if (rows == 2) matmul_f16_units<2, 1>(a, b, c, m, n, k, splits);
-  else if (cols == 2) matmul_f16_units<1, 2>(a, b, c, m, n, k, splits);
-  else matmul_f16_units<1, 1>(a, b, c, m, n, k, splits);
+                                           int n, int k, int warps, int splits, int rows,
+                                           int cols) {
+  if (rows == 2 && cols == 2) matmul_f16_units<2, 2>(a, b, c, m, n, k, splits, warps);
+  else if (rows == 2) matmul_f16_units<2, 1>(a, b, c, m, n, k, splits, warps);
+  else if (cols == 2) matmul_f16_units<1, 2>(a, b, c, m, n, k, splits, warps);
+  else matmul_f16_units<1, 1>(a, b, c, m, n, k, splits, warps);
 }
 }  // namespace qnb
 """
@@ -531,7 +538,8 @@ class CudaRenderer(GpuRenderer):
             return super().tile_Matmul(node)
         if room < m * n * 4:
             return super().tile_Matmul(node)
-        plan = tensor_core_plan(m, n, k, self.threads // 32, room + SLICE_BYTES)
+        warps = self.threads // 32  # the block's (blockDim.x is the layout's threads)
+        plan = tensor_core_plan(m, n, k, warps, room + SLICE_BYTES)
         self.uses_wmma = True
         self.wmma_types.add(dtype)
         a, b = self.materialize(node.a), self.materialize(node.b)
@@ -541,7 +549,7 @@ class CudaRenderer(GpuRenderer):
         sc = self.scratch(f32, 2, plan.splits * m * n)
         self.emit(self.barrier)
         self.emit(
-            f"qnb::matmul_{dtype.name}({sa}, {sb}, {sc}, {m}, {n}, {k}, "
+            f"qnb::matmul_{dtype.name}({sa}, {sb}, {sc}, {m}, {n}, {k}, {warps}, "
             f"{plan.splits}, {plan.rows}, {plan.cols});"
         )
         self.emit(self.barrier)
@@ -674,8 +682,8 @@ def tensor_core_plan(m: int, n: int, k: int, warps: int, room: int) -> TensorCor
     """The split of C = A @ B (M x K times K x N, multiples of 16) into units for ``warps``
     warps: the fewest mma_sync calls on the busiest warp; then the least shared-memory
     traffic of that warp (fragment loads, C stores, its share of adding the slices); then
-    the fewest K slices. Each slice holds M*N floats of shared memory, within ``room``
-    bytes; the ``splits`` slices of K are used only while they give idle warps work."""
+    the fewest K slices. The slices divide the K steps equally, and each holds M*N floats
+    of shared memory, within ``room`` bytes."""
     steps = k // 16
     best = None
     for rows in (1, 2) if m % 32 == 0 else (1,):
@@ -684,6 +692,8 @@ def tensor_core_plan(m: int, n: int, k: int, warps: int, room: int) -> TensorCor
             for splits in range(1, min(steps, warps) + 1):
                 if splits * m * n * 4 > room:
                     break
+                if steps % splits:  # (a slice's steps are then a constant, unrolled)
+                    continue
                 units = -(-groups * splits // warps)  # of the busiest warp
                 longest = -(-steps // splits)
                 busiest = units * rows * cols * longest
