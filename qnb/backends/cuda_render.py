@@ -4,8 +4,9 @@ The walker decides what to compute; this module says how CUDA C++ writes it: typ
 literals, casts, declarations, the barrier (``__syncthreads()``), the kernel signature, and
 a small prelude of overloaded device functions (math per dtype, Python's floor division
 and modulo) so that the op templates stay dtype-free. One op is CUDA's own: an f16 or bf16
-matrix product runs on the tensor cores (WMMA 16×16×16, half → float, one warp while the
-block waits). bf16 ops are written out in float and rounded once (``__float2bfloat16``,
+matrix product runs on the tensor cores (WMMA 16×16×16, half → float), spread over every
+warp of the block: C's 16×16 blocks in groups of up to 2×2 per warp, and where C has fewer
+blocks than the block has warps, slices of K too (``tensor_core_plan``). bf16 ops are written out in float and rounded once (``__float2bfloat16``,
 nearest even), as the cpu backend computes them.
 
 A program is a block of 256 threads; a kernel that holds no tile runs a program per
