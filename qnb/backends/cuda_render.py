@@ -4,8 +4,9 @@ The walker decides what to compute; this module says how CUDA C++ writes it: typ
 literals, casts, declarations, the barrier (``__syncthreads()``), the kernel signature, and
 a small prelude of overloaded device functions (math per dtype, Python's floor division
 and modulo) so that the op templates stay dtype-free. One op is CUDA's own: an f16 or bf16
-matrix product runs on the tensor cores (WMMA 16×16×16, half → float, one warp while the
-block waits). bf16 ops are written out in float and rounded once (``__float2bfloat16``,
+matrix product runs on the tensor cores (WMMA 16×16×16, half → float), spread over every
+warp of the block: C's 16×16 blocks in groups of up to 2×2 per warp, and where C has fewer
+blocks than the block has warps, slices of K too (``tensor_core_plan``). bf16 ops are written out in float and rounded once (``__float2bfloat16``,
 nearest even), as the cpu backend computes them.
 
 A program is a block of 256 threads; a kernel that holds no tile runs a program per
@@ -262,27 +263,66 @@ _PRELUDE_BF16 = "\n".join(
 )
 
 # C = A @ B for f16 A (M x K) and B (K x N) in shared memory, M, N, K multiples of 16, on
-# the tensor cores (WMMA 16x16x16, half -> float): warp w computes the 16x16 blocks of C
-# w, w + warps, ..., each over K in order, and stores it to shared C. The caller puts a
-# barrier before (A and B written) and after (C read).
+# the tensor cores (WMMA 16x16x16, half -> float), every warp of the block at work
+# (tensor_core_plan picks the split at the call site). A unit of work is a group of
+# rows x cols 16x16 blocks of C (one fragment each, so that each A and B fragment a warp
+# loads serves rows or cols products) over one of `splits` equal slices of the K steps;
+# unit u is group u % groups, slice u / groups, and warp w computes the units w,
+# w + warps, ..., each slice's steps in order (unrolled: a unit is straight-line code).
+# Slice s of C is stored to c + s*M*N (c holds splits*M*N floats): the caller adds the
+# slices in order, 0 first. `warps` is the block's (its threads / 32, a constant, as every
+# other index of the generated code is). The caller puts a barrier before (A and B
+# written) and after (C read).
 _PRELUDE_WMMA = r"""
 namespace qnb {
-__device__ void matmul_f16(const __half* a, const __half* b, float* c, int m, int n, int k) {
+template <int ROWS, int COLS>
+__device__ __forceinline__ void matmul_f16_units(const __half* a, const __half* b, float* c,
+                                                 int m, int n, int k, int splits, int warps) {
   using namespace nvcuda;
-  const int warp = (int)(threadIdx.x / 32u), warps = (int)(blockDim.x / 32u);
-  for (int t = warp; t < (m / 16) * (n / 16); t += warps) {
-    const int mt = t / (n / 16), nt = t % (n / 16);
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
-    wmma::fill_fragment(fc, 0.0f);
-    for (int kt = 0; kt < k; kt += 16) {
-      wmma::load_matrix_sync(fa, a + mt * 16 * k + kt, k);
-      wmma::load_matrix_sync(fb, b + kt * n + nt * 16, n);
-      wmma::mma_sync(fc, fa, fb, fc);
+  const int warp = (int)(threadIdx.x / 32u);
+  const int across = n / (16 * COLS), groups = (m / (16 * ROWS)) * across;
+  const int length = k / 16 / splits;  // K steps per slice (splits divides them)
+#pragma unroll 1
+  for (int u = warp; u < groups * splits; u += warps) {
+    const int g = u % groups, s = u / groups;
+    const int row0 = g / across * ROWS * 16, col0 = g % across * COLS * 16;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[ROWS];
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb[COLS];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc[ROWS][COLS];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+      for (int j = 0; j < COLS; ++j) wmma::fill_fragment(fc[i][j], 0.0f);
+#pragma unroll
+    for (int q = 0; q < length; ++q) {
+      const int kt = (s * length + q) * 16;
+#pragma unroll
+      for (int i = 0; i < ROWS; ++i)
+        wmma::load_matrix_sync(fa[i], a + (row0 + i * 16) * k + kt, k);
+#pragma unroll
+      for (int j = 0; j < COLS; ++j)
+        wmma::load_matrix_sync(fb[j], b + kt * n + col0 + j * 16, n);
+#pragma unroll
+      for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+        for (int j = 0; j < COLS; ++j) wmma::mma_sync(fc[i][j], fa[i], fb[j], fc[i][j]);
     }
-    wmma::store_matrix_sync(c + mt * 16 * n + nt * 16, fc, n, wmma::mem_row_major);
+    float* slice = c + s * m * n;
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+      for (int j = 0; j < COLS; ++j)
+        wmma::store_matrix_sync(slice + (row0 + i * 16) * n + col0 + j * 16, fc[i][j], n,
+                                wmma::mem_row_major);
   }
+}
+__device__ __forceinline__ void matmul_f16(const __half* a, const __half* b, float* c, int m,
+                                           int n, int k, int warps, int splits, int rows,
+                                           int cols) {
+  if (rows == 2 && cols == 2) matmul_f16_units<2, 2>(a, b, c, m, n, k, splits, warps);
+  else if (rows == 2) matmul_f16_units<2, 1>(a, b, c, m, n, k, splits, warps);
+  else if (cols == 2) matmul_f16_units<1, 2>(a, b, c, m, n, k, splits, warps);
+  else matmul_f16_units<1, 1>(a, b, c, m, n, k, splits, warps);
 }
 }  // namespace qnb
 """
@@ -490,25 +530,37 @@ class CudaRenderer(GpuRenderer):
 
     def tile_Matmul(self, node: ir.Matmul) -> str:
         """f16/bf16 ``@`` with M, N, K multiples of 16 on the tensor cores (``matmul_f16``
-        in the prelude), through shared memory; other products take the walker's path."""
+        in the prelude, spread over the block's warps by :func:`tensor_core_plan`), through
+        shared memory; other products take the walker's path."""
         dtype = node.a.type.dtype
         (m, k), n = node.a.type.shape, node.b.type.shape[1]
-        fits = (m * k + k * n) * 2 + m * n * 4 <= self.shared_limit // 2
-        if dtype not in (f16, bf16) or m % 16 or n % 16 or k % 16 or self.threads < 32 or not fits:
+        room = self.shared_limit // 2 - (m * k + k * n) * 2  # for C
+        if dtype not in (f16, bf16) or m % 16 or n % 16 or k % 16 or self.threads < 32:
             return super().tile_Matmul(node)
+        if room < m * n * 4:
+            return super().tile_Matmul(node)
+        warps = self.threads // 32  # the block's (blockDim.x is the layout's threads)
+        plan = tensor_core_plan(m, n, k, warps, room + SLICE_BYTES)
         self.uses_wmma = True
         self.wmma_types.add(dtype)
         a, b = self.materialize(node.a), self.materialize(node.b)
         acc = None if node.acc is None else self.materialize(node.acc)
         sa = self.to_shared(a, node.a.type, index=0)
         sb = self.to_shared(b, node.b.type, index=1)
-        sc = self.scratch(f32, 2, m * n)
+        sc = self.scratch(f32, 2, plan.splits * m * n)
         self.emit(self.barrier)
-        self.emit(f"qnb::matmul_{dtype.name}({sa}, {sb}, {sc}, {m}, {n}, {k});")
+        self.emit(
+            f"qnb::matmul_{dtype.name}({sa}, {sb}, {sc}, {m}, {n}, {k}, {warps}, "
+            f"{plan.splits}, {plan.rows}, {plan.cols});"
+        )
         self.emit(self.barrier)
+        # the K slices' partial products, added in slice order (deterministic)
+        total = " + ".join(
+            f"{sc}[{s * m * n} + q_e]" if s else f"{sc}[q_e]" for s in range(plan.splits)
+        )
         if acc is None:
-            return self.fill(node.type, lambda: f"{sc}[q_e]")
-        return self.fill(node.type, lambda: f"({acc}[q_s] + {sc}[q_e])")
+            return self.fill(node.type, lambda: f"({total})")
+        return self.fill(node.type, lambda: f"({acc}[q_s] + ({total}))")
 
     # ---- the file around the body
 
@@ -610,6 +662,49 @@ class CudaRenderer(GpuRenderer):
         self.uses_wmma = False
         self.wmma_types: set[DType] = set()  # the element types of tensor-core products
         return super().render(kernel)
+
+
+# Shared memory that C's K slices past the first may take beyond the product's budget (half
+# the block's): a float 16x16 block per warp of a 256-thread block, enough to give every
+# idle warp a slice when C has fewer blocks than the program has warps.
+SLICE_BYTES = 8 * 1024
+
+
+class TensorCorePlan(NamedTuple):
+    """How ``matmul_f16`` spreads one product over a block's warps (see the prelude)."""
+
+    splits: int  # K slices, each a partial C in shared memory
+    rows: int  # 16x16 blocks of C down one unit of work (1 or 2)
+    cols: int  # ... and across
+    busiest: int  # mma_sync calls of the busiest warp
+
+
+def tensor_core_plan(m: int, n: int, k: int, warps: int, room: int) -> TensorCorePlan:
+    """The split of C = A @ B (M x K times K x N, multiples of 16) into units for ``warps``
+    warps: the fewest mma_sync calls on the busiest warp; then the least shared-memory
+    traffic of that warp (fragment loads, C stores, its share of adding the slices); then
+    the fewest K slices. The slices divide the K steps equally, and each holds M*N floats
+    of shared memory, within ``room`` bytes."""
+    steps = k // 16
+    best = None
+    for rows in (1, 2) if m % 32 == 0 else (1,):
+        for cols in (1, 2) if n % 32 == 0 else (1,):
+            groups = (m // (16 * rows)) * (n // (16 * cols))
+            for splits in range(1, min(steps, warps) + 1):
+                if splits * m * n * 4 > room:
+                    break
+                if steps % splits:  # (a slice's steps are then a constant, unrolled)
+                    continue
+                units = -(-groups * splits // warps)  # of the busiest warp
+                longest = -(-steps // splits)
+                busiest = units * rows * cols * longest
+                # in 512-byte fragments of 16x16 halves: loads, stores (float: 2 each), sum
+                traffic = units * ((rows + cols) * longest + 2 * rows * cols)
+                traffic += splits * m * n * 4 / (512 * warps)
+                key = (busiest, traffic, splits)
+                if best is None or key < best[0]:
+                    best = key, TensorCorePlan(splits, rows, cols, busiest)
+    return best[1]
 
 
 def abi(kernel: ir.KernelIR, stored: set[str]) -> list[dict]:

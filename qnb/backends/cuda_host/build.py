@@ -277,6 +277,12 @@ def load(library: Library, text: str, stem: str):
     """The host entry point of ``library``, loaded from bytes that hash to its sha256; a
     library missing, changed or planted is built again from ``text`` (and that build is
     loaded)."""
+    return symbol(library, text, stem, library.symbol)
+
+
+def symbol(library: Library, text: str, stem: str, name: str):
+    """Symbol ``name`` of ``library``, loaded as :func:`load` loads it (the scheduler's
+    ``qnb_host_mma_calls`` too: each library holds a scheduler of its own)."""
     with _lock:
         handle = _loaded.get(library.sha256)
     if handle is None:
@@ -286,7 +292,7 @@ def load(library: Library, text: str, stem: str):
         handle = _load_bytes(data)
         with _lock:
             handle = _loaded.setdefault(library.sha256, handle)
-    return getattr(handle, library.symbol)
+    return getattr(handle, name)
 
 
 def _verified_bytes(path: pathlib.Path, sha256: str) -> bytes | None:

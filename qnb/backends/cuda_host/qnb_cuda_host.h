@@ -55,6 +55,10 @@ namespace qnb_host {
 long launch(const unsigned int grid[3], unsigned int threads, void (*body)(void*),
             void* context);
 void syncthreads();
+// Counts one wmma::mma_sync of the running thread: per thread of the block, summed over the
+// launch's blocks, read back through qnb_host_mma_calls (so that a test can see which warps
+// of a block did the tensor-core work, and that every lane of a warp took part).
+void count_mma();
 }  // namespace qnb_host
 
 inline void __syncthreads() { qnb_host::syncthreads(); }
@@ -213,7 +217,8 @@ QNB_BF16_ARITH(/)
 // ---------------------------------------------------------------- WMMA
 
 // A fragment holds the whole matrix in every thread (WMMA's element-to-thread mapping is
-// opaque to its users, so the emulation may choose any). mma_sync sums in float, k in order.
+// opaque to its users, so the emulation may choose any). mma_sync sums in float, k in order,
+// and is counted per thread (qnb_host::count_mma).
 namespace nvcuda {
 namespace wmma {
 struct matrix_a {};
@@ -244,6 +249,7 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
                      const fragment<matrix_a, 16, 16, 16, __half, LA>& a,
                      const fragment<matrix_b, 16, 16, 16, __half, LB>& b,
                      const fragment<accumulator, 16, 16, 16, float>& c) {
+  qnb_host::count_mma();
   float out[256];
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j) {
@@ -258,6 +264,7 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
                      const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, LA>& a,
                      const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, LB>& b,
                      const fragment<accumulator, 16, 16, 16, float>& c) {
+  qnb_host::count_mma();
   float out[256];
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j) {

@@ -60,6 +60,7 @@ struct Block {
   void* context = nullptr;
   unsigned int current = 0;
   long barriers = 0;  // barrier releases, for the harness's report
+  std::vector<long> mma_calls;  // per thread: wmma::mma_sync calls in the launch's blocks
 #ifdef QNB_HOST_TSAN
   void* tsan_scheduler = nullptr;
   std::vector<void*> tsan_fibers;
@@ -104,6 +105,7 @@ long launch(const unsigned int grid[3], unsigned int threads, void (*body)(void*
   b.body = body;
   b.context = context;
   b.barriers = 0;
+  b.mma_calls.assign(threads, 0);
   b.contexts.resize(threads);
   b.states.resize(threads);
   while (b.stacks.size() < threads) {
@@ -184,5 +186,18 @@ void syncthreads() {
   QNB_UNTRACKED_END();
 }
 
+void count_mma() {
+  QNB_UNTRACKED_BEGIN();
+  Block& b = block();
+  ++b.mma_calls[b.current];
+  QNB_UNTRACKED_END();
+}
+
 }  // namespace qnb_host
 
+// The wmma::mma_sync calls thread `thread` of the blocks of the last launch on this host
+// thread made (summed over the blocks), or -1 past the block's threads.
+extern "C" long qnb_host_mma_calls(unsigned int thread) {
+  const qnb_host::Block& b = qnb_host::block();
+  return thread < b.mma_calls.size() ? b.mma_calls[thread] : -1;
+}
