@@ -370,6 +370,7 @@ class CudaRenderer(GpuRenderer):
     storage_barrier = "__syncthreads();"  # also orders global memory within the block
     solo_programs = 128
     shared_limit = 48 * 1024  # static __shared__ memory per block
+    scratch_align = 32  # every __shared__ declaration is __align__(32)
 
     def __init__(self, options: Options = Options()):
         super().__init__(options)
@@ -439,7 +440,7 @@ class CudaRenderer(GpuRenderer):
 
     def declare_scratch(self, name: str, dtype: DType, size: int) -> str:
         extent = f"[{size}]" if size else ""
-        return f"__shared__ __align__(32) {self.type_name(dtype)} {name}{extent};"
+        return f"__shared__ __align__({self.scratch_align}) {self.type_name(dtype)} {name}{extent};"
 
     def declare_array(self, name: str, dtype: DType, count: int) -> str:
         return f"{self.type_name(dtype)} {name}[{count}] = {{}};"

@@ -57,6 +57,7 @@ class GpuTarget:
     indent_unit = "  "
     solo_programs = 64  # programs per workgroup/block for a kernel that holds no tile
     shared_limit = 16384  # workgroup/shared bytes one program may declare
+    scratch_align = 1  # bytes each scratch declaration's start is rounded up to
     staging_bytes = 8192  # scratch bytes for the two panels of one matmul chunk
 
     def type_name(self, dtype: DType) -> str:
