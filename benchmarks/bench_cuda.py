@@ -17,6 +17,11 @@
    cold run filled (warm: the cubin from the disk cache).
 5. A kernel that holds no tile (``out[i] = a[i] * 2 + 1``, a program per element): a
    thread per program, 128 to a block, vs the same IR rendered a block per program.
+6. The bf16 matmul 4096³ vs cuBLAS on the same bf16 arrays; a wide row softmax
+   (16,384×1024, ``Tile[16, 128]`` online over column tiles) vs CuPy in place; a causal
+   attention (32 heads × seq 1024 × d 64, ``Tile[64, 64]`` blocks, online softmax over the
+   key blocks at or before each query block) vs CuPy's batched products with the mask and
+   an in-place softmax. Errors against float64.
 
 Run: ``python benchmarks/bench_cuda.py`` (``main()`` prints the tables). GPU timings use
 CUDA events, after warm-up, median of repeats; inputs are random (never zeros).
@@ -44,8 +49,10 @@ if str(REPO) not in sys.path:
 # The kernels, as a user writes them. Kept as text so the warm/cold runs can define them
 # in fresh processes too.
 KERNELS = textwrap.dedent("""
+    import math
+
     import qnb
-    from qnb import Tile16
+    from qnb import Tile, Tile16
 
     @qnb.kernel
     def tile_matmul(a: qnb.Array[qnb.f16, 2], b: qnb.Array[qnb.f16, 2],
@@ -92,6 +99,59 @@ KERNELS = textwrap.dedent("""
     def add_one(x: qnb.Array[qnb.f32, 2]):
         t = Tile16.load(x, 0, 0)
         (t + 1.0).store(x, 0, 0)
+
+    @qnb.kernel
+    def tile_matmul_bf16(a: qnb.Array[qnb.bf16, 2], b: qnb.Array[qnb.bf16, 2],
+                         c: qnb.Array[qnb.f32, 2]):
+        i = qnb.program_id(0) * 16
+        j = qnb.program_id(1) * 16
+        acc = Tile16.zeros(qnb.f32)
+        for k in range(0, a.shape[1], 16):
+            acc = qnb.mma(Tile16.load(a, i, k), Tile16.load(b, k, j), acc)
+        acc.store(c, i, j)
+
+    @qnb.kernel
+    def wide_softmax(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+        # 16 rows per program, online over 128-wide column tiles: the max and the sum in
+        # one pass, then the normalised rows
+        row = qnb.program_id(0) * 16
+        m = Tile[16, 1].full(-math.inf, qnb.f32)
+        total = Tile[16, 1].zeros(qnb.f32)
+        for col in range(0, x.shape[1], 128):
+            t = Tile[16, 128].load(x, row, col)
+            m_new = qnb.maximum(m, t.max(axis=1, keepdims=True))
+            total = total * qnb.exp(m - m_new) + qnb.exp(t - m_new).sum(axis=1, keepdims=True)
+            m = m_new
+        for col in range(0, x.shape[1], 128):
+            t = Tile[16, 128].load(x, row, col)
+            (qnb.exp(t - m) / total).store(y, row, col)
+
+    @qnb.kernel
+    def causal_attention(q: qnb.Array[qnb.f32, 3], k: qnb.Array[qnb.f32, 3],
+                         v: qnb.Array[qnb.f32, 3], out: qnb.Array[qnb.f32, 3],
+                         scale: qnb.f32):
+        # a program per 64 query rows of one head (d = 64): online softmax over the key
+        # blocks at or before its own (flash attention's loop)
+        qb = qnb.program_id(0)
+        h = qnb.program_id(1)
+        row = qb * 64
+        qt = Tile[64, 64].load(q[h], row, 0)
+        rows = row + qnb.arange(64)[:, None]
+        m = Tile[64, 1].full(-math.inf, qnb.f32)
+        l = Tile[64, 1].zeros(qnb.f32)  # noqa: E741 (the paper's name)
+        acc = Tile[64, 64].zeros(qnb.f32)
+        for kb in range(qb + 1):
+            col = kb * 64
+            s = (qt @ Tile[64, 64].load(k[h], col, 0).T) * scale
+            cols = col + qnb.arange(64)[None, :]
+            s = qnb.where(cols <= rows, s, -math.inf)
+            m_new = qnb.maximum(m, s.max(axis=1, keepdims=True))
+            p = qnb.exp(s - m_new)
+            alpha = qnb.exp(m - m_new)
+            l = l * alpha + p.sum(axis=1, keepdims=True)  # noqa: E741
+            acc = acc * alpha + p @ Tile[64, 64].load(v[h], col, 0)
+            m = m_new
+        (acc / l).store(out[h], row, 0)
 """)
 
 
@@ -316,6 +376,44 @@ def matmul(ns, n=4096):
     }
 
 
+def matmul_bf16(ns, n=4096):
+    """The one-tile-per-program matmul on bf16 inputs vs cuBLAS on the same bf16 arrays
+    (CuPy 14's bfloat16; where its matmul refuses bf16, vs cuBLAS f16 of the same size,
+    said so in the row)."""
+    import cupy
+    import ml_dtypes
+
+    rng = cupy.random.default_rng(2)
+    a32, b32 = (rng.standard_normal((n, n), dtype=cupy.float32) for _ in range(2))
+    try:  # CuPy 14 takes ml_dtypes' bfloat16 as an array dtype
+        a, b = a32.astype(ml_dtypes.bfloat16), b32.astype(ml_dtypes.bfloat16)
+    except Exception as exc:  # noqa: BLE001 (not measured, and said so in the table)
+        print(f"  bf16 matmul ratio: not measured (no bf16 CuPy arrays: {exc})")
+        return {}
+    reference = cupy.matmul(a.astype(cupy.float32), b.astype(cupy.float32))
+    c = cupy.full((n, n), cupy.nan, cupy.float32)  # poisoned: all must be written
+    kernel, grid = ns["tile_matmul_bf16"], (n // 16, n // 16)
+    kernel[grid](a, b, c)
+    cupy.cuda.Device().synchronize()
+    error = float(cupy.linalg.norm(c - reference) / cupy.linalg.norm(reference))
+    ours = _gpu_time(lambda: kernel[grid](a, b, c), 5, 1)
+    try:
+        theirs, label = _gpu_time(lambda: cupy.matmul(a, b), repeat=10), "cuBLAS, bf16"
+    except Exception as exc:  # noqa: BLE001 (a CuPy without bf16 matmul: say which)
+        print(f"  cupy.matmul refuses bf16 ({type(exc).__name__}: {exc}); f16 instead")
+        a16, b16 = a32.astype(cupy.float16), b32.astype(cupy.float16)
+        theirs, label = _gpu_time(lambda: cupy.matmul(a16, b16), repeat=10), "cuBLAS, f16"
+    flops = 2.0 * n**3
+    rows = [
+        ["qnb tile_matmul_bf16 (WMMA)", f"{ours * 1e3:.2f}", f"{flops / ours / 1e12:.1f}",
+         f"{error:.1e}"],
+        [f"cupy.matmul ({label})", f"{theirs * 1e3:.2f}", f"{flops / theirs / 1e12:.1f}", ""],
+    ]  # fmt: skip
+    _table(f"bf16 matmul {n}³ (f32 accumulate)", ["", "ms", "TFLOP/s", "rel. error"], rows)
+    print(f"  throughput ratio qnb tile_matmul_bf16 / {label}: {theirs / ours:.3f}")
+    return {"bf16_matmul_ratio": theirs / ours, "bf16_matmul_error": error}
+
+
 # --------------------------------------------------------------------------- 2. Cholesky
 
 
@@ -361,6 +459,88 @@ def cholesky(ns, batch=65536):
         "probe_warp_cholesky_speedup": theirs / probe,
         "probe_warp_cholesky_error": probe_error,
     }
+
+
+# --------------------------------------------------------------------------- softmax, attention
+
+
+def _softmax_rows(xp, x, out):
+    """The row softmax as a performance-minded user writes it in array module ``xp``
+    (CuPy here; NumPy in the tests): in place in ``out``."""
+    xp.subtract(x, x.max(axis=-1, keepdims=True), out=out)
+    xp.exp(out, out=out)
+    out /= out.sum(axis=-1, keepdims=True)
+    return out
+
+
+def row_softmax(ns, rows=16384, cols=1024):
+    import cupy
+
+    x = cupy.random.default_rng(3).standard_normal((rows, cols), dtype=cupy.float32)
+    y, theirs_out = cupy.full_like(x, cupy.nan), cupy.empty_like(x)
+    kernel, grid = ns["wide_softmax"], rows // 16
+    kernel[grid](x, y)
+    reference = _softmax_rows(cupy, x.astype(cupy.float64), cupy.empty(x.shape, cupy.float64))
+    error = float(cupy.abs(y - reference).max() / cupy.abs(reference).max())
+    ours = _gpu_time(lambda: kernel[grid](x, y))
+    theirs = _gpu_time(lambda: _softmax_rows(cupy, x, theirs_out))
+    moved = 2 * x.nbytes  # read once, written once: the least any softmax moves
+    table = [
+        ["qnb wide_softmax (Tile[16, 128])", f"{ours * 1e3:.3f}", f"{moved / ours / 1e9:.0f}",
+         f"{error:.1e}"],
+        ["cupy (in place)", f"{theirs * 1e3:.3f}", f"{moved / theirs / 1e9:.0f}", ""],
+    ]  # fmt: skip
+    _table(f"row softmax {rows}×{cols} f32", ["", "ms", "GB/s", "max rel. error"], table)
+    print(f"  speedup qnb wide_softmax / cupy: {theirs / ours:.2f}×")
+    return {"softmax_speedup": theirs / ours, "softmax_error": error}
+
+
+def _attention_reference(xp, q, k, v, scale, mask, s, out):
+    """Causal attention in array module ``xp``: batched products, the mask added, the
+    softmax in place."""
+    xp.matmul(q, k.transpose(0, 2, 1), out=s)
+    s *= scale
+    s += mask
+    _softmax_rows(xp, s, s)
+    return xp.matmul(s, v, out=out)
+
+
+def causal_attention(ns, heads=32, seq=1024, d=64):
+    import cupy
+
+    rng = cupy.random.default_rng(4)
+    q, k, v = (rng.standard_normal((heads, seq, d), dtype=cupy.float32) for _ in range(3))
+    scale = np.float32(1 / np.sqrt(d))
+    out = cupy.full_like(q, cupy.nan)
+    kernel, grid = ns["causal_attention"], (seq // 64, heads)
+    kernel[grid](q, k, v, out, scale)
+    mask = cupy.triu(cupy.full((seq, seq), -cupy.inf, cupy.float32), 1)
+    scores = cupy.empty((heads, seq, seq), cupy.float32)
+    theirs_out = cupy.empty_like(q)
+    wide = [x.astype(cupy.float64) for x in (q, k, v)]
+    reference = _attention_reference(
+        cupy, *wide, float(scale), mask.astype(cupy.float64), scores.astype(cupy.float64),
+        cupy.empty(q.shape, cupy.float64),
+    )  # fmt: skip
+    error = float(cupy.abs(out - reference).max() / cupy.abs(reference).max())
+    ours = _gpu_time(lambda: kernel[grid](q, k, v, out, scale), 10, 2)
+    theirs = _gpu_time(
+        lambda: _attention_reference(cupy, q, k, v, scale, mask, scores, theirs_out), 10, 2
+    )
+    flops = 2 * 2 * heads * seq * seq * d / 2  # two products over the causal half
+    table = [
+        ["qnb causal_attention (Tile[64, 64])", f"{ours * 1e3:.3f}",
+         f"{flops / ours / 1e12:.2f}", f"{error:.1e}"],
+        ["cupy (products, mask, in-place softmax)", f"{theirs * 1e3:.3f}",
+         f"{flops / theirs / 1e12:.2f}", ""],
+    ]  # fmt: skip
+    _table(
+        f"causal attention, {heads} heads × seq {seq} × d {d}, f32",
+        ["", "ms", "TFLOP/s", "max rel. error"],
+        table,
+    )
+    print(f"  speedup qnb causal_attention / cupy: {theirs / ours:.2f}×")
+    return {"attention_speedup": theirs / ours, "attention_error": error}
 
 
 # --------------------------------------------------------------------------- 3. launch overhead
@@ -534,7 +714,8 @@ def main() -> dict | None:
     ns = _namespace()
     results = {}
     with qnb.backend("cuda"):
-        for step in (matmul, cholesky, launch_overhead, solo_layout):
+        steps = (matmul, matmul_bf16, cholesky, row_softmax, causal_attention)
+        for step in (*steps, launch_overhead, solo_layout):
             results.update(step(ns))
     results.update(warm_vs_cold())
     return results

@@ -7,7 +7,8 @@
 #      bitwise/math/bf16 ops, padded loads, qnb.compare's probe build on cuda, plus the
 #      NVRTC compile tests,
 #   3. benchmarks/bench_cuda.py (f16 matmul vs cuBLAS and beside the warp-layout probes,
-#      batched Cholesky vs cupy, launch overhead, a kernel without tiles in both layouts,
+#      bf16 matmul vs cuBLAS, batched Cholesky vs cupy, a wide row softmax and a causal
+#      attention vs CuPy in place, launch overhead, a kernel without tiles in both layouts,
 #      warm vs cold start), and benchmarks/bench_layouts.py --cuda (tiles of any shape:
 #      matmul 512^3 with 16x16 vs 64x64 blocks and thread counts, row softmax 65536x128),
 #   (the shape tests test_gpu_shapes.py and test_shapes_cpu.py run on cuda in step 2),
@@ -43,11 +44,11 @@ export QNB_CACHE_DIR=$(mktemp -d /tmp/qnb-cache-XXXX)
 export XDG_RUNTIME_DIR=$(mktemp -d /tmp/qnb-xdg-XXXX)
 chmod 700 "$XDG_RUNTIME_DIR"
 
-# The deadline and the steps' budgets (seconds): 30 + 60 + 270 + 120 + 45 = 525 < 540.
+# The deadline and the steps' budgets (seconds): 30 + 60 + 240 + 150 + 45 = 525 < 540.
 TOTAL=${GPU_CHECK_SECONDS:-540}
 START=$(date +%s)
 DEADLINE=$(( START + TOTAL ))
-declare -A BUDGET=([machine]=30 [install]=60 [tests]=270 [bench]=120 [layouts]=45)
+declare -A BUDGET=([machine]=30 [install]=60 [tests]=240 [bench]=150 [layouts]=45)
 declare -A STATUS=()
 FAILED=""
 
@@ -135,7 +136,7 @@ step "summary"
     [[ -f $OUT_DIR/pytest.log ]] && printf '  %-8s %s\n' pytest "$(grep -E '[0-9]+ (passed|failed|error)' "$OUT_DIR/pytest.log" | tail -1)"
     if [[ -f $OUT_DIR/bench.log ]]; then
         grep -E 'ratio|speedup|as fast' "$OUT_DIR/bench.log" | sed 's/^/  /'
-        grep -E '^ +(qnb|cupy|probe|tile_matmul|batched_cholesky|add_one|thread per|block per)' "$OUT_DIR/bench.log" | sed 's/^/  /'
+        grep -E '^ +(qnb|cupy|probe|tile_matmul|batched_cholesky|add_one|wide_softmax|causal_attention|thread per|block per)' "$OUT_DIR/bench.log" | sed 's/^/  /'
     fi
     printf '  wall %ss of %ss\n' "$(( $(date +%s) - START ))" "$TOTAL"
 } | tee "$OUT_DIR/summary.txt"

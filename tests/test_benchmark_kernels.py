@@ -43,6 +43,56 @@ def test_batched_cholesky_and_add_one(backend_name, kernels):
     np.testing.assert_allclose(y, x + 1, rtol=1e-6)
 
 
+def test_bf16_matmul(backend_name, kernels):
+    import ml_dtypes
+
+    rng = np.random.default_rng(5)
+    n = 48
+    a, b = (rng.standard_normal((n, n)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    c = np.full((n, n), np.nan, np.float32)
+    if backend_name == "wgpu":  # WGSL has no bf16: refused at the user's line, said so
+        with qnb.backend("wgpu"), pytest.raises(qnb.BackendError, match="WGSL has no bf16"):
+            kernels["tile_matmul_bf16"][(n // 16, n // 16)](a, b, c)
+        return
+    with qnb.backend(backend_name):
+        kernels["tile_matmul_bf16"][(n // 16, n // 16)](a, b, c)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+
+
+def test_wide_softmax_and_its_cupy_baseline(backend_name, kernels):
+    # 3 column tiles of 128: the online max/sum carries across tiles
+    x = np.random.default_rng(6).standard_normal((32, 384)).astype(np.float32) * 4
+    y = np.full_like(x, np.nan)
+    with qnb.backend(backend_name):
+        kernels["wide_softmax"][2](x, y)
+    want = bench_cuda._softmax_rows(np, x.astype(np.float64), np.empty(x.shape))
+    np.testing.assert_allclose(y, want, rtol=2e-5, atol=1e-7)
+    x64 = x.astype(np.float64)  # the baseline itself, against the definition
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(want, e / e.sum(axis=1, keepdims=True), rtol=1e-12)
+
+
+def test_causal_attention_and_its_cupy_baseline(backend_name, kernels):
+    rng = np.random.default_rng(7)
+    heads, seq, d = 2, 192, 64  # 3 query blocks: programs loop 1, 2 and 3 key blocks
+    q, k, v = (rng.standard_normal((heads, seq, d)).astype(np.float32) for _ in range(3))
+    scale = np.float32(1 / 8)
+    out = np.full_like(q, np.nan)
+    with qnb.backend(backend_name):
+        kernels["causal_attention"][seq // 64, heads](q, k, v, out, scale)
+    mask = np.triu(np.full((seq, seq), -np.inf), 1)
+    wide = [x.astype(np.float64) for x in (q, k, v)]
+    scores, want = np.empty((heads, seq, seq)), np.empty(q.shape)
+    bench_cuda._attention_reference(np, *wide, 1 / 8, mask, scores, want)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    for h in range(heads):  # the baseline itself, against the definition, row by row
+        for i in (0, 63, 64, 191):
+            s = wide[0][h, i] @ wide[1][h, : i + 1].T / 8
+            p = np.exp(s - s.max())
+            np.testing.assert_allclose(want[h, i], p @ wide[2][h, : i + 1] / p.sum(), rtol=1e-9)
+
+
 # The layout probes: hand-written CUDA that bench_cuda times beside the qnb matmuls.
 
 

@@ -76,3 +76,24 @@ def test_without_cuda_the_script_stops_at_install_and_still_writes_its_table(tmp
     assert re.search(r"install +failed", summary), summary
     assert re.search(r"tests +skipped \(after install failed\)", summary), summary
     assert (tmp_path / "install.log").exists()
+
+
+def test_the_summary_carries_every_benchmark_row(capsys):
+    """Each bench_cuda step's rows and ratio lines reach the final table (its grep), the
+    bf16 matmul, the wide softmax and the causal attention the issue asks for among them."""
+    from benchmarks import bench_cuda
+
+    source = Path(bench_cuda.__file__).read_text()
+    steps = re.search(r"steps = \((.*)\)", source).group(1).split(", ")
+    assert steps == ["matmul", "matmul_bf16", "cholesky", "row_softmax", "causal_attention"]
+    text = SCRIPT.read_text()
+    rows = re.compile(re.search(r"grep -E '(\^ \+\(qnb[^']*)' \"\$OUT_DIR/bench.log\"", text)[1])
+    ratios = re.compile(re.search(r"grep -E '(ratio[^']*)' \"\$OUT_DIR/bench.log\"", text)[1])
+    printed = re.findall(r'\["((?:qnb|cupy)[^"]*)"', source)
+    assert any("causal_attention" in label for label in printed), printed
+    for label in printed:
+        bench_cuda._table("t", ["", "ms"], [[label, "1.0"]])
+        line = capsys.readouterr().out.splitlines()[-1]
+        assert rows.search(line), line
+    for line in re.findall(r'print\(\s*f?"(  (?:speedup|throughput ratio)[^"]*)"', source):
+        assert ratios.search(line), line
