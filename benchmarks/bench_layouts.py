@@ -12,7 +12,8 @@ side by side.
    the layouts) in a subprocess, side by side, as old/new time ratios.
 
 Run: ``python benchmarks/bench_layouts.py [--baseline REV] [--skip-old]``. On a machine
-with a GPU and NVRTC, ``--cuda`` adds the cuda backend's times of sections 1 and 2.
+with a GPU and NVRTC, ``--cuda`` adds the cuda backend's times of sections 1 and 2, on
+device arrays (CuPy) with a synchronize after each call: no host copy is timed.
 """
 
 from __future__ import annotations
@@ -147,6 +148,17 @@ def _checkout(rev: str) -> Path:
     return target
 
 
+def _device(backend: str):
+    """``(to, back, sync)`` for ``backend``: on cuda the arrays live on the device (CuPy)
+    and each timed call ends with a synchronize, so no PCIe copy is timed; elsewhere
+    NumPy arrays and nothing to wait for."""
+    if backend != "cuda":
+        return (lambda x: x), (lambda x: x), (lambda: None)
+    import cupy
+
+    return cupy.asarray, cupy.asnumpy, cupy.cuda.Device().synchronize
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--baseline", default="15d1b44")
@@ -172,6 +184,8 @@ def main() -> None:
     want = a @ b
     rows = []
     for backend in backends:
+        to, back, sync = _device(backend)
+        da, db = to(a), to(b)
         with qnb.backend(backend):
             times = {}
             for label, block, threads in [
@@ -183,14 +197,17 @@ def main() -> None:
                 if backend == "cpu" and threads:
                     continue  # threads= is a GPU layout option
                 matmul, _ = shaped_kernels(threads)
-                c = np.zeros((512, 512), np.float32)
+                c = to(np.full((512, 512), np.nan, np.float32))
                 grid = (512 // block, 512 // block)
                 step = 16 if block == 16 else 32
                 times[label] = median_time(
-                    lambda m=matmul, g=grid, c=c, s=block, k=step: m[g](a, b, c, s, s, k),
+                    lambda m=matmul, g=grid, c=c, s=block, k=step, ab=(da, db), w=sync: (
+                        m[g](*ab, c, s, s, k),
+                        w(),
+                    ),
                     repeat=3,
                 )
-                assert np.allclose(c, want, atol=1e-2), label
+                assert np.allclose(back(c), want, atol=1e-2), label
             base = times["16x16 blocks (auto: 256 threads)"]
             for label, t in times.items():
                 rows.append((backend, label, t, f"{base / t:.2f}x"))
@@ -215,11 +232,16 @@ def main() -> None:
         )
     )
     for backend in backends:
+        to, back, sync = _device(backend)
+        dx = to(x)
         with qnb.backend(backend):
             _, softmax = shaped_kernels()
-            out = np.zeros_like(x)
-            t = median_time(lambda f=softmax, o=out: f[65536 // 16](x, o, 16, 128), repeat=3)
-            assert np.allclose(out, want, atol=1e-5)
+            out = to(np.full_like(x, np.nan))
+            t = median_time(
+                lambda f=softmax, o=out, i=dx, w=sync: (f[65536 // 16](i, o, 16, 128), w()),
+                repeat=3,
+            )
+            assert np.allclose(back(out), want, atol=1e-5)
             rows.append(
                 (backend, "Tile[16, 128] rows", f"{t * 1e3:.1f} ms", f"{t / numpy_time:.2f}x")
             )

@@ -107,6 +107,7 @@ tests() {
     # Every test of these files that runs on cuda (the cpu-only ones ran in CI), the bf16
     # bit-exact ones among them; QNB_REQUIRE_CUDA=1 fails a cuda test that would skip.
     $PY -m pytest -q -p no:cacheprovider $xdist -o addopts="" --timeout 120 -rfE \
+        --junitxml="$OUT_DIR/pytest.xml" \
         -k "cuda and not cuda-host and not cuda_host" \
         tests/backends/test_cuda.py tests/backends/test_differential.py \
         tests/backends/test_debug_checks.py tests/test_kernel_api.py tests/test_benchmark_kernels.py \
@@ -134,6 +135,8 @@ step "summary"
         printf '  %-8s %s\n' "$name" "${STATUS[$name]:-not run}"
     done
     [[ -f $OUT_DIR/pytest.log ]] && printf '  %-8s %s\n' pytest "$(grep -E '[0-9]+ (passed|failed|error)' "$OUT_DIR/pytest.log" | tail -1)"
+    # the bit-exact half-precision checks against cpu, by outcome (from pytest's junit xml)
+    [[ -f $OUT_DIR/pytest.xml ]] && $PY scripts/gpu_check_halves.py "$OUT_DIR/pytest.xml"
     if [[ -f $OUT_DIR/bench.log ]]; then
         grep -E 'ratio|speedup|as fast' "$OUT_DIR/bench.log" | sed 's/^/  /'
         grep -E '^ +(qnb|cupy|probe|tile_matmul|batched_cholesky|add_one|wide_softmax|causal_attention|thread per|block per)' "$OUT_DIR/bench.log" | sed 's/^/  /'

@@ -97,3 +97,28 @@ def test_the_summary_carries_every_benchmark_row(capsys):
         assert rows.search(line), line
     for line in re.findall(r'print\(\s*f?"(  (?:speedup|throughput ratio)[^"]*)"', source):
         assert ratios.search(line), line
+
+
+def test_the_half_precision_line_counts_cuda_outcomes(tmp_path):
+    """The table's bf16/f16 line reads pytest's junit xml: cuda cases only, by outcome."""
+    xml = tmp_path / "pytest.xml"
+    xml.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.backends.test_bf16" name="test_exact[cuda-add]"/>'
+        '<testcase classname="tests.backends.test_bf16" name="test_exact[cuda-mul]">'
+        '<failure message="x"/></testcase>'
+        '<testcase classname="tests.backends.test_cuda" name="test_op[f16-exp-cuda]"/>'
+        '<testcase classname="tests.backends.test_cuda" name="test_op[f16-log-cuda]">'
+        '<skipped message="y"/></testcase>'
+        '<testcase classname="tests.backends.test_bf16" name="test_exact[cuda-host-add]"/>'
+        '<testcase classname="tests.backends.test_cuda" name="test_op[f32-exp-cuda]"/>'
+        "</testsuite></testsuites>"
+    )
+    ran = subprocess.run(
+        [sys.executable, "scripts/gpu_check_halves.py", str(xml)],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert ran.stdout.splitlines() == [
+        "  bf16 cuda 1 passed, 1 failed, 0 skipped",
+        "  f16 cuda   1 passed, 0 failed, 1 skipped",
+    ], ran.stdout
