@@ -120,5 +120,5 @@ def test_the_half_precision_line_counts_cuda_outcomes(tmp_path):
     )  # fmt: skip
     assert ran.stdout.splitlines() == [
         "  bf16 cuda 1 passed, 1 failed, 0 skipped",
-        "  f16 cuda   1 passed, 0 failed, 1 skipped",
+        "  f16 cuda  1 passed, 0 failed, 1 skipped",
     ], ran.stdout
