@@ -17,7 +17,7 @@ from qnb.backends.cpu_prepared import prepare
 from tests.conftest import require_backend
 from tests.helpers import define
 
-ATOMIC_BACKENDS = ("cpu", "wgpu", "cuda-host")
+ATOMIC_BACKENDS = ("cpu", "wgpu", "cuda-host", "cuda")  # cuda: on a GPU (gpu_check.sh)
 REFERENCE = {"add": np.add, "max": np.maximum, "min": np.minimum}
 
 

@@ -205,3 +205,20 @@ def test_products_with_a_tile_past_4096_elements_are_refused(shape):
     program may hold, refused at compile time like any other such tile."""
     with pytest.raises(BackendError, match="at most 4096 elements"):
         render_cuda(_kernel(shape, "f16")[0])
+
+
+@pytest.mark.parametrize(("shape", "dtype", "threads"), CASES)
+def test_products_on_a_cuda_device_match_cpu(shape, dtype, threads):
+    """The same products on a real GPU (``scripts/gpu_check.sh``; skips without one, fails
+    under QNB_REQUIRE_CUDA=1): real mma.sync, every warp's share, against cpu and float64."""
+    require_backend("cuda")
+    kernel, inputs, expect = _kernel(shape, dtype)
+    backend, cpu = registry.get("cuda"), registry.get("cpu")
+    got = {name: value.copy() for name, value in inputs.items()}
+    backend.load(backend.compile(kernel, Options(threads=threads)))(
+        (1, 1, 1), [got[p.name] for p in kernel.params]
+    )
+    want = {name: value.copy() for name, value in inputs.items()}
+    cpu.load(cpu.compile(kernel, Options()))((1, 1, 1), [want[p.name] for p in kernel.params])
+    np.testing.assert_allclose(got["out"], want["out"], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got["out"], expect(inputs)["out"], rtol=1e-5, atol=1e-4)
