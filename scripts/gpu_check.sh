@@ -116,7 +116,7 @@ tests() {
         tests/backends/test_bitwise_math.py tests/backends/test_bf16.py \
         tests/backends/test_padded_loads.py tests/test_compare.py tests/backends/test_wide_rows.py \
         tests/backends/test_gpu_shapes.py tests/backends/test_shapes_cpu.py \
-        tests/backends/test_atomics.py tests/backends/test_scans.py \
+        tests/backends/test_atomics.py tests/backends/test_scans.py tests/backends/test_scans_more.py \
         tests/backends/test_argmax_and_argmin.py tests/backends/test_prod_and_mean.py \
         tests/backends/test_vec_constructor_and_cdiv.py tests/backends/test_cuda_errors.py \
         tests/backends/test_cuda_shared_memory.py tests/backends/test_host_arrays.py \
