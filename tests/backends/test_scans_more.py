@@ -5,21 +5,12 @@ scan, ``.row`` of a scan, a bool mask's running count), and an f16 running produ
 rounds each exact prefix once. References are computed wide (f64 for floats, i64 wrapped
 to i32 for integers) on random non-zero inputs, outputs poisoned first."""
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import qnb
 from tests.helpers import define
 
-SHAPES = [(1, 16), (16, 1), (16, 16), (8, 64)]
-DTYPES = {
-    "f32": np.float32,
-    "f16": np.float16,
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "i32": np.int32,
-    "bool": np.bool_,
-}
 _EPS = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}  # half an ulp
 
 
