@@ -377,3 +377,46 @@ def test_atomics_in_a_loop_of_a_kernel_without_tiles(atomic_backend, programs):
     with qnb.backend(atomic_backend):
         LOOPED["looped"][programs](h, f)
     assert h[0] == 20 * programs and f[0] == 10.0 * programs
+
+
+SPECIALS = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1.5, -2.5, 3.0], np.float32)
+
+
+@pytest.mark.parametrize("op", ["add", "max", "min"])
+@pytest.mark.parametrize("form", ["by_vec", "one_each"])
+def test_f32_specials_as_numpy_applies_them(atomic_backend, op, form):
+    """NaN, infinities and signed zeros, each element updated by one program (so the
+    order cannot matter): NaN propagates through max and min, and a max/min between
+    -0.0 and 0.0 takes the value applied, as NumPy's maximum.at / minimum.at do."""
+    start, values = np.meshgrid(SPECIALS, SPECIALS)
+    h, v = start.ravel().copy(), values.ravel().copy()
+    x = np.random.default_rng(2).permutation(h.size).astype(np.int32)
+    want = h.copy()
+    with np.errstate(invalid="ignore"):
+        REFERENCE[op].at(want, x, v)
+    with qnb.backend(atomic_backend):
+        if form == "by_vec":
+            _kernels(16, "f32", op)["by_vec"][h.size // 16](x, v, h)
+        else:
+            SPECIAL_KERNELS[op][h.size](x, v, h)
+    np.testing.assert_array_equal(h, want)  # NaN where NumPy has NaN
+    np.testing.assert_array_equal(np.signbit(h[~np.isnan(h)]), np.signbit(want[~np.isnan(want)]))
+
+
+_SPECIAL_NS, _ = define("""
+    @qnb.kernel
+    def add_each(x: qnb.Array[qnb.i32, 1], v: qnb.Array[qnb.f32, 1], h: qnb.Array[qnb.f32, 1]):
+        i = qnb.program_id(0)
+        qnb.atomic_add(h, x[i], v[i])
+
+    @qnb.kernel
+    def max_each(x: qnb.Array[qnb.i32, 1], v: qnb.Array[qnb.f32, 1], h: qnb.Array[qnb.f32, 1]):
+        i = qnb.program_id(0)
+        qnb.atomic_max(h, x[i], v[i])
+
+    @qnb.kernel
+    def min_each(x: qnb.Array[qnb.i32, 1], v: qnb.Array[qnb.f32, 1], h: qnb.Array[qnb.f32, 1]):
+        i = qnb.program_id(0)
+        qnb.atomic_min(h, x[i], v[i])
+    """)
+SPECIAL_KERNELS = {op: _SPECIAL_NS[f"{op}_each"] for op in ("add", "max", "min")}
