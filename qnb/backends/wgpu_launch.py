@@ -175,9 +175,9 @@ def _budget_error(name, limit: int, cut: int, first: int, grid) -> BackendError:
     return BackendError(
         f"kernel {name!r} ran past this adapter's loop budget: its driver (llvmpipe) ends "
         f"a program's loops after {limit:,} iterations in all (every for and while loop "
-        "of a program, nested or one after another, and the loops inside its tile "
-        f"operations, count toward it), and it cut {cut:,} invocation(s) short, program "
-        f"{program} first; their results would be wrong, so nothing was written back. "
+        "of a program, nested or one after another, the loops inside its tile "
+        "operations and each f32 atomic's compare-exchange, count toward it), and it cut "
+        f"{cut:,} invocation(s) short, program {program} first; their results would be wrong, so nothing was written back. "
         "Spread the work over more programs (a larger grid, fewer iterations each), or "
         "use the cpu backend"
     )

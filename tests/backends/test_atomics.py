@@ -420,3 +420,48 @@ _SPECIAL_NS, _ = define("""
         qnb.atomic_min(h, x[i], v[i])
     """)
 SPECIAL_KERNELS = {op: _SPECIAL_NS[f"{op}_each"] for op in ("add", "max", "min")}
+
+
+REPEATED, _ = define("""
+    @qnb.kernel
+    def repeated_f32(h: qnb.Array[qnb.f32, 1], n: qnb.i32):
+        for _k in range(n):
+            qnb.atomic_add(h, 0, 1.0)
+
+    @qnb.kernel
+    def repeated_i32(h: qnb.Array[qnb.i32, 1], n: qnb.i32):
+        for _k in range(n):
+            qnb.atomic_add(h, 0, 1)
+    """)
+
+
+@pytest.fixture
+def loop_budget():
+    """The wgpu adapter's loop budget (lavapipe's llvmpipe: 65535), else skip."""
+    require_backend("wgpu")
+    from qnb.backends import get
+
+    budget = get("wgpu")._dev().loop_budget
+    if budget is None:
+        pytest.skip("this adapter's driver has no loop budget")
+    return budget
+
+
+def test_atomic_retries_are_watched_by_the_loop_budget(loop_budget):
+    """On llvmpipe an f32 atomic's compare-exchange loop counts toward the loop budget
+    (a pass per call, more under contention): within it the sums are exact, contended or
+    not; past it the launch raises naming the atomics and writes nothing, never a short
+    sum. i32 atomics (WGSL's own) cost no pass."""
+    with qnb.backend("wgpu"):
+        for programs, n in ((1, loop_budget // 2 - 100), (64, 1000), (512, 200)):
+            h = np.array([0.75], np.float32)
+            REPEATED["repeated_f32"][programs](h, n)
+            assert h[0] == 0.75 + programs * n
+        for programs, n in ((1, loop_budget // 2 + 100), (64, loop_budget // 3)):
+            h = np.array([0.75], np.float32)
+            with pytest.raises(qnb.BackendError, match="f32 atomic's compare-exchange"):
+                REPEATED["repeated_f32"][programs](h, n)
+            assert h[0] == 0.75
+        h = np.array([0], np.int32)
+        REPEATED["repeated_i32"][1](h, loop_budget - 100)
+        assert h[0] == loop_budget - 100

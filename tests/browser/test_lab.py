@@ -624,5 +624,12 @@ def check_hazard_view(page, view) -> None:
     )
     second = view.locator(".qnb-step-text").inner_text()
     assert second.startswith("program (0, 0, 0) reads x[16, 0]"), second
-    assert "down = qnb.Tile16.load(x, i + 1, 0)" in view.locator(".qnb-hazard-line-0").inner_text()
+    # the step text and the line highlights are separate updates of one round trip: wait
+    # for the highlight to move to the reader's new line before reading it
+    page.wait_for_function(
+        """(el) => (el.querySelector(".qnb-hazard-line-0") || {textContent: ""})
+                   .textContent.includes("down = qnb.Tile16.load(x, i + 1, 0)")""",
+        arg=view.element_handle(),
+        timeout=WIDGET_MS,
+    )
     assert view.locator("table.qnb-hazards tbody tr.qnb-selected").count() == 1
