@@ -4,6 +4,7 @@ it prints."""
 from __future__ import annotations
 
 import ast
+import linecache
 
 COMPARE_FILENAME = "<qcompare>"
 
@@ -12,7 +13,11 @@ def split_launch(expr: str, namespace: dict) -> tuple[object, list]:
     """The launch (``k[grid]`` or ``k``) and the argument values of ``k[grid](args)``,
     evaluated in ``namespace`` (``*xs`` spreads as in Python). Raises SyntaxError where
     ``expr`` is not one call, and ValueError for keyword arguments."""
-    tree = ast.parse(expr.strip(), COMPARE_FILENAME, mode="eval")
+    expr = expr.strip()
+    # the expression's text where a traceback through it looks its line up (the last
+    # one %qcompare ran: a frame of it shows its own source and caret)
+    linecache.cache[COMPARE_FILENAME] = (len(expr), None, [expr + "\n"], COMPARE_FILENAME)
+    tree = ast.parse(expr, COMPARE_FILENAME, mode="eval")
     call = tree.body
     if not isinstance(call, ast.Call):
         raise ValueError("EXPR must be one launch, k[grid](args)")

@@ -17,6 +17,7 @@ import itertools
 import linecache
 import os
 import shlex
+import traceback
 import warnings
 
 from IPython.core.error import UsageError
@@ -393,7 +394,13 @@ class QnbMagics(Magics):
         except SyntaxError as exc:
             raise UsageError(f"%qcompare cannot parse {expr.strip()!r}: {exc.msg}") from None
         except ValueError as exc:
+            if _frames_from(exc.__traceback__, COMPARE_FILENAME) is not None:
+                raise _shown(exc, COMPARE_FILENAME) from None  # (raised by their code)
             raise UsageError(f"%qcompare: {exc}") from None
+        except Exception as exc:  # an error of the user's own expression (a NameError…)
+            if _frames_from(exc.__traceback__, COMPARE_FILENAME) is None:
+                raise
+            raise _shown(exc, COMPARE_FILENAME) from None
         for text in report_lines(comparison):
             print(text)
         if not comparison.equal:
@@ -535,17 +542,17 @@ def _failure_line(name: str, what: str, err: Exception, filename: str) -> str:
     return f"{name}: {what} failed: {type(err).__name__}: {_first_line(err)}{where}"
 
 
-def _shown(err: qnb.QnbError, filename: str) -> qnb.QnbError:
+def _shown(err: Exception, filename: str) -> Exception:
     """``err`` as IPython should show it. One that came through the user's code run in
-    ``filename`` (a launch in the cell or the %qbench expression, a function of theirs
-    it calls) keeps its own rendering: the user's frames, then the error and its caret,
-    as in a plain cell. Any other (a definition, a compile, an option: nothing of
-    theirs ran) shows as its message and caret only."""
+    ``filename`` (a launch in the cell, the %qbench or %qcompare expression, a function
+    of theirs it calls) keeps its own rendering: the user's frames, then the error and
+    its caret, as in a plain cell. Any other qnb error (a definition, a compile, an
+    option: nothing of theirs ran) shows as its message and caret only."""
     if "_render_traceback_" in vars(err):  # (said how to show it already)
         return err
     if _frames_from(err.__traceback__, filename) is None:
         return show_error(err)
-    own = type(err)._render_traceback_
+    own = getattr(type(err), "_render_traceback_", None) or _python_rendering
 
     def render() -> list[str]:
         # From the cell's (or expression's) own frame on: not the frame of the IPython
@@ -558,6 +565,11 @@ def _shown(err: qnb.QnbError, filename: str) -> qnb.QnbError:
 
     err._render_traceback_ = render
     return err
+
+
+def _python_rendering(err: Exception) -> list[str]:
+    """Python's own rendering of ``err`` from its traceback (an error that is not qnb's)."""
+    return "".join(traceback.format_exception(type(err), err, err.__traceback__)).splitlines()
 
 
 def _frames_from(tb, filename: str):

@@ -99,3 +99,23 @@ def test_usage_errors(ip, line, message):
 def test_an_unknown_backend_is_a_qnb_error(ip):
     with pytest.raises(qnb.BackendError, match="nosuch"):
         ip.run_line_magic("qcompare", "-b nosuch shift[2](x, out)")
+
+
+@pytest.mark.parametrize(
+    ("line", "error", "caret"),
+    [
+        ("-b wgpu shift[1.5](x, out)", "a launch grid is an int", "~^^^^^"),
+        ("-b wgpu shift[2](x, not_defined)", "name 'not_defined' is not defined", "^^^^^^^^^^^"),
+    ],
+)
+def test_an_error_of_the_expression_shows_its_own_line(ip, line, error, caret):
+    """A bad grid or a name the expression does not define is shown at the expression's
+    own text with its caret, as a plain cell would show it: no frame of qnb's magic."""
+    with capture_output() as captured:
+        ip.run_cell(f"%qcompare {line}")
+    shown = captured.stdout + captured.stderr
+    expression = line.removeprefix("-b wgpu ")
+    assert 'File "<qcompare>", line 1' in shown, shown
+    assert f"    {expression}\n" in shown and caret in shown, shown
+    assert error in shown, shown
+    assert "magics.py" not in shown and "compare.py" not in shown, shown
