@@ -64,10 +64,17 @@ class LinalgMixin:
             self.close()
         self.emit(self.barrier)
         k = self.temp()
-        self.slot_loop(node.type)
-        self.open(self.counted_loop(k, 0, chunk))
+        if self.threads % n == 0 and not self.replicated(node.type):
+            # every slot of a thread is in one column of C (q_e % n is q_t % n): each k
+            # reads that column's b once and adds its products into all the slots
+            self.open(self.counted_loop(k, 0, chunk))
+            b_k = self.let(work, self.read_shared(sb, f"{k} * {n} + q_t % {n}", work))
+            self.slot_loop(node.type)
+        else:
+            self.slot_loop(node.type)
+            self.open(self.counted_loop(k, 0, chunk))
+            b_k = self.read_shared(sb, f"{k} * {n} + q_e % {n}", work)
         a_k = self.read_shared(sa, f"(q_e / {n}) * {chunk} + {k}", work)
-        b_k = self.read_shared(sb, f"{k} * {n} + q_e % {n}", work)
         self.emit(
             f"{total}[q_s] = {self.arith('add', f'{total}[q_s]', self.arith('mul', a_k, b_k, work), work)};"
         )
