@@ -40,6 +40,7 @@ from qnb.backends.base import (
     argument_error,
     check_dims,
 )
+from qnb.backends.cuda_prelude import prelude_digest
 from qnb.backends.host_arrays import HostArrays
 from qnb.errors import BackendError, CompileError, QnbTypeError
 from qnb.ir import KernelIR
@@ -522,6 +523,7 @@ class CudaBackend(Backend):
         arch, device, _ = _device_probe()
         backend = {"name": self.name, "arch": arch or "none", "device": device or "none"}
         compiler = {"nvrtc": _safe(nvrtc_version), "cupy": _safe(_cupy_version), "std": "c++17"}
+        compiler["prelude"] = prelude_digest()  # the .cuh bytes: an edit is a miss
         return backend, compiler
 
     # rendering needs no device and no compiler

@@ -36,6 +36,7 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.base import Options
+from qnb.backends.cuda_prelude import prelude_text
 from qnb.backends.gpu import GpuRenderer, Layout, node_dtypes
 from qnb.dtypes import DType, bf16, bool_, f16, f32, f64, i32
 
@@ -64,33 +65,7 @@ SCALAR_ABI = {
 # qnb.atomic_add/max/min: CUDA's own atomics where it has them (i32 add, max and min;
 # f32 add), the rest by compare-and-swap on the bit pattern (max_/min_ propagate NaN, as
 # the cpu's do); each returns the element's value from before its update.
-_PRELUDE_ATOMICS = r"""
-namespace qnb {
-__device__ __forceinline__ int atomic_add(int* p, int v) { return atomicAdd(p, v); }
-__device__ __forceinline__ int atomic_max(int* p, int v) { return atomicMax(p, v); }
-__device__ __forceinline__ int atomic_min(int* p, int v) { return atomicMin(p, v); }
-__device__ __forceinline__ float atomic_add(float* p, float v) { return atomicAdd(p, v); }
-#define QNB_ATOMIC_CAS(NAME, T, W, TO, FROM, NEW)                                   \
-  __device__ __forceinline__ T NAME(T* p, T v) {                                   \
-    W* word = (W*)p;                                                               \
-    W old = *word, seen;                                                           \
-    do {                                                                           \
-      seen = old;                                                                  \
-      old = atomicCAS(word, seen, TO(NEW(FROM(seen), v)));                         \
-    } while (seen != old);                                                         \
-    return FROM(old);                                                              \
-  }
-__device__ __forceinline__ float plus_(float a, float b) { return a + b; }
-__device__ __forceinline__ double plus_(double a, double b) { return a + b; }
-QNB_ATOMIC_CAS(atomic_max, float, int, __float_as_int, __int_as_float, max_)
-QNB_ATOMIC_CAS(atomic_min, float, int, __float_as_int, __int_as_float, min_)
-#define QNB_U64(x) ((unsigned long long)__double_as_longlong(x))
-#define QNB_F64(x) __longlong_as_double((long long)(x))
-QNB_ATOMIC_CAS(atomic_add, double, unsigned long long, QNB_U64, QNB_F64, plus_)
-QNB_ATOMIC_CAS(atomic_max, double, unsigned long long, QNB_U64, QNB_F64, max_)
-QNB_ATOMIC_CAS(atomic_min, double, unsigned long long, QNB_U64, QNB_F64, min_)
-}  // namespace qnb
-"""
+# (atomics.cuh in qnb/backends/cuda_prelude, read at render time)
 
 
 def line_file(unit: int) -> str:
@@ -112,130 +87,9 @@ class RenderedCuda:
 
 # ---- the prelude: helpers overloaded per dtype (half computes in float and rounds once)
 
-_PRELUDE_COMMON = r"""
-namespace qnb {
-// i32 arithmetic wraps (two's complement) as NumPy's and WGSL's does; signed overflow is
-// undefined in C++, so it goes through unsigned.
-__device__ __forceinline__ int iadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
-__device__ __forceinline__ int isub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
-__device__ __forceinline__ int imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
-__device__ __forceinline__ int ineg(int a) { return (int)(0u - (unsigned)a); }
-__device__ __forceinline__ int abs_(int x) { return x < 0 ? -x : x; }
-__device__ __forceinline__ float abs_(float x) { return fabsf(x); }
-__device__ __forceinline__ double abs_(double x) { return fabs(x); }
-__device__ __forceinline__ bool abs_(bool x) { return x; }
-__device__ __forceinline__ float exp_(float x) { return expf(x); }
-__device__ __forceinline__ double exp_(double x) { return exp(x); }
-__device__ __forceinline__ float log_(float x) { return logf(x); }
-__device__ __forceinline__ double log_(double x) { return log(x); }
-__device__ __forceinline__ float sqrt_(float x) { return sqrtf(x); }
-__device__ __forceinline__ double sqrt_(double x) { return sqrt(x); }
-__device__ __forceinline__ float floor_(float x) { return floorf(x); }
-__device__ __forceinline__ double floor_(double x) { return floor(x); }
-__device__ __forceinline__ float exp2_(float x) { return exp2f(x); }
-__device__ __forceinline__ double exp2_(double x) { return exp2(x); }
-__device__ __forceinline__ float log2_(float x) { return log2f(x); }
-__device__ __forceinline__ double log2_(double x) { return log2(x); }
-// the precise functions, not the fast intrinsics (__sinf, __expf): those are off by far
-// more than NumPy's tolerance away from 0 (unless the kernel asks for fast_math)
-__device__ __forceinline__ float sin_(float x) { return sinf(x); }
-__device__ __forceinline__ double sin_(double x) { return sin(x); }
-__device__ __forceinline__ float cos_(float x) { return cosf(x); }
-__device__ __forceinline__ double cos_(double x) { return cos(x); }
-__device__ __forceinline__ float tanh_(float x) { return tanhf(x); }
-__device__ __forceinline__ double tanh_(double x) { return tanh(x); }
-__device__ __forceinline__ float ceil_(float x) { return ceilf(x); }
-__device__ __forceinline__ double ceil_(double x) { return ceil(x); }
-// NumPy's shifts for every count: outside 0..31 (negative counts are huge unsigned ones)
-// << gives 0 and >> the sign; C++ leaves those counts undefined, and << of a negative
-// value too, so the left shift goes through unsigned
-__device__ __forceinline__ int shl_(int x, int c) {
-  return (unsigned)c >= 32u ? 0 : (int)((unsigned)x << c);
-}
-__device__ __forceinline__ int shr_(int x, int c) { return x >> ((unsigned)c >= 32u ? 31 : c); }
-__device__ __forceinline__ float pow_(float a, float b) { return powf(a, b); }
-__device__ __forceinline__ double pow_(double a, double b) { return pow(a, b); }
-// by squaring, wrapping; a negative exponent gives the true power truncated toward zero
-__device__ __forceinline__ int pow_(int a, int b) {
-  if (b < 0) return (a == 1 || a == -1) ? ((b & 1) ? a : 1) : 0;
-  unsigned r = 1u, x = (unsigned)a;
-  for (; b; b >>= 1, x *= x) if (b & 1) r *= x;
-  return (int)r;
-}
-// maximum/minimum propagate NaN, as NumPy's do
-template <class T> __device__ __forceinline__ T max_(T a, T b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-template <class T> __device__ __forceinline__ T min_(T a, T b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? a : b;
-}
-__device__ __forceinline__ int max_(int a, int b) { return a > b ? a : b; }
-__device__ __forceinline__ int min_(int a, int b) { return a < b ? a : b; }
-__device__ __forceinline__ bool max_(bool a, bool b) { return a || b; }
-__device__ __forceinline__ bool min_(bool a, bool b) { return a && b; }
-// Python's floor division and modulo (x // 0 and x % 0 give 0 for ints, as NumPy's do;
-// INT_MIN // -1 wraps to INT_MIN, where C++'s / is undefined)
-__device__ __forceinline__ int floordiv_(int a, int b) {
-  if (b == 0) return 0;
-  if (b == -1) return ineg(a);
-  const int q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-__device__ __forceinline__ int mod_(int a, int b) {
-  if (b == 0 || b == -1) return 0;
-  const int r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-template <class F> __device__ __forceinline__ F floordiv_float(F a, F b) {  // NumPy's divmod
-  if (b == F(0)) return a / b;
-  const F m = fmod(a, b);
-  F div = (a - m) / b;
-  if (m != F(0) && ((b < F(0)) != (m < F(0)))) div -= F(1);
-  if (div == F(0)) return copysign(F(0), a / b);
-  const F f = floor(div);
-  return (div - f > F(0.5)) ? f + F(1) : f;
-}
-template <class F> __device__ __forceinline__ F mod_float(F a, F b) {
-  const F m = fmod(a, b);
-  if (b == F(0)) return m;
-  if (m != F(0)) return ((b < F(0)) != (m < F(0))) ? m + b : m;
-  return copysign(F(0), b);
-}
-__device__ __forceinline__ float floordiv_(float a, float b) { return floordiv_float(a, b); }
-__device__ __forceinline__ double floordiv_(double a, double b) { return floordiv_float(a, b); }
-__device__ __forceinline__ float mod_(float a, float b) { return mod_float(a, b); }
-__device__ __forceinline__ double mod_(double a, double b) { return mod_float(a, b); }
-}  // namespace qnb
-"""
+# (common.cuh in qnb/backends/cuda_prelude, read at render time)
 
-_PRELUDE_F16 = r"""
-namespace qnb {
-__device__ __forceinline__ __half abs_(__half x) { return __habs(x); }
-__device__ __forceinline__ __half exp_(__half x) { return __float2half(expf(__half2float(x))); }
-__device__ __forceinline__ __half log_(__half x) { return __float2half(logf(__half2float(x))); }
-__device__ __forceinline__ __half sqrt_(__half x) { return __float2half(sqrtf(__half2float(x))); }
-__device__ __forceinline__ __half floor_(__half x) { return hfloor(x); }
-__device__ __forceinline__ __half exp2_(__half x) { return __float2half(exp2f(__half2float(x))); }
-__device__ __forceinline__ __half log2_(__half x) { return __float2half(log2f(__half2float(x))); }
-__device__ __forceinline__ __half sin_(__half x) { return __float2half(sinf(__half2float(x))); }
-__device__ __forceinline__ __half cos_(__half x) { return __float2half(cosf(__half2float(x))); }
-__device__ __forceinline__ __half tanh_(__half x) { return __float2half(tanhf(__half2float(x))); }
-__device__ __forceinline__ __half ceil_(__half x) { return __float2half(ceilf(__half2float(x))); }
-__device__ __forceinline__ __half pow_(__half a, __half b) {
-  return __float2half(powf(__half2float(a), __half2float(b)));
-}
-__device__ __forceinline__ __half floordiv_(__half a, __half b) {
-  return __float2half(floordiv_float(__half2float(a), __half2float(b)));
-}
-__device__ __forceinline__ __half mod_(__half a, __half b) {
-  return __float2half(mod_float(__half2float(a), __half2float(b)));
-}
-}  // namespace qnb
-"""
+# (f16.cuh in qnb/backends/cuda_prelude, read at render time)
 
 # bf16 overloads for the walker's own uses (a Cholesky's sqrt, a reduction's max): in
 # float, rounded once to nearest even. (bf16 ops of the kernel are written out in float,
@@ -273,59 +127,7 @@ _PRELUDE_BF16 = "\n".join(
 # slices in order, 0 first. `warps` is the block's (its threads / 32, a constant, as every
 # other index of the generated code is). The caller puts a barrier before (A and B
 # written) and after (C read).
-_PRELUDE_WMMA = r"""
-namespace qnb {
-template <int ROWS, int COLS>
-__device__ __forceinline__ void matmul_f16_units(const __half* a, const __half* b, float* c,
-                                                 int m, int n, int k, int splits, int warps) {
-  using namespace nvcuda;
-  const int warp = (int)(threadIdx.x / 32u);
-  const int across = n / (16 * COLS), groups = (m / (16 * ROWS)) * across;
-  const int length = k / 16 / splits;  // K steps per slice (splits divides them)
-#pragma unroll 1
-  for (int u = warp; u < groups * splits; u += warps) {
-    const int g = u % groups, s = u / groups;
-    const int row0 = g / across * ROWS * 16, col0 = g % across * COLS * 16;
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[ROWS];
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb[COLS];
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc[ROWS][COLS];
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-      for (int j = 0; j < COLS; ++j) wmma::fill_fragment(fc[i][j], 0.0f);
-#pragma unroll
-    for (int q = 0; q < length; ++q) {
-      const int kt = (s * length + q) * 16;
-#pragma unroll
-      for (int i = 0; i < ROWS; ++i)
-        wmma::load_matrix_sync(fa[i], a + (row0 + i * 16) * k + kt, k);
-#pragma unroll
-      for (int j = 0; j < COLS; ++j)
-        wmma::load_matrix_sync(fb[j], b + kt * n + col0 + j * 16, n);
-#pragma unroll
-      for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-        for (int j = 0; j < COLS; ++j) wmma::mma_sync(fc[i][j], fa[i], fb[j], fc[i][j]);
-    }
-    float* slice = c + s * m * n;
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-      for (int j = 0; j < COLS; ++j)
-        wmma::store_matrix_sync(slice + (row0 + i * 16) * n + col0 + j * 16, fc[i][j], n,
-                                wmma::mem_row_major);
-  }
-}
-__device__ __forceinline__ void matmul_f16(const __half* a, const __half* b, float* c, int m,
-                                           int n, int k, int warps, int splits, int rows,
-                                           int cols) {
-  if (rows == 2 && cols == 2) matmul_f16_units<2, 2>(a, b, c, m, n, k, splits, warps);
-  else if (rows == 2) matmul_f16_units<2, 1>(a, b, c, m, n, k, splits, warps);
-  else if (cols == 2) matmul_f16_units<1, 2>(a, b, c, m, n, k, splits, warps);
-  else matmul_f16_units<1, 1>(a, b, c, m, n, k, splits, warps);
-}
-}  // namespace qnb
-"""
+# (wmma.cuh in qnb/backends/cuda_prelude, read at render time)
 
 
 class CudaRenderer(GpuRenderer):
@@ -587,18 +389,20 @@ class CudaRenderer(GpuRenderer):
             lines.append("#include <cuda_bf16.h>")
         if self.uses_wmma:
             lines.append("#include <mma.h>")
-        lines += _PRELUDE_COMMON.strip("\n").splitlines()
+        lines += prelude_text("common").splitlines()
         if uses_f16:
-            lines += _PRELUDE_F16.strip("\n").splitlines()
+            lines += prelude_text("f16").splitlines()
         if _uses(kernel, bf16):
             lines += _PRELUDE_BF16.splitlines()
         if any(isinstance(n, ir.Atomic) for n in ir.walk_body(kernel.body)):
-            lines += _PRELUDE_ATOMICS.strip("\n").splitlines()
+            lines += prelude_text("atomics").splitlines()
         if f16 in self.wmma_types:
-            lines += _PRELUDE_WMMA.strip("\n").splitlines()
+            lines += prelude_text("wmma").splitlines()
         if bf16 in self.wmma_types:  # the same product on bf16 fragments (sm_80 and later)
-            bf16_product = _PRELUDE_WMMA.replace("__half", "__nv_bfloat16").replace(
-                "matmul_f16", "matmul_bf16"
+            bf16_product = (
+                prelude_text("wmma")
+                .replace("__half", "__nv_bfloat16")
+                .replace("matmul_f16", "matmul_bf16")
             )
             lines += bf16_product.strip("\n").splitlines()
         return lines

@@ -44,6 +44,7 @@ from qnb.backends.cuda import (
     dispatch,
 )
 from qnb.backends.cuda_host import build
+from qnb.backends.cuda_prelude import prelude_digest
 from qnb.backends.cuda_render import SCALAR_ABI, CudaRenderer, render_cuda
 from qnb.backends.host_arrays import HostArrays
 from qnb.dtypes import as_dtype
@@ -131,7 +132,8 @@ class CudaHostBackend(Backend):
     def key_components(self) -> tuple[dict, dict]:
         identity = build.compiler()[1]
         backend = {"name": self.name, "emulation": build.emulation_digest(), "cxx": identity}
-        return backend, {"cxx": identity, "flags": " ".join(build.CXXFLAGS)}
+        flags = " ".join(build.CXXFLAGS)
+        return backend, {"cxx": identity, "flags": flags, "prelude": prelude_digest()}
 
     def render(self, ir: KernelIR, options: Options = Options()) -> str:
         return render_cuda(ir, options).text
