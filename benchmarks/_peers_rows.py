@@ -18,31 +18,27 @@ SOFTMAX_ROWS, SOFTMAX_COLS = 16, 128  # the wide softmax's tile
 
 
 @qnb.kernel
-def causal_attention_64(
-    q: qnb.Array[qnb.f32, 2],
-    k: qnb.Array[qnb.f32, 2],
-    v: qnb.Array[qnb.f32, 2],
-    out: qnb.Array[qnb.f32, 2],
-    scale: qnb.f32,
-):
+def causal_attention_64(qkv: qnb.Array[qnb.f32, 3], out: qnb.Array[qnb.f32, 2], scale: qnb.f32):
+    """``qkv``: q, k and v stacked (3 × seq × d); a program per block of queries, online
+    softmax over the key blocks at or before it."""
     block = qnb.program_id(0)
     first = block * ATTENTION_BLOCK
-    queries = Tile[ATTENTION_BLOCK, ATTENTION_BLOCK].load(q, first, 0) * scale
+    queries = Tile[ATTENTION_BLOCK, ATTENTION_BLOCK].load(qkv[0], first, 0) * scale
     query_at = first + qnb.arange(ATTENTION_BLOCK)[:, None]
     best = Tile[ATTENTION_BLOCK, 1].full(-math.inf, qnb.f32)
     total = Tile[ATTENTION_BLOCK, 1].zeros(qnb.f32)
     acc = Tile[ATTENTION_BLOCK, ATTENTION_BLOCK].zeros(qnb.f32)
-    for step in range(block + 1):  # the key blocks at or before this query block
+    for step in range(block + 1):
         key = step * ATTENTION_BLOCK
-        scores = queries @ Tile[ATTENTION_BLOCK, ATTENTION_BLOCK].load(k, key, 0).T
-        key_at = key + qnb.arange(ATTENTION_BLOCK)[None, :]
-        scores = qnb.where(key_at <= query_at, scores, -math.inf)
+        keys = Tile[ATTENTION_BLOCK, ATTENTION_BLOCK].load(qkv[1], key, 0)
+        causal = key + qnb.arange(ATTENTION_BLOCK)[None, :] <= query_at
+        scores = qnb.where(causal, queries @ keys.T, -math.inf)
         top = qnb.maximum(best, scores.max(axis=1, keepdims=True))
-        weights = qnb.exp(scores - top)
         shrink = qnb.exp(best - top)
-        total = total * shrink + weights.sum(axis=1, keepdims=True)
-        acc = acc * shrink + weights @ Tile[ATTENTION_BLOCK, ATTENTION_BLOCK].load(v, key, 0)
         best = top
+        weights = qnb.exp(scores - top)
+        acc = acc * shrink + weights @ Tile[ATTENTION_BLOCK, ATTENTION_BLOCK].load(qkv[2], key, 0)
+        total = total * shrink + weights.sum(axis=1, keepdims=True)
     (acc / total).store(out, first, 0)
 
 
@@ -81,8 +77,10 @@ class Attention:
     """Causal attention's NumPy forms over ``q``, ``k``, ``v`` (seq × d), the in-place one
     with its buffers made here once."""
 
-    def __init__(self, q, k, v):
-        self.q, self.k, self.v = q, k, v
+    def __init__(self, qkv):
+        self.qkv = qkv
+        self.q, self.k, self.v = qkv
+        q = self.q
         self.scale = 1.0 / math.sqrt(q.shape[1])
         seq = q.shape[0]
         self.future = np.triu(np.ones((seq, seq), bool), 1)  # keys after each query

@@ -108,27 +108,17 @@ def _close(want, rtol=1e-5, atol=1e-5):
     return lambda got: got is not None and np.allclose(got, want, rtol=rtol, atol=atol)
 
 
-# The shapes of each workload: the table's, and small ones on which a test checks every
-# tool (the interpreters included) in seconds.
+# The shapes of each workload: (the table's, a small one on which a test checks every
+# tool, the interpreters included, in seconds).
 SHAPES = {
-    "tiles": 2048,
-    "elements": 2**20,
-    "matmul": 512,
-    "softmax": 65536,
-    "cholesky": 16384,
-    "wide_softmax": (4096, 1024),
-    "layer_norm": (8192, 1024),
-    "attention": 1024,
-}
-SMALL_SHAPES = {
-    "tiles": 64,
-    "elements": 1000,
-    "matmul": 64,
-    "softmax": 256,
-    "cholesky": 8,
-    "wide_softmax": (32, 256),
-    "layer_norm": (32, 256),
-    "attention": 128,
+    "tiles": (2048, 64),
+    "elements": (2**20, 1000),
+    "matmul": (512, 64),
+    "softmax": (65536, 256),
+    "cholesky": (16384, 8),
+    "wide_softmax": ((4096, 1024), (32, 256)),
+    "layer_norm": ((8192, 1024), (32, 256)),
+    "attention": (1024, 128),
 }
 
 
@@ -138,10 +128,10 @@ def _affine_in_place(x, t):
 
 
 def workloads(small=False, tools=None):
-    """The table's workloads; ``small``: the same kernels and checks on ``SMALL_SHAPES``
-    (each name then ends in "[small]"); ``tools``: the peers to set up (all by default;
-    qnb is always there)."""
-    shapes = SMALL_SHAPES if small else SHAPES
+    """The table's workloads; ``small``: the same kernels and checks on the small shapes
+    (the second of each pair in ``SHAPES``; each name then ends in "[small]"); ``tools``:
+    the peers to set up (all by default; qnb is always there)."""
+    shapes = {name: pair[small] for name, pair in SHAPES.items()}
     rng = np.random.default_rng(0)
     out = []
 
@@ -220,9 +210,14 @@ def workloads(small=False, tools=None):
         )
     )
 
-    out.append(_softmax_row(rng, shapes, peers))
+    s = rng.uniform(-4, 4, (shapes["softmax"], 16)).astype(np.float32)
+    name = f"row softmax {s.shape[0]:,}×16 f32"
+    out.append(_softmax_row(name, s, row_softmax, "softmax", peers, (1e-5, 1e-6)))
     out.append(_cholesky_row(rng, shapes, peers))
-    out.append(_wide_softmax_row(rng, shapes, peers))
+    s = rng.uniform(-4, 4, shapes["wide_softmax"]).astype(np.float32)
+    name = f"row softmax {s.shape[0]}×{s.shape[1]} f32, Tile[16, 128] online"
+    wide = _peers_rows.wide_softmax
+    out.append(_softmax_row(name, s, wide, "wide_softmax", peers, (1e-5, 1e-7)))
     out.append(_layer_norm_row(rng, shapes, peers))
     out.append(_attention_row(rng, shapes, peers))
     if small:
@@ -231,22 +226,33 @@ def workloads(small=False, tools=None):
     return out
 
 
-def _softmax_row(rng, shapes, peers):
-    s = rng.uniform(-4, 4, (shapes["softmax"], 16)).astype(np.float32)
-    t, s_out = np.empty_like(s), np.empty_like(s)
-    top, total = (np.empty((s.shape[0], 1), np.float32) for _ in range(2))
+def _row(name, forms, tolerance, qnb_run, peers):
+    """A row whose NumPy comes in both forms, ``(in_place, allocating)``; its check
+    compares with the allocating answer within ``(rtol, atol)``."""
+    in_place, allocating = forms
+    return Workload(
+        name,
+        in_place,
+        _close(allocating(), *tolerance),
+        {"qnb": lambda: qnb_run, **peers},
+        allocating,
+    )
+
+
+def _softmax_row(name, x, kernel, workload, peers, tolerance):
+    """A row softmax of ``x`` by ``kernel``, a program per 16 rows."""
+    y, y_numpy = np.empty_like(x), np.empty_like(x)
+    top, total = (np.empty((x.shape[0], 1), np.float32) for _ in range(2))
 
     def qnb_softmax():
-        row_softmax[s.shape[0] // 16](s, t)
-        return t
+        kernel[x.shape[0] // 16](x, y)
+        return y
 
-    return Workload(
-        f"row softmax {s.shape[0]:,}×16 f32",
-        lambda: _peers_rows.softmax_in_place(s, s_out, top, total),
-        _close(_peers_rows.softmax_allocating(s), 1e-5, 1e-6),
-        {"qnb": lambda: qnb_softmax, **peers("softmax", x=s)},
-        lambda: _peers_rows.softmax_allocating(s),
+    forms = (
+        lambda: _peers_rows.softmax_in_place(x, y_numpy, top, total),
+        lambda: _peers_rows.softmax_allocating(x),
     )
+    return _row(name, forms, tolerance, qnb_softmax, peers(workload, x=x))
 
 
 def _cholesky_row(rng, shapes, peers):
@@ -274,25 +280,6 @@ def _cholesky_row(rng, shapes, peers):
     )
 
 
-def _wide_softmax_row(rng, shapes, peers):
-    rows, width = shapes["wide_softmax"]
-    x = rng.uniform(-4, 4, (rows, width)).astype(np.float32)
-    y, y_numpy = np.empty_like(x), np.empty_like(x)
-    top, total = (np.empty((rows, 1), np.float32) for _ in range(2))
-
-    def qnb_wide():
-        _peers_rows.wide_softmax[rows // _peers_rows.SOFTMAX_ROWS](x, y)
-        return y
-
-    return Workload(
-        f"row softmax {rows}×{width} f32, Tile[16, 128] online",
-        lambda: _peers_rows.softmax_in_place(x, y_numpy, top, total),
-        _close(_peers_rows.softmax_allocating(x), 1e-5, 1e-7),
-        {"qnb": lambda: qnb_wide, **peers("wide_softmax", x=x)},
-        lambda: _peers_rows.softmax_allocating(x),
-    )
-
-
 def _layer_norm_row(rng, shapes, peers):
     rows, width = shapes["layer_norm"]
     x = (rng.standard_normal((rows, width)) * 2 + 0.5).astype(np.float32)
@@ -306,31 +293,29 @@ def _layer_norm_row(rng, shapes, peers):
         bench_language.numpy_layer_norm(x, y_numpy, 1e-5, scratch)
         return y_numpy
 
-    return Workload(
-        f"layer norm {rows}×{width} f32, Tile[16, 128]",
-        numpy_norm,
-        _close(_peers_rows.layer_norm_allocating(x, 1e-5), 1e-4, 1e-4),
-        {"qnb": lambda: qnb_norm, **peers("layer_norm", x=x)},
-        lambda: _peers_rows.layer_norm_allocating(x, 1e-5),
-    )
+    forms = (numpy_norm, lambda: _peers_rows.layer_norm_allocating(x, 1e-5))
+    name = f"layer norm {rows}×{width} f32, Tile[16, 128]"
+    return _row(name, forms, (1e-4, 1e-4), qnb_norm, peers("layer_norm", x=x))
 
 
 def _attention_row(rng, shapes, peers):
     seq, block = shapes["attention"], _peers_rows.ATTENTION_BLOCK
-    q, k, v = (rng.uniform(-1, 1, (seq, block)).astype(np.float32) for _ in range(3))
-    forms = _peers_rows.Attention(q, k, v)
+    qkv = rng.uniform(-1, 1, (3, seq, block)).astype(np.float32)
+    forms = _peers_rows.Attention(qkv)
+    q, k, v = qkv
     o = np.empty_like(q)
 
     def qnb_attention():
-        _peers_rows.causal_attention_64[seq // block](q, k, v, o, forms.scale)
+        _peers_rows.causal_attention_64[seq // block](qkv, o, forms.scale)
         return o
 
-    return Workload(
-        f"causal attention seq {seq}, d {block} f32, Tile[64, 64] online",
-        forms.in_place,
-        _close(forms.allocating(), 1e-4, 1e-5),
-        {"qnb": lambda: qnb_attention, **peers("attention", q=q, k=k, v=v)},
-        forms.allocating,
+    name = f"causal attention seq {seq}, d {block} f32, Tile[64, 64] online"
+    return _row(
+        name,
+        (forms.in_place, forms.allocating),
+        (1e-4, 1e-5),
+        qnb_attention,
+        peers("attention", q=q, k=k, v=v),
     )
 
 

@@ -254,10 +254,10 @@ def test_bench_peers_new_rows_agree_with_numpy_on_every_backend(backend_name):
     rng = np.random.default_rng(1)
     with qnb.backend(backend_name):
         for seq in (64, 192):
-            q, k, v = (rng.uniform(-1, 1, (seq, 64)).astype(np.float32) for _ in range(3))
-            forms = _peers_rows.Attention(q, k, v)
-            got = np.full_like(q, np.nan)
-            _peers_rows.causal_attention_64[seq // 64](q, k, v, got, forms.scale)
+            qkv = rng.uniform(-1, 1, (3, seq, 64)).astype(np.float32)
+            forms = _peers_rows.Attention(qkv)
+            got = np.full((seq, 64), np.nan, np.float32)
+            _peers_rows.causal_attention_64[seq // 64](qkv, got, forms.scale)
             np.testing.assert_allclose(got, forms.allocating(), rtol=1e-4, atol=1e-5)
             np.testing.assert_allclose(forms.in_place(), forms.allocating(), rtol=1e-6, atol=1e-7)
         for rows, width in ((16, 128), (48, 384)):
