@@ -319,3 +319,14 @@ def test_a_tool_whose_first_call_is_slow_is_timed_at_its_steady_cost():
     median, low, high = result.ratio
     assert low <= median <= high < 20  # the first call alone would be ~10⁵× NumPy's
     assert slow.calls > 3
+
+
+def test_a_peer_that_is_missing_says_not_installed(monkeypatch):
+    """A peer whose package is absent gives "not installed" in the notes and no runner,
+    never a number."""
+    from benchmarks import bench_peers
+
+    monkeypatch.setitem(bench_peers.DISTRIBUTIONS, "numba", "qnb-no-such-distribution")
+    assert not bench_peers.installed("numba")
+    notes = [line for line in bench_peers.peer_notes() if line.startswith("numba")]
+    assert notes == ["numba: not installed (pip install -e '.[peers]')"]
