@@ -72,6 +72,71 @@ def cholesky(
     wp.tile_store(x[s], wp.tile_transpose(wp.tile_lower_solve(lower, rhs)))
 
 
+# The wider rows as plain SIMT kernels, a thread per row (per query row for attention):
+# Warp's CPU tiles run one program at a time with block_dim=1, so a row loop is how a Warp
+# user would write these for the CPU.
+
+
+@wp.kernel
+def softmax_rows(x: wp.array2d(dtype=float), y: wp.array2d(dtype=float)):
+    r = wp.tid()
+    top = x[r, 0]
+    for c in range(x.shape[1]):
+        top = wp.max(top, x[r, c])
+    total = wp.float32(0.0)
+    for c in range(x.shape[1]):
+        e = wp.exp(x[r, c] - top)
+        y[r, c] = e
+        total += e
+    for c in range(x.shape[1]):
+        y[r, c] = y[r, c] / total
+
+
+@wp.kernel
+def layer_norm_rows(x: wp.array2d(dtype=float), y: wp.array2d(dtype=float), eps: float):
+    r = wp.tid()
+    n = float(x.shape[1])
+    mean = wp.float32(0.0)
+    for c in range(x.shape[1]):
+        mean += x[r, c]
+    mean = mean / n
+    squares = wp.float32(0.0)
+    for c in range(x.shape[1]):
+        squares += (x[r, c] - mean) * (x[r, c] - mean)
+    inv = 1.0 / wp.sqrt(squares / n + eps)
+    for c in range(x.shape[1]):
+        y[r, c] = (x[r, c] - mean) * inv
+
+
+@wp.kernel
+def attention_rows(
+    q: wp.array2d(dtype=float),
+    k: wp.array2d(dtype=float),
+    v: wp.array2d(dtype=float),
+    out: wp.array2d(dtype=float),
+    scale: float,
+):
+    i = wp.tid()  # a query row, online over the keys at or before it
+    best = wp.float32(-1.0e30)
+    total = wp.float32(0.0)
+    for e in range(q.shape[1]):
+        out[i, e] = 0.0
+    for j in range(i + 1):
+        s = wp.float32(0.0)
+        for e in range(q.shape[1]):
+            s += q[i, e] * k[j, e]
+        s = s * scale
+        top = wp.max(best, s)
+        shrink = wp.exp(best - top)
+        w = wp.exp(s - top)
+        total = total * shrink + w
+        for e in range(q.shape[1]):
+            out[i, e] = out[i, e] * shrink + w * v[j, e]
+        best = top
+    for e in range(q.shape[1]):
+        out[i, e] = out[i, e] / total
+
+
 def runner(workload, arrays):
     """``setup() -> run() -> result`` for ``workload`` (arrays already on Warp's CPU
     device before timing, as qnb's are NumPy's), or None."""
@@ -114,4 +179,24 @@ def runner(workload, arrays):
         a, b = on_device(arrays["a"], wp.float64), on_device(arrays["b"], wp.float64)
         x = wp.empty_like(b)
         return tiled(cholesky, a.shape[0], [a, b, x], x)
+    if workload in ("wide_softmax", "layer_norm", "attention"):
+        return _simt_rows(workload, arrays, on_device)
     return None
+
+
+def _simt_rows(workload, arrays, on_device):
+    if workload == "attention":
+        q, k, v = (on_device(arrays[name]) for name in "qkv")
+        out = wp.empty_like(q)
+        kernel, inputs = attention_rows, [q, k, v, out, 1.0 / float(np.sqrt(q.shape[1]))]
+    else:
+        x = on_device(arrays["x"])
+        out = wp.empty_like(x)
+        kernel = softmax_rows if workload == "wide_softmax" else layer_norm_rows
+        inputs = [x, out] + ([1e-5] if workload == "layer_norm" else [])
+
+    def run():
+        wp.launch(kernel, dim=out.shape[0], inputs=inputs, device=DEVICE)
+        return out.numpy()
+
+    return lambda: run

@@ -1,30 +1,42 @@
-"""qnb's cpu backend beside NumPy/SciPy and, where installed, the interpreters of its peers.
+"""qnb's cpu backend beside NumPy and, where installed, its peers (issue #33).
 
-Each workload runs once per tool, is checked against NumPy's answer, then timed
-interleaved with the NumPy baseline (medians of alternating runs, so drift hits both);
-the table gives each tool's time as a ratio to NumPy's (lower is better). Peers come from
-the optional ``peers`` extra (``pip install -e '.[peers]'``): JAX (Pallas in interpret
-mode), Triton (``TRITON_INTERPRET=1``), Warp (CPU tiles). A peer that is not installed, or
-cannot run a workload, shows as "-"; nothing here is needed by ``make test``.
+Each tool runs in a process of its own. There, each workload's first call is checked
+against NumPy's answer; then the tool, NumPy in place (``out=`` into buffers made once, as a
+user who cares about speed writes it) and NumPy allocating are each warmed up until their
+first calls' cost is gone and timed in paired rounds (``benchmarks/_steady.py``). A row
+gives the tool's median time and its ratio to each NumPy form, median [range] over the
+rounds (lower is better; the in-place ratio is the one to read). Peers come from the
+optional ``peers`` extra (``pip install -e '.[peers]'``): Numba, JAX (jit, and Pallas in
+interpret mode), Warp (CPU tiles; SIMT for the tile-free form), Triton
+(``TRITON_INTERPRET=1``). A peer that is not installed prints "not installed"; one
+without a kernel for a row, or capped there, prints "not run". Nothing here is needed by
+``make test``.
 
-    python -m benchmarks peers            # all workloads
-    QNB_BENCH_QUICK=1 python -m benchmarks peers   # fewer repeats
+    python -m benchmarks peers            # all workloads, every tool
+    python -m benchmarks.bench_peers --tool numba   # one tool, in this process
+    QNB_BENCH_QUICK=1 python -m benchmarks peers   # fewer rounds
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import qnb
+from benchmarks import _peers_jit, _peers_rows, _steady, bench_language
 from qnb import Tile16, Vec16, f32, f64
 
+REPO = Path(__file__).resolve().parents[1]
 QUICK = os.environ.get("QNB_BENCH_QUICK") == "1"
-REPEATS = 3 if QUICK else 7
+REPEATS = 3 if QUICK else 5
 
 
 # ---------------------------------------------------------------------- qnb kernels
@@ -82,11 +94,12 @@ def cholesky_solve(a: qnb.Array[f64, 3], b: qnb.Array[f64, 3], x: qnb.Array[f64,
 
 
 class Workload:
-    """One row of the table: inputs, NumPy's answer, and a runner per tool."""
+    """One row of the table: NumPy's two forms, the check of an answer, a runner per tool."""
 
-    def __init__(self, name, numpy_fn, check, runners):
+    def __init__(self, name, numpy_fn, check, runners, numpy_alloc=None):
         self.name = name
-        self.numpy_fn = numpy_fn
+        self.numpy_fn = numpy_fn  # in place (out=, buffers made once): the ratio's baseline
+        self.numpy_alloc = numpy_alloc or numpy_fn  # the plain allocating expression
         self.check = check  # (result) -> bool, against NumPy's answer
         self.runners = runners  # tool -> (setup() -> run() -> result) or None
 
@@ -95,18 +108,35 @@ def _close(want, rtol=1e-5, atol=1e-5):
     return lambda got: got is not None and np.allclose(got, want, rtol=rtol, atol=atol)
 
 
-# The shapes of each workload: the table's, and small ones on which a test checks every
-# tool (the interpreters included) in seconds.
-SHAPES = {"tiles": 2048, "elements": 2**20, "matmul": 512, "softmax": 65536, "cholesky": 16384}
-SMALL_SHAPES = {"tiles": 64, "elements": 1000, "matmul": 64, "softmax": 256, "cholesky": 8}
+# The shapes of each workload: (the table's, a small one on which a test checks every
+# tool, the interpreters included, in seconds).
+SHAPES = {
+    "tiles": (2048, 64),
+    "elements": (2**20, 1000),
+    "matmul": (512, 64),
+    "softmax": (65536, 256),
+    "cholesky": (16384, 8),
+    "wide_softmax": ((4096, 1024), (32, 256)),
+    "layer_norm": ((8192, 1024), (32, 256)),
+    "attention": (1024, 128),
+}
 
 
-def workloads(small=False):
-    """The table's workloads; ``small``: the same kernels and checks on ``SMALL_SHAPES``
-    (each name then ends in "[small]")."""
-    shapes = SMALL_SHAPES if small else SHAPES
+def _affine_in_place(x, t):
+    np.multiply(x, 2, out=t)
+    return np.add(t, 1, out=t)
+
+
+def workloads(small=False, tools=None):
+    """The table's workloads; ``small``: the same kernels and checks on the small shapes
+    (the second of each pair in ``SHAPES``; each name then ends in "[small]"); ``tools``:
+    the peers to set up (all by default; qnb is always there)."""
+    shapes = {name: pair[small] for name, pair in SHAPES.items()}
     rng = np.random.default_rng(0)
     out = []
+
+    def peers(workload, **arrays):
+        return _peer_runners(workload, tools, **arrays)
 
     d = np.zeros((16, 16), np.float32)
 
@@ -123,12 +153,13 @@ def workloads(small=False):
             "launch of a trivial kernel (16×16 fill)",
             numpy_trivial,
             _close(np.full((16, 16), 4.0, np.float32)),
-            {"qnb": lambda: qnb_trivial, **_peer_runners("trivial")},
+            {"qnb": lambda: qnb_trivial, **peers("trivial")},
+            lambda: np.full((16, 16), 4.0, np.float32),
         )
     )
 
     x = rng.uniform(-1, 1, (shapes["tiles"],) * 2).astype(np.float32)
-    y = np.empty_like(x)
+    y, x_scratch = np.empty_like(x), np.empty_like(x)
 
     def qnb_affine():
         affine_tiles[(x.shape[0] // 16, x.shape[1] // 16)](x, y)
@@ -136,15 +167,16 @@ def workloads(small=False):
 
     out.append(
         Workload(
-            "2x + 1, 2048² f32, 16×16 tiles",
-            lambda: 2 * x + 1,
+            f"2x + 1, {x.shape[0]}² f32, 16×16 tiles",
+            lambda: _affine_in_place(x, x_scratch),
             _close(2 * x + 1),
-            {"qnb": lambda: qnb_affine, **_peer_runners("affine_tiles", x=x)},
+            {"qnb": lambda: qnb_affine, **peers("affine_tiles", x=x)},
+            lambda: 2 * x + 1,
         )
     )
 
     v = rng.uniform(-1, 1, shapes["elements"]).astype(np.float32)
-    w = np.empty_like(v)
+    w, v_scratch = np.empty_like(v), np.empty_like(v)
 
     def qnb_elements():
         affine_elements[v.shape[0]](v, w)
@@ -152,16 +184,17 @@ def workloads(small=False):
 
     out.append(
         Workload(
-            "2x + 1, 2²⁰ f32, one program per element",
-            lambda: 2 * v + 1,
+            f"2x + 1, {v.shape[0]:,} f32, one program per element",
+            lambda: _affine_in_place(v, v_scratch),
             _close(2 * v + 1),
-            {"qnb": lambda: qnb_elements, **_peer_runners("affine_elements", x=v)},
+            {"qnb": lambda: qnb_elements, **peers("affine_elements", x=v)},
+            lambda: 2 * v + 1,
         )
     )
 
     a = rng.uniform(-1, 1, (shapes["matmul"],) * 2).astype(np.float32)
     b = rng.uniform(-1, 1, (shapes["matmul"],) * 2).astype(np.float32)
-    c = np.empty_like(a)
+    c, c_numpy = np.empty_like(a), np.empty_like(a)
 
     def qnb_matmul():
         tiled_matmul[(a.shape[0] // 16, b.shape[1] // 16)](a, b, c)
@@ -169,40 +202,67 @@ def workloads(small=False):
 
     out.append(
         Workload(
-            "matmul 512³ f32, 16×16 tiles, loop over K",
-            lambda: a @ b,
+            f"matmul {a.shape[0]}³ f32, 16×16 tiles, loop over K",
+            lambda: np.matmul(a, b, out=c_numpy),
             _close(a @ b, 1e-4, 1e-4),
-            {"qnb": lambda: qnb_matmul, **_peer_runners("matmul", a=a, b=b)},
+            {"qnb": lambda: qnb_matmul, **peers("matmul", a=a, b=b)},
+            lambda: a @ b,
         )
     )
 
     s = rng.uniform(-4, 4, (shapes["softmax"], 16)).astype(np.float32)
-    t = np.empty_like(s)
+    name = f"row softmax {s.shape[0]:,}×16 f32"
+    out.append(_softmax_row(name, s, row_softmax, "softmax", peers, (1e-5, 1e-6)))
+    out.append(_cholesky_row(rng, shapes, peers))
+    s = rng.uniform(-4, 4, shapes["wide_softmax"]).astype(np.float32)
+    name = f"row softmax {s.shape[0]}×{s.shape[1]} f32, Tile[16, 128] online"
+    wide = _peers_rows.wide_softmax
+    out.append(_softmax_row(name, s, wide, "wide_softmax", peers, (1e-5, 1e-7)))
+    out.append(_layer_norm_row(rng, shapes, peers))
+    out.append(_attention_row(rng, shapes, peers))
+    if small:
+        for workload in out:
+            workload.name += " [small]"
+    return out
 
-    def numpy_softmax():
-        e = np.exp(s - s.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
 
-    def qnb_softmax():
-        row_softmax[s.shape[0] // 16](s, t)
-        return t
-
-    out.append(
-        Workload(
-            "row softmax 65,536×16 f32",
-            numpy_softmax,
-            _close(numpy_softmax(), 1e-5, 1e-6),
-            {"qnb": lambda: qnb_softmax, **_peer_runners("softmax", x=s)},
-        )
+def _row(name, forms, tolerance, qnb_run, peers):
+    """A row whose NumPy comes in both forms, ``(in_place, allocating)``; its check
+    compares with the allocating answer within ``(rtol, atol)``."""
+    in_place, allocating = forms
+    return Workload(
+        name,
+        in_place,
+        _close(allocating(), *tolerance),
+        {"qnb": lambda: qnb_run, **peers},
+        allocating,
     )
 
+
+def _softmax_row(name, x, kernel, workload, peers, tolerance):
+    """A row softmax of ``x`` by ``kernel``, a program per 16 rows."""
+    y, y_numpy = np.empty_like(x), np.empty_like(x)
+    top, total = (np.empty((x.shape[0], 1), np.float32) for _ in range(2))
+
+    def qnb_softmax():
+        kernel[x.shape[0] // 16](x, y)
+        return y
+
+    forms = (
+        lambda: _peers_rows.softmax_in_place(x, y_numpy, top, total),
+        lambda: _peers_rows.softmax_allocating(x),
+    )
+    return _row(name, forms, tolerance, qnb_softmax, peers(workload, x=x))
+
+
+def _cholesky_row(rng, shapes, peers):
     count = shapes["cholesky"]
     m = rng.uniform(-1, 1, (count, 16, 16))
     spd = m @ m.transpose(0, 2, 1) + 16 * np.eye(16)
     rhs = rng.uniform(-1, 1, (count, 16, 16))
     sol = np.empty_like(rhs)
 
-    def numpy_cholesky_solve():
+    def numpy_cholesky_solve():  # (NumPy's linalg has no out=: one form only)
         lower = np.linalg.cholesky(spd)
         # y @ L.T == rhs  <=>  L @ y.T == rhs.T: one batched triangular solve
         return _solve_lower_batched(lower, rhs.transpose(0, 2, 1)).transpose(0, 2, 1)
@@ -212,18 +272,51 @@ def workloads(small=False):
         return sol
 
     want = np.linalg.solve(np.linalg.cholesky(spd), rhs.transpose(0, 2, 1)).transpose(0, 2, 1)
-    out.append(
-        Workload(
-            "batched Cholesky + solve, 16,384 × 16×16 f64",
-            numpy_cholesky_solve,
-            _close(want, 1e-8, 1e-10),
-            {"qnb": lambda: qnb_cholesky_solve, **_peer_runners("cholesky", a=spd, b=rhs)},
-        )
+    return Workload(
+        f"batched Cholesky + solve, {count:,} × 16×16 f64",
+        numpy_cholesky_solve,
+        _close(want, 1e-8, 1e-10),
+        {"qnb": lambda: qnb_cholesky_solve, **peers("cholesky", a=spd, b=rhs)},
     )
-    if small:
-        for workload in out:
-            workload.name += " [small]"
-    return out
+
+
+def _layer_norm_row(rng, shapes, peers):
+    rows, width = shapes["layer_norm"]
+    x = (rng.standard_normal((rows, width)) * 2 + 0.5).astype(np.float32)
+    y, y_numpy, scratch = (np.empty_like(x) for _ in range(3))
+
+    def qnb_norm():
+        bench_language.layer_norm[rows // 16](x, y, 1e-5)
+        return y
+
+    def numpy_norm():
+        bench_language.numpy_layer_norm(x, y_numpy, 1e-5, scratch)
+        return y_numpy
+
+    forms = (numpy_norm, lambda: _peers_rows.layer_norm_allocating(x, 1e-5))
+    name = f"layer norm {rows}×{width} f32, Tile[16, 128]"
+    return _row(name, forms, (1e-4, 1e-4), qnb_norm, peers("layer_norm", x=x))
+
+
+def _attention_row(rng, shapes, peers):
+    seq, block = shapes["attention"], _peers_rows.ATTENTION_BLOCK
+    qkv = rng.uniform(-1, 1, (3, seq, block)).astype(np.float32)
+    forms = _peers_rows.Attention(qkv)
+    q, k, v = qkv
+    o = np.empty_like(q)
+
+    def qnb_attention():
+        _peers_rows.causal_attention_64[seq // block](qkv, o, forms.scale)
+        return o
+
+    name = f"causal attention seq {seq}, d {block} f32, Tile[64, 64] online"
+    return _row(
+        name,
+        (forms.in_place, forms.allocating),
+        (1e-4, 1e-5),
+        qnb_attention,
+        peers("attention", q=q, k=k, v=v),
+    )
 
 
 def _solve_lower_batched(lower, rhs):
@@ -237,40 +330,69 @@ def _solve_lower_batched(lower, rhs):
 
 
 PEERS = {
+    "numba": "_peer_numba",
+    "jax jit": "_peer_jax",
     "jax pallas (interpret)": "_peer_pallas",
-    "warp cpu tiles": "_peer_warp",
+    "warp cpu (tiles; SIMT where tile-free)": "_peer_warp",
     "triton (TRITON_INTERPRET=1)": "_peer_triton",
+}
+DISTRIBUTIONS = {  # the package each peer needs, for "not installed"
+    "numba": "numba",
+    "jax jit": "jax",
+    "jax pallas (interpret)": "jax",
+    "warp cpu (tiles; SIMT where tile-free)": "warp-lang",
+    "triton (TRITON_INTERPRET=1)": "triton",
 }
 
 
-def _peer_runners(workload, **arrays):
-    """``{tool: setup}`` for the peers installed here that implement ``workload``."""
+def _peer_runners(workload, tools=None, **arrays):
+    """``{tool: setup}`` for the peers installed here (of ``tools``: all by default) that
+    implement ``workload``."""
     out = {}
     for tool, name in PEERS.items():
+        if tools is not None and tool not in tools:
+            continue
         setup = globals()[name](workload, arrays)
         if setup is not None:
             out[tool] = setup
     return out
 
 
+def installed(tool):
+    """Whether ``tool``'s package is installed here (importing none)."""
+    try:
+        importlib.metadata.version(DISTRIBUTIONS[tool])
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def peer_notes():
-    """One line per peer: its version here, or why it does not run. Versions come from
-    the installed distributions, importing none of them (Triton must first be imported
-    by ``_peers_triton``, which chooses its interpreter)."""
+    """One line per peer: its version here, or "not installed". Versions come from the
+    installed distributions, importing none of them (Triton must first be imported by
+    ``_peers_triton``, which chooses its interpreter)."""
     notes = []
-    for distribution, tool in (("jax", "jax pallas"), ("warp-lang", "warp"), ("triton", "triton")):
-        try:
-            version = importlib.metadata.version(distribution)
-        except importlib.metadata.PackageNotFoundError:
+    for tool, distribution in DISTRIBUTIONS.items():
+        if not installed(tool):
             notes.append(f"{tool}: not installed (pip install -e '.[peers]')")
             continue
-        line = f"{tool}: {version}"
+        line = f"{tool}: {distribution} {importlib.metadata.version(distribution)}"
         if distribution == "triton":
             line += f" (workloads of more than {TRITON_MAX_STEPS} block steps not run)"
-        if distribution == "jax":
+        if tool.startswith("jax pallas"):
             line += f" (workloads of more than {PALLAS_MAX_PROGRAMS} programs not run)"
         notes.append(line)
     return notes
+
+
+def _peer_numba(workload, arrays):
+    """Numba's ``@njit`` loops (``benchmarks/_peers_jit.py``)."""
+    return _peers_jit.numba_runner(workload, arrays)
+
+
+def _peer_jax(workload, arrays):
+    """The NumPy expression under ``jax.jit`` (``benchmarks/_peers_jit.py``)."""
+    return _peers_jit.jax_runner(workload, arrays)
 
 
 # Triton's interpreter runs each program's body as Python over NumPy blocks, so its time
@@ -316,6 +438,8 @@ def _peer_pallas(workload, arrays):
     }.get(workload, lambda: 1)()
     if programs > PALLAS_MAX_PROGRAMS:
         return None
+    if workload == "attention":
+        return _pallas_attention(arrays)
     try:
         import jax
         import jax.numpy as jnp
@@ -391,51 +515,97 @@ def _peer_pallas(workload, arrays):
     return None
 
 
+def _pallas_attention(arrays):
+    """Causal attention in Pallas (interpret mode): a program per 64-row query block, a
+    ``fori_loop`` over the key blocks at or before it, online softmax (qnb's kernel)."""
+    try:
+        import jax
+        import jax.numpy as jnp
+        from jax.experimental import pallas as pl
+    except ImportError:
+        return None
+    q, k, v = (jnp.asarray(arrays[name]) for name in "qkv")
+    (seq, depth), block = q.shape, _peers_rows.ATTENTION_BLOCK
+    scale = 1.0 / math.sqrt(depth)
+
+    def kernel(q_ref, k_ref, v_ref, o_ref):
+        first = pl.program_id(0) * block
+        queries = q_ref[...] * scale
+        query_at = first + jnp.arange(block)[:, None]
+
+        def step(kb, carry):
+            best, total, acc = carry
+            keys = pl.ds(kb * block, block)
+            scores = queries @ k_ref[keys, :].T
+            scores = jnp.where(
+                kb * block + jnp.arange(block)[None, :] <= query_at, scores, -jnp.inf
+            )
+            top = jnp.maximum(best, scores.max(axis=1, keepdims=True))
+            weights, shrink = jnp.exp(scores - top), jnp.exp(best - top)
+            total = total * shrink + weights.sum(axis=1, keepdims=True)
+            return top, total, acc * shrink + weights @ v_ref[keys, :]
+
+        start = (
+            jnp.full((block, 1), -jnp.inf, jnp.float32),
+            jnp.zeros((block, 1), jnp.float32),
+            jnp.zeros((block, depth), jnp.float32),
+        )
+        _, total, acc = jax.lax.fori_loop(0, pl.program_id(0) + 1, step, start)
+        o_ref[...] = acc / total
+
+    whole = pl.BlockSpec((seq, depth), lambda i: (0, 0))
+    call = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+        grid=(seq // block,),
+        in_specs=[pl.BlockSpec((block, depth), lambda i: (i, 0)), whole, whole],
+        out_specs=pl.BlockSpec((block, depth), lambda i: (i, 0)),
+        interpret=True,
+    )
+    fn = jax.jit(call)
+    return lambda: lambda: np.asarray(fn(q, k, v).block_until_ready())
+
+
 # ---------------------------------------------------------------------- running
 
-
-def _median_pair(run, run_numpy, repeats):
-    """Median seconds of ``run`` and ``run_numpy``, timed alternately; each timing runs
-    enough calls to take about 20 ms, so microsecond launches are measurable."""
-    start = time.perf_counter()
-    run()
-    calls = max(1, int(0.02 / max(time.perf_counter() - start, 1e-7)))
-    calls = min(calls, 5000)
-    times, baseline = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            run()
-        times.append((time.perf_counter() - start) / calls)
-        start = time.perf_counter()
-        for _ in range(calls):
-            run_numpy()
-        baseline.append((time.perf_counter() - start) / calls)
-    return statistics.median(times), statistics.median(baseline)
+SLOW_CALL = 5.0  # seconds: a tool whose checked call takes longer gets at most 3 rounds
 
 
 def measure(workload, repeats=REPEATS):
-    """``{tool: (seconds, numpy_seconds, ratio, ok)}`` for every runner of ``workload``.
-    A tool whose checked run takes over a second is timed once more, not ``repeats``
-    times (the NumPy side still gets its median)."""
+    """``{tool: Result}`` for every runner of ``workload``: its first call checked against
+    NumPy's answer, then (warmed up until its first calls' cost is gone, see
+    ``benchmarks/_steady.py``) timed in paired rounds with NumPy's in-place and
+    allocating forms."""
     results = {}
     for tool, setup in workload.runners.items():
         try:
             run = setup()
             start = time.perf_counter()
             ok = bool(workload.check(run()))
-            if time.perf_counter() - start > 1.0:
-                start = time.perf_counter()
-                run()
-                seconds = time.perf_counter() - start
-                numpy_seconds = _median_pair(workload.numpy_fn, workload.numpy_fn, repeats)[0]
-            else:
-                seconds, numpy_seconds = _median_pair(run, workload.numpy_fn, repeats)
+            rounds = repeats if time.perf_counter() - start < SLOW_CALL else min(repeats, 3)
+            times = _steady.paired_rounds(
+                {"tool": run, "numpy": workload.numpy_fn, "alloc": workload.numpy_alloc}, rounds
+            )
         except Exception as exc:  # noqa: BLE001 - a peer that cannot run this shows why
-            results[tool] = (None, None, None, f"failed: {type(exc).__name__}")
+            results[tool] = Result(None, None, None, None, f"failed: {type(exc).__name__}")
             continue
-        results[tool] = (seconds, numpy_seconds, seconds / numpy_seconds, "ok" if ok else "WRONG")
+        results[tool] = Result(
+            statistics.median(times["tool"]),
+            statistics.median(times["numpy"]),
+            _steady.ratio_summary(times["tool"], times["numpy"]),
+            _steady.ratio_summary(times["tool"], times["alloc"]),
+            "ok" if ok else "WRONG",
+        )
     return results
+
+
+class Result:
+    """A tool's row: median seconds, NumPy's (in place), the ratios to NumPy in place and to
+    allocating NumPy as (median, lowest, highest) over the rounds, and the check."""
+
+    def __init__(self, seconds, numpy_seconds, ratio, ratio_alloc, ok):
+        self.seconds, self.numpy_seconds, self.ok = seconds, numpy_seconds, ok
+        self.ratio, self.ratio_alloc = ratio, ratio_alloc
 
 
 def _format_seconds(seconds):
@@ -448,29 +618,49 @@ def _format_seconds(seconds):
     return f"{seconds:.2f} s"
 
 
-def main():
-    tools = ["qnb"]
-    rows = []
+def format_ratio(summary):
+    """``2.61× [2.30–3.58]``, or "-"."""
+    if summary is None:
+        return "-"
+
+    def one(r):  # an interpreter's thousands need no decimals
+        return f"{r:.0f}" if r >= 100 else f"{r:.2f}"
+
+    median, low, high = summary
+    return f"{one(median)}× [{one(low)}–{one(high)}]"
+
+
+def run_tool(tool, repeats=REPEATS):
+    """Time ``tool`` (qnb or a peer) on every workload in this process, a line a row."""
+    with qnb.backend("cpu"):
+        for workload in workloads(tools=[tool]):
+            if tool not in workload.runners:
+                print(f"{workload.name:<52} {tool:<40} not run (no kernel, or capped)", flush=True)
+                continue
+            r = measure(workload, repeats)[tool]
+            print(
+                f"{workload.name:<52} {tool:<40} {_format_seconds(r.seconds):>10} "
+                f"NumPy {_format_seconds(r.numpy_seconds):>10} "
+                f"in place {format_ratio(r.ratio):>22} "
+                f"allocating {format_ratio(r.ratio_alloc):>22}  {r.ok}",
+                flush=True,
+            )
+
+
+def main(argv=None):
+    """Every tool, each in a process of its own (``--tool NAME``: that one here)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--tool"]:
+        run_tool(argv[1])
+        return
     for line in peer_notes():
         print(line, flush=True)
-    with qnb.backend("cpu"):
-        for workload in workloads():
-            results = measure(workload)
-            for tool in results:
-                if tool not in tools:
-                    tools.append(tool)
-            rows.append((workload.name, results))
-            for tool, (seconds, numpy_seconds, ratio, ok) in results.items():
-                if ratio is None:
-                    ratio_text = "-"
-                else:  # an interpreter's thousands need no decimals
-                    ratio_text = f"{ratio:.0f}×" if ratio >= 100 else f"{ratio:.2f}×"
-                print(
-                    f"{workload.name:<46} {tool:<27} {_format_seconds(seconds):>10} "
-                    f"NumPy {_format_seconds(numpy_seconds):>10} {ratio_text:>8}  {ok}",
-                    flush=True,
-                )
-    return rows
+    for tool in ["qnb", *PEERS]:
+        if tool != "qnb" and not installed(tool):
+            print(f"{tool:<40} not installed", flush=True)
+            continue
+        command = [sys.executable, "-m", "benchmarks.bench_peers", "--tool", tool]
+        subprocess.run(command, cwd=REPO, check=False)
 
 
 if __name__ == "__main__":

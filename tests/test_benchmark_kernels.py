@@ -2,6 +2,7 @@
 every backend that runs here (GPU time is scarce: a wrong kernel must not reach it)."""
 
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -220,7 +221,7 @@ def test_bench_peers_workloads_agree_with_numpy():
     from benchmarks import bench_peers
 
     names = [w.name for w in bench_peers.workloads()]
-    assert len(names) == 6
+    assert len(names) == 9
     with qnb.backend("cpu"):
         for workload in bench_peers.workloads():
             for tool, setup in workload.runners.items():
@@ -233,25 +234,27 @@ def test_bench_peers_workloads_agree_with_numpy():
             for name, workload in zip(names, bench_peers.workloads())
             if not any(tool.startswith("triton") for tool in workload.runners)
         ]
-        assert capped == [names[2], names[5]]  # the tile-free form, the Cholesky
+        # the tile-free form, the Cholesky; and the three rows Triton has no kernel for
+        assert capped == [names[2], names[5], names[6], names[7], names[8]]
 
 
 def test_bench_peers_small_workloads_agree_with_numpy_on_every_tool():
     """The same workloads on small shapes, where no interpreter is capped: every tool
     installed here, qnb included, computes NumPy's answer, and where triton is importable
-    its interpreter runs all six on NumPy arrays (no PyTorch) and is checked too."""
+    its interpreter runs the first six on NumPy arrays (no PyTorch) and is checked too."""
     import importlib.util
 
     from benchmarks import bench_peers
 
     triton_here = importlib.util.find_spec("triton") is not None
     small = bench_peers.workloads(small=True)
-    assert len(small) == 6
+    assert len(small) == 9
     with qnb.backend("cpu"):
         for workload in small:
             tools = set(workload.runners)
             assert "qnb" in tools
-            assert any(tool.startswith("triton") for tool in tools) == triton_here, workload.name
+            with_triton = triton_here and workload in small[:6]
+            assert any(tool.startswith("triton") for tool in tools) == with_triton, workload.name
             for tool, setup in workload.runners.items():
                 assert workload.check(setup()()), (workload.name, tool)
 
@@ -290,3 +293,90 @@ def test_the_language_benchmark_s_kernels_agree_with_numpy(backend_name):
     with qnb.backend(backend_name):
         for name, ours, theirs, agrees in bench_language.cases(small=True):
             assert agrees(np.array(ours()), theirs()), f"{name} on {backend_name}"
+
+
+def test_bench_peers_new_rows_agree_with_numpy_on_every_backend(backend_name):
+    """The attention (``Tile[64, 64]`` blocks, online softmax) and the wide softmax
+    (``Tile[16, 128]`` over column tiles) of ``bench_peers``, on outputs poisoned with NaN,
+    against NumPy's allocating and in-place forms, at two sizes each."""
+    from benchmarks import _peers_rows
+
+    rng = np.random.default_rng(1)
+    with qnb.backend(backend_name):
+        for seq in (64, 192):
+            qkv = rng.uniform(-1, 1, (3, seq, 64)).astype(np.float32)
+            forms = _peers_rows.Attention(qkv)
+            got = np.full((seq, 64), np.nan, np.float32)
+            _peers_rows.causal_attention_64[seq // 64](qkv, got, forms.scale)
+            np.testing.assert_allclose(got, forms.allocating(), rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(forms.in_place(), forms.allocating(), rtol=1e-6, atol=1e-7)
+        for rows, width in ((16, 128), (48, 384)):
+            x = rng.uniform(-4, 4, (rows, width)).astype(np.float32)
+            got = np.full_like(x, np.nan)
+            _peers_rows.wide_softmax[rows // 16](x, got)
+            want = _peers_rows.softmax_allocating(x)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+            top, total = np.empty((rows, 1), np.float32), np.empty((rows, 1), np.float32)
+            in_place = _peers_rows.softmax_in_place(x, np.empty_like(x), top, total)
+            np.testing.assert_allclose(in_place, want, rtol=1e-6, atol=1e-8)
+
+
+class SlowOnce:
+    """A real callable whose first call is slow (it sleeps, as a tracing compiler's first
+    call takes seconds) and whose later calls sum a small array."""
+
+    def __init__(self, first_seconds):
+        self.first_seconds = first_seconds
+        self.calls = 0
+        self.data = np.arange(1000.0)
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls == 1:
+            time.sleep(self.first_seconds)
+        return self.data.sum()
+
+
+def test_warm_up_leaves_a_slow_first_call_out():
+    """``_steady.warm_up`` calls until the last timings agree: the slow first call is never
+    one of them, so the calls per timing and the rounds see only the warm cost."""
+    from benchmarks import _steady
+
+    slow = SlowOnce(0.5)
+    timings = _steady.warm_up(slow)
+    assert timings[0] >= 0.5
+    assert len(timings) > _steady.WINDOW
+    warm = timings[-_steady.WINDOW :]
+    assert max(warm) < 0.05 and max(warm) <= (1 + _steady.TOLERANCE) * min(warm)
+    assert _steady.calls_a_timing(timings) > 1
+
+
+def test_a_tool_whose_first_call_is_slow_is_timed_at_its_steady_cost():
+    """Through ``bench_peers.measure``, the path every tool's row takes: a runner whose
+    first call sleeps 1.2 s (like JAX Pallas's trivial launch) and then does NumPy's own
+    work gets a ratio near 1, never the first call's thousands."""
+    from benchmarks import bench_peers
+
+    data = np.arange(4096.0)
+    slow = SlowOnce(1.2)
+    slow.data = data
+    workload = bench_peers.Workload(
+        "sum of 4,096", data.sum, lambda got: got == data.sum(), {"slow": lambda: slow}
+    )
+    result = bench_peers.measure(workload, repeats=3)["slow"]
+    assert result.ok == "ok"
+    assert result.seconds < 0.01
+    median, low, high = result.ratio
+    assert low <= median <= high < 20  # the first call alone would be ~10⁵× NumPy's
+    assert slow.calls > 3
+
+
+def test_a_peer_that_is_missing_says_not_installed(monkeypatch):
+    """A peer whose package is absent gives "not installed" in the notes and no runner,
+    never a number."""
+    from benchmarks import bench_peers
+
+    monkeypatch.setitem(bench_peers.DISTRIBUTIONS, "numba", "qnb-no-such-distribution")
+    assert not bench_peers.installed("numba")
+    notes = [line for line in bench_peers.peer_notes() if line.startswith("numba")]
+    assert notes == ["numba: not installed (pip install -e '.[peers]')"]
