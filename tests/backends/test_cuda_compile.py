@@ -293,7 +293,7 @@ def test_prelude_python_semantics_on_host(tmp_path):
     if compiler is None:
         pytest.skip("no host C++ compiler (g++/clang++) to check the prelude with")
     source = tmp_path / "prelude.cpp"
-    source.write_text(_HOST_SHIM + prelude_text("common") + "\n" + _HOST_DRIVER)
+    source.write_text(_HOST_SHIM + "\n" + prelude_text("common") + "\n" + _HOST_DRIVER)
     library = tmp_path / "prelude.so"
     subprocess.run(
         [compiler, "-O1", "-shared", "-fPIC", "-std=c++17", "-o", str(library), str(source)],
