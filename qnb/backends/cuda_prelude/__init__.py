@@ -9,6 +9,7 @@ edited ``.cuh`` can never reuse a cubin built from the old one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -22,14 +23,26 @@ def prelude_dir() -> Path:
     return Path(os.environ.get("QNB_CUDA_PRELUDE_DIR") or Path(__file__).parent)
 
 
+@functools.cache
+def _snapshot() -> tuple[dict[str, str], str]:
+    """Every prelude file's text and the hash of their bytes, read together once per
+    process: the renderer's text and the cache key's digest always come from the same
+    bytes (a file edited while a process runs is seen by the next process, never as new
+    text under the old key)."""
+    h = hashlib.sha256()
+    texts = {}
+    for name in NAMES:
+        data = (prelude_dir() / f"{name}.cuh").read_bytes()
+        h.update(name.encode() + b"\0" + data + b"\0")
+        texts[name] = data.decode("utf-8").rstrip("\n")
+    return texts, h.hexdigest()[:16]
+
+
 def prelude_text(name: str) -> str:
     """The text of ``<name>.cuh``, without its final newline."""
-    return (prelude_dir() / f"{name}.cuh").read_text(encoding="utf-8").rstrip("\n")
+    return _snapshot()[0][name]
 
 
 def prelude_digest() -> str:
     """A hash of every prelude file's bytes, in :data:`NAMES` order."""
-    h = hashlib.sha256()
-    for name in NAMES:
-        h.update(name.encode() + b"\0" + (prelude_dir() / f"{name}.cuh").read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return _snapshot()[1]
