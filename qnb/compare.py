@@ -605,14 +605,14 @@ def _first_storing_program(kernel, grid, args, masks) -> tuple[int, int, int] | 
     """The first program (grid order) that stores into an element where ``masks`` (per
     stored array) is True: the only one of a one-program grid; else found by one cpu
     run that watches the stores only (no values are recorded)."""
-    from qnb.backends import cpu_stores
+    from qnb.backends.cpu import stores
     from qnb.errors import QnbError
 
     if grid[0] * grid[1] * grid[2] == 1:
         return (0, 0, 0) if any(mask.any() for mask in masks.values()) else None
     launch, runtime_args = _lowered(kernel, grid, _copies(args))
     try:
-        found = cpu_stores.first_storing(launch.ir, grid, runtime_args, masks)
+        found = stores.first_storing(launch.ir, grid, runtime_args, masks)
     except QnbError as err:
         raise launch.locate(err) from None
     return None if found is None else _unflat(found, grid)

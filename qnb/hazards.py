@@ -3,7 +3,7 @@
 A GPU runs the programs of a launch in no fixed order, so a kernel whose result depends
 on that order has no single right answer; the cpu backend, which runs one order, returns
 one without a word. ``qnb.check`` runs the launch on the cpu interpreter with a recorder
-watching (``qnb/backends/cpu_hazards.py``: an observer of the executor, not another
+watching (``qnb/backends/cpu/hazards.py``: an observer of the executor, not another
 executor) and names every pair of programs that touch one element where one of them
 stores it: a **write-write** (both store it) or a **read-write** (one reads what the
 other stores). Where it finds one, the programs run one at a time, in grid order and
@@ -179,7 +179,8 @@ def _check(launch_: _Launch, host: list, skeleton: bool = True) -> Hazards:
     """``check`` of one launch (``host``: its arguments, NumPy arrays). ``skeleton``
     False: pass 1 runs the whole kernel instead of its access skeleton (tests compare
     the two)."""
-    from qnb.backends import cpu, cpu_hazards
+    from qnb.backends.cpu import hazards as cpu_hazards
+    from qnb.backends.cpu import interpreter
 
     parsed = launch_.parsed
     found = Hazards(
@@ -199,7 +200,7 @@ def _check(launch_: _Launch, host: list, skeleton: bool = True) -> Hazards:
     # arrays afterwards are the launch's: the view shows them)
     accesses = cpu_hazards.Accesses(launch_.ir, launch_.grid, hot)
     second = _copies_keeping_overlaps(host, stored)
-    launch_.run(cpu, second, observer=accesses)
+    launch_.run(interpreter, second, observer=accesses)
     layouts = overlaps.layouts
     records = []
     columns = accesses.log.columns()
@@ -221,7 +222,7 @@ def _check(launch_: _Launch, host: list, skeleton: bool = True) -> Hazards:
         _record(pair, launch_, layouts, accesses, windows) for pair in records[:MAX_RECORDS]
     ]
     found.truncated = len(records) > MAX_RECORDS
-    found.order_dependent = _order_dependent(launch_, host, stored, cpu)
+    found.order_dependent = _order_dependent(launch_, host, stored, interpreter)
     return found
 
 
@@ -229,7 +230,9 @@ def _first_pass(launch_: _Launch, host: list, stored: list, skeleton: bool):
     """Pass 1: the launch itself on copies (any error it raises is the check's), and
     beside it the kernel's access skeleton with the recorder watching. Returns the
     recorder."""
-    from qnb.backends import cpu, cpu_hazards, cpu_skeleton
+    from qnb.backends.cpu import hazards as cpu_hazards
+    from qnb.backends.cpu import interpreter
+    from qnb.backends.cpu import skeleton as cpu_skeleton
 
     first = _copies_keeping_overlaps(host, stored)
     launch_.launch(first)
@@ -246,7 +249,7 @@ def _first_pass(launch_: _Launch, host: list, stored: list, skeleton: bool):
     # their page faults, as much as the skeleton's run)
     copies = _copies_keeping_overlaps(host, stored, reuse=(first, unread))
     overlaps = cpu_hazards.Overlaps(kernel_ir, launch_.grid)
-    launch_.run(cpu, copies, observer=overlaps, kernel_ir=kernel_ir)
+    launch_.run(interpreter, copies, observer=overlaps, kernel_ir=kernel_ir)
     return overlaps
 
 
@@ -328,12 +331,12 @@ def _specialise(launch, args) -> _Launch:
 def _ir_launch(kernel_ir, grid) -> _Launch:
     """A launch of IR built by hand (no kernel object; its arguments are already the
     runtime ones): the interpreter is its launch, its lines the IR's own."""
-    from qnb.backends import cpu
+    from qnb.backends.cpu import interpreter
 
     grid = tuple(grid) + (1,) * (3 - len(grid))
     return _Launch(
         kernel_ir.name, grid, kernel_ir, None, {}, list, lambda err: err,
-        lambda copies: cpu.run(kernel_ir, grid, copies),
+        lambda copies: interpreter.run(kernel_ir, grid, copies),
     )  # fmt: skip
 
 

@@ -76,7 +76,7 @@ class Specialization:
     - ``launch(args)``: run on ``backend`` (arguments of this signature, by position);
       ``trace(args)``: a ``qnb.Trace`` from the cpu interpreter; ``interpret(args,
       observer=)``: the cpu interpreter on copies of ``args``, watched by a
-      ``qnb.backends.cpu.Observer``; ``cost(args)``: FLOPs and bytes counted from the IR
+      ``qnb.backends.cpu.observer.Observer``; ``cost(args)``: FLOPs and bytes counted from the IR
       (``qnb.cost``);
     - ``on(backend)``, ``variant(**options)``: the same launch on another backend, or
       with other compile options (``probe=True``: ``qnb.compare``'s probe build);
@@ -178,7 +178,7 @@ class Specialization:
         """A ``qnb.Trace`` of the launch with ``args`` on the cpu interpreter (whatever
         ``backend``); ``programs``: only those (flat indices), as if run alone; with
         ``max_steps``, the run stops where a program has recorded that many steps."""
-        from qnb.backends import cpu_backend
+        from qnb.backends.cpu import backend as cpu_backend
 
         runtime = self._runtime_args(args)
         kernel_ir, units = self._lowering()
@@ -199,15 +199,15 @@ class Specialization:
     @public
     def interpret(self, args, observer=None) -> list:
         """Run the cpu interpreter (whatever ``backend``) on copies of ``args`` (one array
-        passed twice stays one array), ``observer`` (a ``qnb.backends.cpu.Observer``)
+        passed twice stays one array), ``observer`` (a ``qnb.backends.cpu.observer.Observer``)
         watching; returns the copies as the launch left them."""
-        from qnb.backends import cpu
+        from qnb.backends.cpu import interpreter
 
         made: dict = {}
         copies = [_copy_once(value, made) for value in args]
         runtime = self._runtime_args(copies)
         try:
-            cpu.run(self.ir, self.grid, runtime, observer=observer)
+            interpreter.run(self.ir, self.grid, runtime, observer=observer)
         except QnbError as err:
             raise self.locate(err) from None
         return copies

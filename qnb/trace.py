@@ -1,7 +1,7 @@
 """What ``kernel.trace[grid](*args)`` returns: every op of every program, with values.
 
 A :class:`Trace` is recorded by the cpu backend: the observer of its executor
-(``qnb.backends.cpu_trace.Recorder``) builds it with :meth:`Trace.recorded`. Each
+(``qnb.backends.cpu.trace.Recorder``) builds it with :meth:`Trace.recorded`. Each
 :class:`TraceStep` is one statement of the kernel as it ran in one program: its source
 line, the op, the values it read and produced, and the array regions it read and wrote.
 
@@ -219,7 +219,7 @@ class Trace:
         final ``arrays``), what each store left in memory (``writes``, by tick), the groups
         of parameters bound to overlapping memory (``shared``) and the sources of the
         ``@qnb.func`` units the steps ran in (``units``). The cpu backend's recorder
-        (``qnb.backends.cpu_trace``) builds its trace so; a trace made by hand may pass
+        (``qnb.backends.cpu.trace``) builds its trace so; a trace made by hand may pass
         ``steps`` alone."""
         return cls(
             kernel_name,

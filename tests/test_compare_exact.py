@@ -15,7 +15,8 @@ import pytest
 
 import qnb
 from qnb import Tile, Tile16, Vec, exact, ir
-from qnb.backends import cpu_trace, probe
+from qnb.backends import probe
+from qnb.backends.cpu import trace as cpu_trace
 from qnb.compare import ToleranceError
 from tests.conftest import require_backend
 

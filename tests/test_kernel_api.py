@@ -674,7 +674,7 @@ def test_a_loaded_tile_keeps_its_values_when_the_array_is_overwritten(backend_na
 def test_batched_cholesky_and_solve_across_many_programs():
     # The cpu backend factors in passes of LANE_CHUNK programs; 1,100 programs cross
     # two pass boundaries and end in a partial pass.
-    from qnb.backends import cpu
+    from qnb.backends.cpu import lanes
 
     scope, _ = define("""
         @qnb.kernel
@@ -687,7 +687,7 @@ def test_batched_cholesky_and_solve_across_many_programs():
             t.solve_triangular_(r)
             r.store(x[b], 0, 0)
         """)
-    count = 2 * cpu.LANE_CHUNK + 76
+    count = 2 * lanes.LANE_CHUNK + 76
     rng = np.random.default_rng(9)
     m = rng.uniform(-1, 1, (count, 16, 16))
     a = m @ m.transpose(0, 2, 1) + 16 * np.eye(16)

@@ -8,7 +8,7 @@ import pytest
 
 import qnb
 from qnb import ir
-from qnb.backends import cpu
+from qnb.backends.cpu import observer
 
 SCALE = 2.0
 
@@ -134,7 +134,7 @@ def test_trace_and_interpret_run_the_cpu_interpreter():
     one = made.trace([x, out], programs=range(1, 2))
     assert one.programs == [(1, 0, 0)]
 
-    class Stores(cpu.Observer):
+    class Stores(observer.Observer):
         count = 0
 
         def stored(self, stmt, value):

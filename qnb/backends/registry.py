@@ -17,7 +17,7 @@ from qnb.errors import BackendError, public
 _REGISTRY = {
     "cuda": "qnb.backends.cuda:CudaBackend",
     "wgpu": "qnb.backends.wgpu:WgpuBackend",
-    "cpu": "qnb.backends.cpu_backend:CpuBackend",
+    "cpu": "qnb.backends.cpu.backend:CpuBackend",
     # the CUDA C++ run on the CPU through g++: to run and read it without a GPU
     "cuda-host": "qnb.backends.cuda_host:CudaHostBackend",
 }

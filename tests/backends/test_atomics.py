@@ -12,8 +12,8 @@ import pytest
 
 import qnb
 from qnb import ir
-from qnb.backends import cpu
-from qnb.backends.cpu_prepared import prepare
+from qnb.backends.cpu import interpreter
+from qnb.backends.cpu.prepared import prepare
 from tests.conftest import require_backend
 from tests.helpers import define
 
@@ -189,7 +189,7 @@ def test_cpu_launch_path_matches_the_interpreter(n):
     stored = ir.array_uses(kernel_ir)[1]
     assert "h" in stored
     a, b = [x, v, h0.copy()], [x, v, h0.copy()]
-    cpu.run(kernel_ir, grid, a, stored)
+    interpreter.run(kernel_ir, grid, a, stored)
     launch(grid, b, stored)
     np.testing.assert_array_equal(a[2], b[2])
 

@@ -11,7 +11,7 @@ import pytest
 
 from qnb import ir
 from qnb.backends.base import Options
-from qnb.backends.cpu_backend import CpuBackend
+from qnb.backends.cpu.backend import CpuBackend
 from tests.suite import CASES, lowered
 
 
@@ -71,10 +71,10 @@ def _collections_inside_load(artifact):
     """The garbage collections that started while ``CpuBackend.load`` decoded or
     prepared the kernel (with the collector made to run after every 10 allocations),
     and the loaded launcher."""
-    from qnb.backends import cpu_prepared
+    from qnb.backends.cpu import prepared
 
     inside = []
-    building = {ir.kernel_from_json.__code__, cpu_prepared.prepare.__code__}
+    building = {ir.kernel_from_json.__code__, prepared.prepare.__code__}
 
     def watch(phase, info):
         frame = sys._getframe(1)

@@ -11,8 +11,8 @@ import pytest
 
 import qnb
 from qnb import ir
-from qnb.backends import cpu
-from qnb.backends.cpu_prepared import prepare
+from qnb.backends.cpu import interpreter
+from qnb.backends.cpu.prepared import prepare
 from tests.helpers import define
 
 NS, _ = define("""
@@ -59,11 +59,11 @@ def _both(kernel, grid, args):
     assert launch is not None, "the prepared path took the kernel"
     stored = ir.array_uses(kernel_ir)[1]
     results = []
-    for run in (cpu.run, launch):
+    for run in (interpreter.run, launch):
         copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
         _, runtime = kernel._signature(copies)
-        if run is cpu.run:
-            cpu.run(kernel_ir, grid, runtime, stored)
+        if run is interpreter.run:
+            interpreter.run(kernel_ir, grid, runtime, stored)
         else:
             launch(grid, runtime, stored)
         results.append([a for a in copies if isinstance(a, np.ndarray)])

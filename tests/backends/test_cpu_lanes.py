@@ -1,4 +1,4 @@
-"""The cpu backend's batched Cholesky and triangular solve (qnb/backends/cpu.py), run
+"""The cpu backend's batched Cholesky and triangular solve (qnb/backends/cpu/semantics.py), run
 "lanes last" over chunks of programs: the moves in and out of that layout are exact for
 every layout and count of programs, and the arithmetic is DESIGN.md's column-by-column
 definition, program by program, bit for bit."""
@@ -7,11 +7,18 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from qnb.backends import cpu
+from qnb.backends.cpu import lanes, semantics
 
 # Counts of programs around the block and chunk boundaries of the moves: fewer than a
 # block, one block, not a whole number of blocks, whole blocks, more than a chunk.
-COUNTS = [1, 5, cpu.LANE_BLOCK, 37, 3 * cpu.LANE_BLOCK, cpu.LANE_CHUNK + 3 * cpu.LANE_BLOCK + 1]
+COUNTS = [
+    1,
+    5,
+    lanes.LANE_BLOCK,
+    37,
+    3 * lanes.LANE_BLOCK,
+    lanes.LANE_CHUNK + 3 * lanes.LANE_BLOCK + 1,
+]
 
 
 def _layouts(programs):
@@ -41,12 +48,12 @@ def test_lanes_last_moves_are_exact_in_every_layout(count, shape):
 
     for name, programs in _layouts(values):
         seen.clear()
-        got = cpu._lanes_last(fn, programs, shared, shape=shape)
+        got = lanes._lanes_last(fn, programs, shared, shape=shape)
         assert got.shape == (count, *shape), name
         assert count == 1 or got.strides[0] == got.itemsize, name  # lanes last
         np.testing.assert_array_equal(got, values * 2 + shared, err_msg=name)
         # (a lone program runs as two copies of itself: see the bit-for-bit test below)
-        assert sum(seen) == max(count, 2) and max(seen) <= cpu.LANE_CHUNK
+        assert sum(seen) == max(count, 2) and max(seen) <= lanes.LANE_CHUNK
 
 
 def _cholesky_by_definition(a, eps):
@@ -89,7 +96,7 @@ def _spd(count, size, dtype, seed):
 # 1 and LANE_CHUNK + 1: a lone program in a pass, whose dot products einsum alone would
 # sum in another order.
 @pytest.mark.parametrize(
-    "count", [1, 2, 37, cpu.LANE_CHUNK + 1, cpu.LANE_CHUNK + 3 * cpu.LANE_BLOCK]
+    "count", [1, 2, 37, lanes.LANE_CHUNK + 1, lanes.LANE_CHUNK + 3 * lanes.LANE_BLOCK]
 )
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_cholesky_and_solve_are_the_column_definition_bit_for_bit(count, dtype):
@@ -97,9 +104,9 @@ def test_cholesky_and_solve_are_the_column_definition_bit_for_bit(count, dtype):
     a = _spd(count, size, dtype, count)
     a[::2, -1, -1] -= 100  # not positive definite: the last pivot is clamped to eps
     eps = np.full((1,), 0.05, dtype)
-    lower = cpu._lanes_last(cpu._cholesky, np.asfortranarray(a), eps, shape=(size, size))
+    lower = lanes._lanes_last(semantics._cholesky, np.asfortranarray(a), eps, shape=(size, size))
     rhs = np.random.default_rng(1).uniform(-1, 1, (count, 3, size)).astype(dtype)
-    x = cpu._lanes_last(cpu._solve_lower, lower, rhs, shape=(3, size))
+    x = lanes._lanes_last(semantics._solve_lower, lower, rhs, shape=(3, size))
     for p in range(count):
         want = _cholesky_by_definition(a[p], eps[0])
         np.testing.assert_array_equal(lower[p], want, err_msg=f"program {p}")
@@ -109,42 +116,46 @@ def test_cholesky_and_solve_are_the_column_definition_bit_for_bit(count, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
 def test_half_precision_cholesky_keeps_its_dtype_and_factors(dtype):
-    count = 3 * cpu.LANE_BLOCK
+    count = 3 * lanes.LANE_BLOCK
     a = _spd(count, 16, np.float64, 2) + 16 * np.eye(16)
-    lower = cpu._lanes_last(cpu._cholesky, a.astype(dtype), np.zeros(1, dtype), shape=(16, 16))
+    lower = lanes._lanes_last(
+        semantics._cholesky, a.astype(dtype), np.zeros(1, dtype), shape=(16, 16)
+    )
     assert lower.dtype == dtype
     want = np.linalg.cholesky(a)
     np.testing.assert_allclose(lower.astype(np.float64), want, rtol=0.05, atol=0.05)
     assert (np.triu(lower.astype(np.float64), 1) == 0).all()
 
 
-@pytest.mark.parametrize("count", [2, 37, cpu.LANE_CHUNK + 3 * cpu.LANE_BLOCK + 1])
+@pytest.mark.parametrize("count", [2, 37, lanes.LANE_CHUNK + 3 * lanes.LANE_BLOCK + 1])
 def test_a_lanes_last_result_feeds_the_next_op_without_a_move(count):
     # Cholesky's result is a view of a lanes-last array: the solve after it reads that
     # array in place (no move into scratch), and the answer is the moved one's.
     a = _spd(count, 16, np.float64, 3)
     eps = np.zeros(1)
-    lower = cpu._lanes_last(cpu._cholesky, a, eps, shape=(16, 16))
+    lower = lanes._lanes_last(semantics._cholesky, a, eps, shape=(16, 16))
     assert lower.strides[0] == lower.itemsize
     rhs = np.random.default_rng(4).uniform(-1, 1, (count, 16, 16))
     seen = []
 
     def solve(factor, b, out):
         seen.append(np.shares_memory(factor, lower))
-        return cpu._solve_lower(factor, b, out)
+        return semantics._solve_lower(factor, b, out)
 
-    x = cpu._lanes_last(solve, lower, rhs, shape=(16, 16), dtype=rhs.dtype)
+    x = lanes._lanes_last(solve, lower, rhs, shape=(16, 16), dtype=rhs.dtype)
     assert seen and all(seen)
-    moved = cpu._lanes_last(cpu._solve_lower, np.ascontiguousarray(lower), rhs, shape=(16, 16))
+    moved = lanes._lanes_last(
+        semantics._solve_lower, np.ascontiguousarray(lower), rhs, shape=(16, 16)
+    )
     np.testing.assert_array_equal(x, moved)
 
 
-@pytest.mark.parametrize("count", [128, cpu.LANE_CHUNK, 16384])
+@pytest.mark.parametrize("count", [128, lanes.LANE_CHUNK, 16384])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
 def test_lanes_last_rows_are_not_a_power_of_two_apart(count, dtype):
     # Rows a power of two (>= 1 KiB) apart would share cache sets and alias between a
     # step's loads and stores; the result pads them.
-    got = cpu._lanes_last_result((4, 4), dtype, count)
+    got = lanes._lanes_last_result((4, 4), dtype, count)
     itemsize = np.dtype(dtype).itemsize
     assert got.shape == (4, 4, count) and got.strides[-1] == itemsize
     assert got.strides[-2] % 1024 != 0
@@ -156,20 +167,20 @@ def test_operands_read_once_are_read_in_place(monkeypatch):
     # already lanes last. The answers are those of moving everything.
     moved = []
 
-    class Recording(cpu._LaneMoves):
+    class Recording(lanes._LaneMoves):
         def to_lanes_last(self, programs):
             moved.append(programs.shape[1:])
             return super().to_lanes_last(programs)
 
-    monkeypatch.setattr(cpu, "_LaneMoves", Recording)
-    count = cpu.LANE_CHUNK + 3 * cpu.LANE_BLOCK
+    monkeypatch.setattr(lanes, "_LaneMoves", Recording)
+    count = lanes.LANE_CHUNK + 3 * lanes.LANE_BLOCK
     a = _spd(count, 16, np.float64, 5)
     rhs = np.random.default_rng(6).uniform(-1, 1, (count, 3, 16))
-    lower = cpu._lanes_last(cpu._cholesky, a, np.zeros(1), shape=(16, 16))
-    x = cpu._lanes_last(cpu._solve_lower, lower, rhs, shape=(3, 16), dtype=rhs.dtype)
+    lower = lanes._lanes_last(semantics._cholesky, a, np.zeros(1), shape=(16, 16))
+    x = lanes._lanes_last(semantics._solve_lower, lower, rhs, shape=(3, 16), dtype=rhs.dtype)
     assert moved == []
-    x_moved = cpu._lanes_last(
-        cpu._solve_lower, np.ascontiguousarray(lower), rhs, shape=(3, 16), dtype=rhs.dtype
+    x_moved = lanes._lanes_last(
+        semantics._solve_lower, np.ascontiguousarray(lower), rhs, shape=(3, 16), dtype=rhs.dtype
     )
     assert moved and set(moved) == {(16, 16)}  # the factor only
     np.testing.assert_array_equal(x, x_moved)

@@ -1,6 +1,6 @@
 """The cpu backend's two executors, held to one answer by generated kernels: every
 kernel :mod:`tests.backends.cpu_kernels` draws runs through the interpreter
-(``cpu.run``) and through the prepared closures, on fresh arguments each, and must give
+(``interpreter.run``) and through the prepared closures, on fresh arguments each, and must give
 the same bits in every array or the same error (type, message and IR location).
 
 A few hundred examples run by default; ``QNB_CPU_PATHS_EXAMPLES=20000`` runs a long
@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 
 import qnb
 from qnb import ir
-from qnb.backends import cpu
-from qnb.backends.cpu_prepared import prepare
+from qnb.backends.cpu import interpreter
+from qnb.backends.cpu.prepared import prepare
 from tests.backends.cpu_kernels import Case, kernels, window_reductions
 from tests.helpers import define
 
@@ -50,7 +50,7 @@ def run_both(case: Case):
         return None
     results = []
     for run in (
-        lambda a: cpu.run(kernel_ir, case.grid, a, stored),
+        lambda a: interpreter.run(kernel_ir, case.grid, a, stored),
         lambda a: launch(case.grid, a, stored),
     ):
         args = case.make_args()

@@ -1,7 +1,7 @@
-"""The cpu backend's prepared path (qnb/backends/cpu_prepared.py) against its interpreter.
+"""The cpu backend's prepared path (qnb/backends/cpu/prepared*.py) against its interpreter.
 
 Every launch here runs twice on fresh arguments: once through the interpreter
-(``cpu.run``) and once through the closures ``prepare`` built. The arrays must come out
+(``interpreter.run``) and once through the closures ``prepare`` built. The arrays must come out
 bit for bit the same, and an out-of-bounds access must raise the same error (type and
 message, naming the same program). The shapes are chosen to leave the fast paths'
 comfort zone: partial edge blocks, grids larger or smaller than the array, aliasing
@@ -13,8 +13,8 @@ import pytest
 
 import qnb
 from qnb import Tile16, Vec16, f32, i32, ir
-from qnb.backends import cpu
-from qnb.backends.cpu_prepared import prepare
+from qnb.backends.cpu import interpreter
+from qnb.backends.cpu.prepared import prepare
 from qnb.errors import QnbIndexError
 from tests.suite import CASES, lowered
 
@@ -51,7 +51,7 @@ def both_ways(kernel, grid, make_args, *, exact=True, expect_prepared=True, tol=
         outcome = _outcome(lambda: fn(runtime))
         return args, outcome
 
-    want_args, want = run(lambda a: cpu.run(kernel_ir, grid, a, stored))
+    want_args, want = run(lambda a: interpreter.run(kernel_ir, grid, a, stored))
     if launch is None:
         return
     got_args, got = run(lambda a: launch(grid, a, stored))
@@ -74,7 +74,7 @@ def test_suite_kernel_prepared_matches_interpreter(case, dtype):
     stored = ir.array_uses(kernel_ir)[1]
     want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    cpu.run(kernel_ir, grid, want, stored)
+    interpreter.run(kernel_ir, grid, want, stored)
     launch(grid, got, stored)
     # a block-grid matmul is one GEMM: BLAS may sum each 16 products in another order
     gemm = any(isinstance(node, ir.Matmul) for node in ir.walk_body(kernel_ir.body))
@@ -479,11 +479,11 @@ def test_k_loop_gemm_aliasing_and_two_loops():
 def test_k_loop_runs_as_one_gemm(monkeypatch):
     """The K loop of a tiled matmul over a grid of blocks runs no per-step product: the
     loads and the tile matmul of its body are never called."""
-    from qnb.backends import cpu_prepared
+    from qnb.backends.cpu import prepared_linalg
 
     calls = []
-    real = cpu_prepared._strip_product
-    monkeypatch.setattr(cpu_prepared, "_strip_product", lambda *a: calls.append(1) or real(*a))
+    real = prepared_linalg._strip_product
+    monkeypatch.setattr(prepared_linalg, "_strip_product", lambda *a: calls.append(1) or real(*a))
     got = both_ways(tiled_matmul, (4, 3), _matmul_args(64, 80, 48), exact=False, tol=1e-5)
     assert got is None and calls == []
 

@@ -1,6 +1,6 @@
-"""The prepared path's one walk of the IR (``_Facts`` in qnb/backends/cpu_prepared.py)
+"""The prepared path's one walk of the IR (``_Facts`` in qnb/backends/cpu/prepared_base.py)
 against the questions it answers, each asked the long way: ``ir.array_uses``,
-``ir.holds_tiles``, ``cpu.chunk_programs``, a walk per loop for its exits, and the
+``ir.holds_tiles``, ``lanes.chunk_programs``, a walk per loop for its exits, and the
 varying locals by walking every statement's expressions again at each round."""
 
 import numpy as np
@@ -8,8 +8,9 @@ import pytest
 
 import qnb
 from qnb import Tile16, Vec16, f32, i32, ir
-from qnb.backends import cpu
-from qnb.backends.cpu_prepared import _FOLDABLE, _Compiler, _Facts, _varying_names
+from qnb.backends.cpu import lanes
+from qnb.backends.cpu.prepared import _Compiler
+from qnb.backends.cpu.prepared_base import _FOLDABLE, _Facts, _varying_names
 from tests.suite import CASES, lowered
 
 
@@ -68,7 +69,7 @@ def _assert_facts(kernel):
     loaded, stored = ir.array_uses(kernel)
     assert (facts.loaded, facts.stored) == (loaded, stored)
     assert facts.holds_tiles == ir.holds_tiles(kernel)
-    assert cpu.chunk_for(facts.largest) == cpu.chunk_programs(kernel)
+    assert lanes.chunk_for(facts.largest) == lanes.chunk_programs(kernel)
     loops = [n for n in ir.walk_body(kernel.body) if isinstance(n, ir.For)]
     exits = {
         id(s)

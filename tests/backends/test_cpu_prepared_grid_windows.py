@@ -9,7 +9,7 @@ import pytest
 
 import qnb
 from qnb import Tile16, f32, i32
-from qnb.backends import cpu_prepared
+from qnb.backends.cpu import prepared_windows
 from tests.backends.test_cpu_prepared import _poison, _rand, both_ways
 
 
@@ -101,7 +101,7 @@ def test_in_bounds_two_axes_take_no_masks(monkeypatch):
         for j in range(3):
             tile = x[j * 16 + 1 : j * 16 + 17, i * 16 + 2 : i * 16 + 18] * np.float32(2.0)
             want[j * 17 + 3 : j * 17 + 19, i * 18 : i * 18 + 16] = tile
-    monkeypatch.setattr(cpu_prepared, "_masks", no_masks)
+    monkeypatch.setattr(prepared_windows, "_masks", no_masks)
     for _ in range(2):  # (the second launch finds its windows memoised)
         y = _poison((70, 90))
         offset_copy[4, 3](x, y)

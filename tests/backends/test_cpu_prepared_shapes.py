@@ -14,8 +14,8 @@ import pytest
 
 import qnb
 from qnb import Tile, Vec, f32, i32, ir
-from qnb.backends import cpu
-from qnb.backends.cpu_prepared import prepare
+from qnb.backends.cpu import interpreter
+from qnb.backends.cpu.prepared import prepare
 from qnb.errors import QnbIndexError
 from tests import shape_cases
 
@@ -44,7 +44,7 @@ def _run(kernel, grid, args, how):
     _, runtime = kernel._signature(copies)
     try:
         if how == "interpreter":
-            cpu.run(kernel_ir, _grid3(grid), runtime, stored)
+            interpreter.run(kernel_ir, _grid3(grid), runtime, stored)
         else:
             launch = prepare(kernel_ir)
             assert launch is not None, "left to the interpreter"

@@ -9,7 +9,7 @@ import pytest
 
 import qnb
 from qnb import Tile16, Vec16, f32, i32
-from qnb.backends import cpu_prepared
+from qnb.backends.cpu import prepared_windows
 from tests.backends.test_cpu_prepared import _poison, _rand, both_ways
 
 
@@ -164,7 +164,7 @@ def test_in_bounds_windows_take_no_masks(monkeypatch):
     def no_masks(*args):
         raise AssertionError("the generic window path ran")
 
-    monkeypatch.setattr(cpu_prepared, "_masks", no_masks)
+    monkeypatch.setattr(prepared_windows, "_masks", no_masks)
     x = _rand((64, 16))
     y = _poison((64, 16))
     rows_step[4](x, y)
@@ -271,7 +271,7 @@ def test_windows_leaving_the_array(grid, shape):
 
 
 def test_edge_windows_take_no_masks(monkeypatch):
-    monkeypatch.setattr(cpu_prepared, "_masks", lambda *a: pytest.fail("masks built"))
+    monkeypatch.setattr(prepared_windows, "_masks", lambda *a: pytest.fail("masks built"))
     x, y = _rand((30, 16)), _poison((320, 16))
     stencil[8](x, y)
     padded = np.full((60, 40), np.float32(-2.0))
@@ -283,7 +283,7 @@ def test_edge_windows_take_no_masks(monkeypatch):
 def test_partial_grid_stores_take_no_masks(monkeypatch):
     """A store whose edge programs leave the array, rows overlapping or abutting: the
     region composed once, no masks (and the interpreter's result, checked above)."""
-    monkeypatch.setattr(cpu_prepared, "_masks", lambda *a: pytest.fail("masks built"))
+    monkeypatch.setattr(prepared_windows, "_masks", lambda *a: pytest.fail("masks built"))
     x, y = _rand((64, 16)), _poison((64, 16))
     rows_step[60](x, y)
     np.testing.assert_array_equal(y, x * np.float32(2.0) + np.float32(1.0))

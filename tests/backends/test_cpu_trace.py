@@ -1,5 +1,5 @@
-"""The cpu executor's observer (``qnb.backends.cpu.Observer``) and the trace recorder
-that watches it (``qnb.backends.cpu_trace``), which builds ``qnb.Trace`` through
+"""The cpu executor's observer (``qnb.backends.cpu.observer.Observer``) and the trace recorder
+that watches it (``qnb.backends.cpu.trace``), which builds ``qnb.Trace`` through
 ``Trace.recorded``."""
 
 import re
@@ -11,7 +11,7 @@ import numpy as np
 
 import qnb
 from qnb import Tile16, Vec16
-from qnb.backends import cpu
+from qnb.backends.cpu import interpreter, observer
 from qnb.trace import ArrayWrite, Region, Trace, TraceStep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ def touches(x: qnb.Array[qnb.f32, 2], v: qnb.Array[qnb.f32, 1], y: qnb.Array[qnb
     y[1, 2] = x[3, 4]
 
 
-class Log(cpu.Observer):
+class Log(observer.Observer):
     """Writes down every event, in the order the executor reports them."""
 
     def __init__(self):
@@ -73,7 +73,7 @@ def test_an_observer_hears_each_assignment_store_and_touch_in_order():
     args = arguments()
     kernel_ir, runtime_args = lowered(touches, args)
     log = Log()
-    cpu.run(kernel_ir, (1, 1, 1), runtime_args, observer=log)
+    interpreter.run(kernel_ir, (1, 1, 1), runtime_args, observer=log)
     assert log.events == [
         ("start", (0, 0, 0)),
         ("assign_begins", "t"),
@@ -123,9 +123,9 @@ def test_an_unwatched_run_never_imports_the_recorder(tmp_path):
         "x, y = np.ones((16, 16), np.float32), np.zeros((16, 16), np.float32)\n"
         "with qnb.backend('cpu'):\n"
         "    copy[1](x, y)\n"
-        "print('qnb.backends.cpu_trace' in sys.modules)\n"
+        "print('qnb.backends.cpu.trace' in sys.modules)\n"
         "copy.trace[1](x, y)\n"
-        "print('qnb.backends.cpu_trace' in sys.modules)\n"
+        "print('qnb.backends.cpu.trace' in sys.modules)\n"
     )
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, check=True, cwd=ROOT

@@ -104,18 +104,18 @@ def test_every_shape_and_dtype_is_covered():
 
 
 def test_large_tiles_run_fewer_programs_at_once(monkeypatch):
-    from qnb.backends import cpu
+    from qnb.backends.cpu import interpreter, lanes
 
     case = next(c for c in shape_cases.SHAPE_CASES if c.name == "row_softmax")
     kernel_ir, _ = case.kernel._lower_for([np.ones((256, 127), np.float32)] * 2 + [128, 128])
-    assert cpu.chunk_programs(kernel_ir) == cpu.CHUNK * 256 // (128 * 128)
+    assert lanes.chunk_programs(kernel_ir) == lanes.CHUNK * 256 // (128 * 128)
     # chunks of 3 programs: the results do not depend on where a chunk ends
-    monkeypatch.setattr(cpu, "CHUNK_ELEMENTS", 3 * 8 * 32)
+    monkeypatch.setattr(lanes, "CHUNK_ELEMENTS", 3 * 8 * 32)
     rng = np.random.default_rng(4)
     x = rng.uniform(-1, 1, (80, 31)).astype(np.float32)
     out = np.full(x.shape, np.nan, np.float32)
     small_ir, _ = case.kernel._lower_for([x, out, 8, 32])
-    assert cpu.chunk_programs(small_ir) == 3
-    cpu.run(small_ir, (10, 1, 1), [x, out])
+    assert lanes.chunk_programs(small_ir) == 3
+    interpreter.run(small_ir, (10, 1, 1), [x, out])
     want = case.expect([x, out, 8, 32], (8, 32))[1]
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)

@@ -13,7 +13,7 @@ import pytest
 
 import qnb
 from qnb import Tile, Tile16, Tile32, Vec, Vec16, Vec32
-from qnb.backends.cpu_prepared import prepare
+from qnb.backends.cpu.prepared import prepare
 from tests.helpers import define
 
 # ----------------------------------------------------------------------------- the types

@@ -87,7 +87,7 @@ def test_the_arguments_are_not_changed_and_aliases_stay_aliases():
 
 
 def test_the_cpu_runs_programs_one_at_a_time_in_either_order():
-    from qnb.backends import cpu
+    from qnb.backends.cpu import interpreter
 
     @qnb.kernel
     def last_one_wins(out):
@@ -96,9 +96,9 @@ def test_the_cpu_runs_programs_one_at_a_time_in_either_order():
     out = np.zeros(1, np.float32)
     kernel_ir = last_one_wins._lower_for([out])[0]
     for order, want in (("forward", 4.0), ("reverse", 0.0), (None, 4.0)):
-        cpu.run(kernel_ir, (5, 1, 1), [out], order=order)
+        interpreter.run(kernel_ir, (5, 1, 1), [out], order=order)
         assert out[0] == want, order
     with pytest.raises(ValueError, match="order is None, 'forward' or 'reverse'"):
-        cpu.run(kernel_ir, (5, 1, 1), [out], order="random")
+        interpreter.run(kernel_ir, (5, 1, 1), [out], order="random")
     found = qnb.check(last_one_wins[5], out)
     assert found.order_dependent and found.hazards[0].values == (0.0, 1.0)

@@ -1,6 +1,6 @@
 """Atomics on the cpu backend (``qnb.atomic_add``/``atomic_max``/``atomic_min``): the one
-implementation that the interpreter (``cpu.py``, the trace and ``qnb.check``) and the
-launch path (``cpu_prepared.py``) both call, so the two cannot disagree.
+implementation that the interpreter (``interpreter``, the trace and ``qnb.check``) and the
+launch path (``prepared``) both call, so the two cannot disagree.
 
 The cpu runs every statement for all the programs of a chunk at once; an atomic is applied
 in a fixed order, programs in grid order and, within a program, a vec's or tile's

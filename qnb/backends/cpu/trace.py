@@ -1,7 +1,7 @@
 """The trace recorder: an observer of the cpu executor that builds a ``qnb.Trace``.
 
 The executor (``qnb.backends.cpu``) reports each assignment and store, and the memory
-each statement touches, to its :class:`~qnb.backends.cpu.Observer`; :class:`Recorder` is
+each statement touches, to its :class:`~qnb.backends.cpu.observer.Observer`; :class:`Recorder` is
 the observer that turns those events into one :class:`~qnb.trace.TraceStep` per program
 per statement, keeps what each store left in memory, and at the end builds the trace
 through :meth:`qnb.trace.Trace.recorded`. An unwatched run never imports this module.
@@ -14,8 +14,8 @@ from typing import NamedTuple
 import numpy as np
 
 from qnb import ir
-from qnb.backends.cpu import Observer
-from qnb.backends.cpu_semantics import window_masks
+from qnb.backends.cpu.observer import Observer
+from qnb.backends.cpu.semantics import window_masks
 from qnb.trace import ArrayWrite, Region, SharedMemory, SourceUnit, Trace, TraceStep
 
 

@@ -1,9 +1,9 @@
 """The hazard recorders: observers of the cpu executor that find races between programs.
 
 ``qnb.check`` (``qnb/hazards.py``) runs a launch on the interpreter
-(:func:`qnb.backends.cpu.run`) with these watching. The executor reports each tile
+(:func:`qnb.backends.cpu.interpreter.run`) with these watching. The executor reports each tile
 window, vector line and element a statement touches, per lane (program), to its
-:class:`~qnb.backends.cpu.Observer`; here each event becomes *segments*: runs of
+:class:`~qnb.backends.cpu.observer.Observer`; here each event becomes *segments*: runs of
 consecutive memory units (one per row of a tile window, one per vector along a row,
 one per element of a column or a scalar access), a few NumPy operations per event and
 never a Python loop over lanes or elements.
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qnb import ir
-from qnb.backends.cpu import Observer
-from qnb.backends.cpu_skeleton import headers, statements
+from qnb.backends.cpu.observer import Observer
+from qnb.backends.cpu.skeleton import headers, statements
 
 _NONE = -1  # no program yet
 

@@ -13,7 +13,8 @@ from contextlib import suppress
 import numpy as np
 
 from qnb import ir
-from qnb.backends.cpu import Observer, run
+from qnb.backends.cpu.interpreter import run
+from qnb.backends.cpu.observer import Observer
 
 
 def first_storing(kernel: ir.KernelIR, grid, args, masks) -> int | None:

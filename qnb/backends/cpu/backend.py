@@ -1,7 +1,7 @@
 """The cpu backend as the registry sees it (``CpuBackend``: compile, load, to_device) and
 the trace entry point: the two places that choose between the cpu's executors and
-watchers, above them all (``cpu.py`` the interpreter and the semantics it calls,
-``cpu_prepared.py`` the launch path, ``cpu_trace.py`` the trace recorder), so that none
+watchers, above them all (``interpreter`` and the ``semantics`` it calls, ``prepared``
+the launch path, ``trace`` the trace recorder), so that none
 of those imports another back."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from contextlib import contextmanager, suppress
 import numpy as np
 
 from qnb import ir
-from qnb.backends import cpu
 from qnb.backends.base import Artifact, Backend, BackendInfo, Options
-from qnb.backends.cpu_prepared import prepare
+from qnb.backends.cpu import interpreter, lanes
+from qnb.backends.cpu.prepared import prepare
 from qnb.errors import BackendError, QnbTypeError
 
 
@@ -50,15 +50,15 @@ class CpuBackend(Backend):
             )
 
         _loaded, stored = ir.array_uses(kernel)
-        chunk = cpu.chunk_programs(kernel)
+        chunk = lanes.chunk_programs(kernel)
 
         def launch(grid, args):
-            cpu.run(kernel, grid, args, stored, chunk)
+            interpreter.run(kernel, grid, args, stored, chunk)
 
         return launch
 
     def to_device(self, array):
-        return cpu.CpuArray(np.asarray(array))
+        return lanes.CpuArray(np.asarray(array))
 
 
 @contextmanager
@@ -85,9 +85,9 @@ def trace(
     programs. ``max_steps``: the run stops once a program has recorded that many steps
     (the trace then holds the steps up to there: ``qnb.compare``'s step budget)."""
     # (imported here: a launch nobody traces never loads the recorder)
-    from qnb.backends.cpu_trace import Recorder, StepLimit
+    from qnb.backends.cpu.trace import Recorder, StepLimit
 
-    arrays, scalars = cpu._bind(kernel, args)
+    arrays, scalars = interpreter._bind(kernel, args)
     total = grid[0] * grid[1] * grid[2]
     start = 0 if programs is None else programs.start
     if programs is not None:
@@ -101,7 +101,7 @@ def trace(
     recorder = Recorder(kernel, grid, parsed_units, range(start, start + total), bound, max_steps)
     # (at the limit the steps up to there are recorded: the rest of the run is not needed)
     with suppress(StepLimit):
-        cpu._Executor(kernel, grid, arrays, scalars, start, total, recorder).run()
+        interpreter._Executor(kernel, grid, arrays, scalars, start, total, recorder).run()
     return recorder.trace(kernel_parsed)
 
 
