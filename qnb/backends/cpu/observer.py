@@ -15,7 +15,7 @@ class Observer:
     """What the executor tells whoever watches it run: the statements that assign and
     store, and the memory each statement touches. Every method is a no-op here, so an
     unwatched run pays one call per event and computes nothing for it. The trace
-    recorder (``qnb.backends.cpu_trace.Recorder``) is the observer that builds a
+    recorder (``qnb.backends.cpu.trace.Recorder``) is the observer that builds a
     ``qnb.Trace``.
 
     An observer reads the run through the executor it is given at ``start``: its
