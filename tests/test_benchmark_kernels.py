@@ -380,3 +380,26 @@ def test_a_peer_that_is_missing_says_not_installed(monkeypatch):
     assert not bench_peers.installed("numba")
     notes = [line for line in bench_peers.peer_notes() if line.startswith("numba")]
     assert notes == ["numba: not installed (pip install -e '.[peers]')"]
+
+
+def test_the_hand_written_wgsl_reference_runs_and_agrees():
+    """bench_wgsl_reference's hand-written WGSL (register-tiled matmul, workgroup-per-row
+    softmax) and qnb's kernels beside it: each checks its result against NumPy on
+    NaN-poisoned device outputs before it is timed; small sizes here."""
+    from benchmarks import bench_wgsl_reference as ref
+    from qnb.backends import get
+    from tests.conftest import require_backend
+
+    require_backend("wgpu")
+    with qnb.backend("wgpu"):
+        rows = ref.matmul(get("wgpu"), n=128, rounds=1) + ref.softmax(
+            get("wgpu"), rows=32, rounds=1
+        )
+    assert [row[0].split(": ")[1] for row in rows] == [
+        "hand-written, 4x4 registers, 64x64 workgroup",
+        "qnb Tile[16, 16] blocks",
+        "qnb Tile[64, 64] blocks",
+        "hand-written, workgroup per row",
+        "qnb wide_softmax, Tile[16, 128]",
+    ]
+    assert all(float(row[2].rstrip("x")) > 0 for row in rows)
