@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from qnb.backends.cpu.interpreter import _Executor
 import numpy as np
 
 from qnb import ir
@@ -28,7 +24,7 @@ class Observer:
     # runs (a launch-order tile load is not left deferred), so the observer sees it.
     sees_every_value = False
 
-    def start(self, executor: _Executor) -> None:
+    def start(self, executor) -> None:  # (the interpreter's _Executor)
         """A run of programs begins: one per chunk of programs (:func:`run`); the trace
         runs all its programs in one."""
 
