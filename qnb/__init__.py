@@ -70,6 +70,7 @@ from qnb.language import (
     sqrt,
     static,
     tanh,
+    trunc,
     where,
 )
 from qnb.trace import Region, Trace, TraceStep
@@ -151,6 +152,7 @@ __all__ = [
     "sin",
     "cos",
     "tanh",
+    "trunc",
     "floor",
     "ceil",
     "abs",

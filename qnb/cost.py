@@ -6,9 +6,9 @@ and ``%qbench`` call it), by these rules:
 - **FLOPs** are operations on floating-point values (f16, bf16, f32, f64); integer and
   bool work (index arithmetic, i32 tiles, masks, ``and``/``or``) counts nothing. On a
   value of S elements an elementwise op counts S: ``+ - * / // % **``, ``maximum``,
-  ``minimum``, a comparison, unary minus, ``abs`` and each math function (``exp``,
-  ``exp2``, ``log``, ``log2``, ``sqrt``, ``sin``, ``cos``, ``tanh``, ``floor``,
-  ``ceil``: one operation each, whatever a backend spends on it). A sum of n terms is
+  ``minimum``, a comparison, unary minus, and each math function of the op registry
+  (``abs``, ``exp``, ``log``, ``sqrt``, ``floor`` …: its ``flops`` in ``qnb.ops``, one
+  each, whatever a backend spends on it). A sum of n terms is
   n − 1 additions, and adding it to something one more: a reduction (``sum``, ``max``,
   ``min``) of n elements into one output counts n − 1 (``t.sum(axis=1)`` on M×N:
   M·(N − 1)); ``a @ b`` (M×K by K×N) M·N·(2K − 1); ``qnb.mma(a, b, acc)`` 2·M·N·K;
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qnb import ir
+from qnb import ir, ops
 
 STEP_BUDGET = 200_000  # statement executions (each over a chunk of programs) per count
 CHUNK = 1 << 16  # programs evaluated at once
@@ -248,7 +248,8 @@ class _Values:
     def e_Unary(self, e):
         value = self.ev(e.operand)
         if e.operand.type.dtype.is_float and e.op not in ("not", "invert"):
-            self.add_flops(e.op, e.type.size)
+            math_op = ops.MATH.get(e.op)
+            self.add_flops(e.op, e.type.size * (math_op.flops if math_op else 1))
         function = _SCALAR_UNARY.get(e.op)
         if e.type.kind != "scalar" or value is DATA or function is None:
             return DATA
@@ -337,7 +338,8 @@ class _Values:
     def e_Reduce(self, e):
         self.ev(e.operand)
         if e.operand.type.dtype.is_float:
-            self.add_flops(e.op, e.operand.type.size - e.type.size)
+            per = ops.REDUCTIONS[e.op].flops
+            self.add_flops(e.op, per * (e.operand.type.size - e.type.size))
         return DATA
 
     def e_Scan(self, e):

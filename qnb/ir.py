@@ -45,6 +45,7 @@ import math
 from dataclasses import MISSING, dataclass, field, fields
 from operator import attrgetter
 
+from qnb import ops
 from qnb.dtypes import DType, as_dtype
 
 TILE = 16  # the side of Tile16 (the quadrants-compatible forms)
@@ -164,28 +165,13 @@ class ProgramId(Expr):
 
 
 # Unary ops: "neg", "not" (bool scalar/tile: ``not``, and ``~`` on bools), "invert"
-# (i32: bitwise not, ``~x == -x - 1``), "abs", and the float math functions, each NumPy's
-# ufunc of that name at the operand's dtype (f16 computes in f32 and rounds once):
-# "exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh", "floor", "ceil". NaN and
+# (i32: bitwise not, ``~x == -x - 1``), and the math functions of the op registry
+# (qnb.ops.MATH: "abs", "exp", "exp2", "log", … "trunc"), each NumPy's ufunc of that name
+# at the operand's dtype (f16 computes in f32 and rounds once). NaN and
 # ±inf go through them as through NumPy's (``exp2(-inf) == 0``, ``tanh(±inf) == ±1``,
 # ``log2(0) == -inf``, ``sin(inf)`` is NaN, ``floor``/``ceil`` keep ±inf and NaN).
-UNARY_OPS = (
-    "neg",
-    "not",
-    "invert",
-    "abs",
-    "exp",
-    "exp2",
-    "log",
-    "log2",
-    "sqrt",
-    "sin",
-    "cos",
-    "tanh",
-    "floor",
-    "ceil",
-)
-MATH_OPS = ("exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh", "floor", "ceil")
+UNARY_OPS = ("neg", "not", "invert", *ops.MATH)  # (the math functions: the op registry's)
+MATH_OPS = ops.FLOAT_MATH
 
 
 @dataclass(slots=True, eq=False)

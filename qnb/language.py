@@ -177,6 +177,13 @@ def ceil(x):
 
 
 @intrinsic
+def trunc(x):
+    """Elementwise ``x`` rounded toward zero, as a float of ``x``'s dtype (NumPy's trunc:
+    ``trunc(-2.5) == -2.0``, ±0, ±inf and NaN kept)."""
+    raise _kernel_only("trunc")
+
+
+@intrinsic
 def maximum(a, b):
     """Elementwise maximum."""
     raise _kernel_only("maximum")

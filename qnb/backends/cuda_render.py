@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from qnb import ir
+from qnb import ir, ops
 from qnb.backends.base import Options
 from qnb.backends.cuda_prelude import prelude_text
 from qnb.backends.gpu import GpuRenderer, Layout, node_dtypes
@@ -91,6 +91,37 @@ class RenderedCuda:
 
 # (f16.cuh in qnb/backends/cuda_prelude, read at render time)
 
+# The registry's math functions (qnb.ops.MATH), generated from their CUDA names: float
+# and double call CUDA's own; f16 and bf16 compute in float and round once. (abs is
+# written by hand in common.cuh and f16.cuh: it is an integer and a bool function too.)
+_GENERATED = [(name, op.cuda) for name, op in ops.MATH.items() if isinstance(op.cuda, ops.CudaMath)]
+
+
+def _unary(narrow: str, to_narrow: str, to_float: str, name: str) -> str:
+    return (
+        f"__device__ __forceinline__ {narrow} {name}_({narrow} x) "
+        f"{{ return {to_narrow}({name}_({to_float}(x))); }}"
+    )
+
+
+_PRELUDE_MATH = "\n".join(
+    [
+        "namespace qnb {",
+        *(
+            f"__device__ __forceinline__ {c_type} {name}_({c_type} x) {{ return {fn}(x); }}"
+            for name, cuda in _GENERATED
+            for c_type, fn in (("float", cuda.f32), ("double", cuda.f64))
+        ),
+        "}  // namespace qnb",
+    ]
+)
+_PRELUDE_MATH_F16 = "\n".join(
+    [
+        "namespace qnb {",
+        *(_unary("__half", "__float2half", "__half2float", name) for name, _ in _GENERATED),
+        "}  // namespace qnb",
+    ]
+)
 # bf16 overloads for the walker's own uses (a Cholesky's sqrt, a reduction's max): in
 # float, rounded once to nearest even. (bf16 ops of the kernel are written out in float,
 # see CudaRenderer.bf16_binary.)
@@ -98,14 +129,8 @@ _PRELUDE_BF16 = "\n".join(
     [
         "namespace qnb {",
         *(
-            f"__device__ __forceinline__ __nv_bfloat16 {name}_(__nv_bfloat16 x) "
-            f"{{ return __float2bfloat16({name}_(__bfloat162float(x))); }}"
-            for name in ("abs", "exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh")
-        ),
-        *(
-            f"__device__ __forceinline__ __nv_bfloat16 {name}_(__nv_bfloat16 x) "
-            f"{{ return __float2bfloat16({name}_(__bfloat162float(x))); }}"
-            for name in ("floor", "ceil")
+            _unary("__nv_bfloat16", "__float2bfloat16", "__bfloat162float", name)
+            for name in ops.MATH
         ),
         *(
             f"__device__ __forceinline__ __nv_bfloat16 {name}_(__nv_bfloat16 a, __nv_bfloat16 b) "
@@ -143,19 +168,9 @@ class CudaRenderer(GpuRenderer):
         bool_: "bool",
     }
     math_functions = {
-        "abs": "qnb::abs_",
-        "exp": "qnb::exp_",
-        "log": "qnb::log_",
-        "sqrt": "qnb::sqrt_",
-        "exp2": "qnb::exp2_",
-        "log2": "qnb::log2_",
-        "sin": "qnb::sin_",
-        "cos": "qnb::cos_",
-        "tanh": "qnb::tanh_",
-        "ceil": "qnb::ceil_",
+        **ops.spellings("cuda"),  # the registry's: qnb::<name>_, overloaded per dtype
         "max": "qnb::max_",
         "min": "qnb::min_",
-        "floor": "qnb::floor_",
         "pow": "qnb::pow_",
     }
     # Python-semantics binary ops that the prelude overloads for every dtype.
@@ -390,8 +405,10 @@ class CudaRenderer(GpuRenderer):
         if self.uses_wmma:
             lines.append("#include <mma.h>")
         lines += prelude_text("common").splitlines()
+        lines += _PRELUDE_MATH.splitlines()
         if uses_f16:
             lines += prelude_text("f16").splitlines()
+            lines += _PRELUDE_MATH_F16.splitlines()
         if _uses(kernel, bf16):
             lines += _PRELUDE_BF16.splitlines()
         if any(isinstance(n, ir.Atomic) for n in ir.walk_body(kernel.body)):

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from qnb import ops
 from qnb.dtypes import is_dtype_like
 from qnb.errors import QnbCaptureError
 from qnb.frontend.constants import (  # the one encoding (decode, display: re-exported)
@@ -51,17 +52,12 @@ _FOREIGN_INTRINSICS = {
     math.log: "log",
     math.sqrt: "sqrt",
     math.fabs: "abs",
-    np.exp: "exp",
-    np.log: "log",
-    np.sqrt: "sqrt",
-    np.abs: "abs",
-    np.absolute: "abs",
     np.maximum: "maximum",
     np.minimum: "minimum",
     np.where: "where",
-    # math.floor/ceil return ints in Python, so only NumPy's (float) floor/ceil are twins.
+    # math.floor/ceil/trunc return ints in Python, so only NumPy's (float) ones are twins.
     **{getattr(math, name): name for name in ("log2", "sin", "cos", "tanh")},
-    **{getattr(np, name): name for name in ("exp2", "log2", "sin", "cos", "tanh", "floor", "ceil")},
+    **{op.numpy: name for name, op in ops.MATH.items()},  # (the registry's ufuncs)
 }
 
 

@@ -10,8 +10,8 @@ import copy
 
 from qnb import ir
 from qnb.errors import QnbCaptureError, QnbError, QnbTypeError
-from qnb.frontend import semantics as sem
-from qnb.frontend.semantics import Py
+from qnb.frontend import operators
+from qnb.frontend.bindings import Py
 from qnb.frontend.values import py_name
 
 
@@ -93,7 +93,7 @@ class CompileTime:
             raise lower.error(
                 QnbTypeError, f"qnb.static(...) failed: {type(exc).__name__}: {exc}", node
             ) from None
-        return Py(sem.plain_value(value))
+        return Py(operators.plain_value(value))
 
     def read_attribute(self, node):
         """``getattr`` for a ``qnb.static`` expression: the recorder's, with Python's own
@@ -118,7 +118,7 @@ class CompileTime:
                     node,
                 )
         try:
-            return Py(sem.plain_value(lower.reads.attr(value, attr)))
+            return Py(operators.plain_value(lower.reads.attr(value, attr)))
         except QnbCaptureError as err:
             raise err.with_location(*lower.scopes.frame.parsed.position(node)) from None
         except AttributeError:
@@ -166,7 +166,7 @@ class CompileTime:
                 node,
             )
         try:
-            return Py(family.lookup(sem.plain_value(key.value)))
+            return Py(family.lookup(operators.plain_value(key.value)))
         except ValueError as exc:
             raise lower.error(QnbTypeError, str(exc), node) from None
 

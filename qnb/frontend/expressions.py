@@ -12,14 +12,14 @@ import builtins
 from qnb import ir
 from qnb.dtypes import DType, bool_, is_dtype_like
 from qnb.errors import QnbCaptureError, QnbSyntaxError, QnbTypeError
-from qnb.frontend import lists
+from qnb.frontend import lists, operators
 from qnb.frontend import semantics as sem
+from qnb.frontend.bindings import Py, is_number
 from qnb.frontend.capture import UNDEFINED, foreign_intrinsic, is_qnb_callable
 from qnb.frontend.compile_time import is_static
 from qnb.frontend.indexing import new_axis
 from qnb.frontend.parse import KERNEL_BUILTINS
 from qnb.frontend.scopes import UNBOUND
-from qnb.frontend.semantics import Py
 from qnb.frontend.values import (
     COMPARISON_SPELLING,
     OPERATOR_SPELLING,
@@ -71,7 +71,7 @@ class Expressions:
             value = getattr(builtins, name, UNDEFINED) if name in KERNEL_BUILTINS else UNDEFINED
         if value is UNDEFINED:
             raise lower.error(QnbTypeError, f"name {name!r} is not defined", node)
-        return Py(sem.plain_value(value))
+        return Py(operators.plain_value(value))
 
     def expr_Attribute(self, node):
         lower = self.lower
@@ -123,7 +123,7 @@ class Expressions:
         if isinstance(node.op, ast.MatMult):
             left, right = lower.order.ordered([node.left, node.right])
             return lower.matmul(left, right, None, node)
-        op = sem.BINOPS.get(type(node.op))
+        op = operators.BINOPS.get(type(node.op))
         if op is None:
             spelled = OPERATOR_SPELLING.get(type(node.op), type(node.op).__name__)
             raise lower.error(QnbSyntaxError, f"the operator {spelled} is not supported", node)
@@ -135,7 +135,7 @@ class Expressions:
         operand = lower.lower_expr(node.operand)
         if isinstance(operand, Py):
             try:
-                return Py(sem.fold_unary(node.op, operand.value))
+                return Py(operators.fold_unary(node.op, operand.value))
             except QnbCaptureError as err:  # a configuration object used as a value
                 raise lower.error(QnbCaptureError, err.message, node) from None
             except Exception as exc:  # noqa: BLE001 - the user's own compile-time arithmetic
@@ -154,7 +154,7 @@ class Expressions:
                 raise lower.error(QnbTypeError, "'not' needs a scalar; use ~mask for tiles", node)
             condition = lower.condition(operand, node)
             return ir.Unary(ir.scalar(bool_), lower.loc(node), "not", condition)
-        return sem.invert(lower.builder, operand, node)
+        return operators.invert(lower.builder, operand, node)
 
     def expr_BoolOp(self, node):
         """``a and b`` / ``a or b`` as in Python: the right side runs only where Python
@@ -235,7 +235,7 @@ class Expressions:
         lower = self.lower
         ops = []
         for op_node in node.ops:
-            op = sem.CMPOPS.get(type(op_node))
+            op = operators.CMPOPS.get(type(op_node))
             if op is None:
                 spelled = COMPARISON_SPELLING.get(type(op_node), type(op_node).__name__)
                 raise lower.error(
@@ -272,7 +272,7 @@ class Expressions:
             orelse = lower.lower_expr(node.orelse)
         for side in (body, orelse):
             if not isinstance(side, ir.Expr) and not (
-                isinstance(side, Py) and sem.is_number(side.value)
+                isinstance(side, Py) and is_number(side.value)
             ):
                 raise lower.error(
                     QnbTypeError,

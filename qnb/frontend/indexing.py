@@ -8,8 +8,8 @@ import ast
 from qnb import ir
 from qnb.dtypes import DType, i32
 from qnb.errors import QnbSyntaxError, QnbTypeError
-from qnb.frontend import lists
-from qnb.frontend import semantics as sem
+from qnb.frontend import lists, operators
+from qnb.frontend.bindings import Py
 from qnb.frontend.parse import is_negative_literal
 from qnb.frontend.values import plural, unparse
 
@@ -47,7 +47,7 @@ class Indexing:
         """``arr.shape[d]``."""
         lower = self.lower
         index = lower.lower_expr(node.slice)
-        if not isinstance(index, sem.Py) or not isinstance(index.value, int):
+        if not isinstance(index, Py) or not isinstance(index.value, int):
             raise lower.error(QnbTypeError, "arr.shape[d] needs a constant d", node)
         axis = index.value + (view.view_ndim if index.value < 0 else 0)
         if not 0 <= axis < view.view_ndim:
@@ -200,7 +200,7 @@ class Indexing:
         lower = self.lower
         if kind == "tile":
             r0, r1, c0, c1 = window
-            zeros = sem.fill(lower.builder, "tile", "full", 0, view.type.dtype, node)
+            zeros = operators.fill(lower.builder, "tile", "full", 0, view.type.dtype, node)
             return self.load_window(zeros, view, r0, r1, c0, c1, node)
         start, stop, col, axis = window
         vec = ir.vec(view.type.dtype)

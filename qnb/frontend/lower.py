@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from qnb import ir
 from qnb.dtypes import DType, bool_, i32
 from qnb.errors import QnbSyntaxError, QnbTypeError
-from qnb.frontend import semantics as sem
+from qnb.frontend import operators
+from qnb.frontend.bindings import Py, is_number
 from qnb.frontend.builder import Builder
 from qnb.frontend.compile_time import CompileTime
 from qnb.frontend.expressions import Expressions
@@ -43,7 +44,6 @@ from qnb.frontend.order import EvaluationOrder
 from qnb.frontend.parse import ParsedFunction
 from qnb.frontend.reads import Recorder
 from qnb.frontend.scopes import Frame, Scopes, Var, settle_pending
-from qnb.frontend.semantics import Py
 from qnb.frontend.statements import Statements
 from qnb.frontend.values import _Method, method_misuse, value_name
 
@@ -109,7 +109,7 @@ class _Lowerer:
         ir_params = []
         for spec in self.params:
             if spec.kind == "template":
-                frame.scope[spec.name] = Py(sem.plain_value(spec.value))
+                frame.scope[spec.name] = Py(operators.plain_value(spec.value))
             elif spec.kind == "array":
                 frame.scope[spec.name] = ir.ArrayView(spec.name, spec.type)
                 ir_params.append(ir.Param(spec.name, spec.type))
@@ -226,8 +226,8 @@ class _Lowerer:
         """A typed IR expression for a runtime value or a Python number."""
         if isinstance(value, ir.Expr):
             return value
-        if isinstance(value, Py) and sem.is_number(value.value):
-            return sem.const(self.builder, value.value, node, dtype)
+        if isinstance(value, Py) and is_number(value.value):
+            return operators.const(self.builder, value.value, node, dtype)
         if isinstance(value, _Method):
             raise self.error(QnbTypeError, method_misuse(value), node)
         raise self.error(QnbTypeError, f"{value_name(value)} cannot be used as a value here", node)
@@ -273,18 +273,18 @@ class _Lowerer:
             return expr
         if isinstance(expr, ir.Const):
             return ir.Const(
-                expr.type.with_dtype(dtype), expr.loc, sem.convert_value(expr.value, dtype)
+                expr.type.with_dtype(dtype), expr.loc, operators.convert_value(expr.value, dtype)
             )
         return ir.Cast(expr.type.with_dtype(dtype), expr.loc, expr)
 
     def binary(self, op, left, right, node):
-        return sem.binary(self.builder, op, left, right, node)
+        return operators.binary(self.builder, op, left, right, node)
 
     def where(self, cond, a, b, node):
-        return sem.where(self.builder, cond, a, b, node)
+        return operators.where(self.builder, cond, a, b, node)
 
     def matmul(self, a, b, acc, node):
-        return sem.matmul(self.builder, a, b, acc, node)
+        return operators.matmul(self.builder, a, b, acc, node)
 
     # ------------------------------------------------------------------ for the rules and lists
     # (semantics.py and lists.py call these on the walker; each is its helper's)

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from qnb import ir
 from qnb.dtypes import DType, bool_, is_dtype_like
 from qnb.errors import QnbTypeError
-from qnb.frontend import lists
-from qnb.frontend import semantics as sem
+from qnb.frontend import lists, operators
+from qnb.frontend.bindings import Py, is_number
 from qnb.frontend.capture import UNDEFINED
 from qnb.frontend.parse import ParsedFunction
-from qnb.frontend.semantics import Py
 from qnb.frontend.values import py_name
 
 
@@ -191,7 +190,7 @@ class Scopes:
         joined = (
             known
             if new.dtype is known.dtype
-            else known.with_dtype(sem.join_dtypes(known.dtype, new.dtype))
+            else known.with_dtype(operators.join_dtypes(known.dtype, new.dtype))
         )
         if joined != current:
             self.widened = True
@@ -228,7 +227,7 @@ class Scopes:
             # branch assigns it, which only the running kernel can resolve.
             frame.scope[name] = value
             return
-        if isinstance(value, Py) and not sem.is_number(value.value):
+        if isinstance(value, Py) and not is_number(value.value):
             frame.scope[name] = value  # dtypes, tuples, None
             return
         existing = frame.scope.get(name)
@@ -353,7 +352,7 @@ class Scopes:
         for name in sorted(every):
             value = frame.scope.get(name)
             frame.known.pop(name, None)  # the block may change it
-            if isinstance(value, Py) and sem.is_number(value.value):
+            if isinstance(value, Py) and is_number(value.value):
                 expr = lower.to_expr(value, node)
                 var = self.bind_local(name, expr.type, node)
                 lower.emit(ir.Assign(lower.loc(node), var.name, lower.coerce(expr, var.type, node)))
@@ -421,7 +420,7 @@ class Scopes:
                 variables[value.name] = value
             elif isinstance(value, PathNumber):
                 numbers.extend(value.numbers)
-            elif isinstance(value, Py) and sem.is_number(value.value):
+            elif isinstance(value, Py) and is_number(value.value):
                 numbers.append(value.value)
             elif value is not UNBOUND:
                 others.append(value)
@@ -438,7 +437,7 @@ class Scopes:
     def path_number_var(self, name: str, found: PathNumber, node) -> Var:
         """The runtime variable of a PathNumber, made on first use."""
         if found.var is None:
-            first = sem.const(self.lower.builder, found.numbers[0], found.node).type
+            first = operators.const(self.lower.builder, found.numbers[0], found.node).type
             found.var = self.bind_local(name, first, found.node)
             self.settle(name, found.var, found.numbers, node)
         self.frame.scope[name] = found.var
@@ -449,7 +448,9 @@ class Scopes:
         typed with it, and assigned where each was bound (its Pending)."""
         lower = self.lower
         for number in numbers:
-            self.record_type(var.name, sem.const(lower.builder, number, node).type, var.type, node)
+            self.record_type(
+                var.name, operators.const(lower.builder, number, node).type, var.type, node
+            )
         for pending in self.frame.pending.pop(name, []):
             value = lower.coerce(Py(pending.value), var.type, node)
             pending.assign = ir.Assign(pending.loc, var.name, value)
@@ -459,11 +460,7 @@ class Scopes:
         bound to a new compile-time number."""
         frame = self.frame
         for name, value in frame.scope.items():
-            if (
-                isinstance(value, Py)
-                and sem.is_number(value.value)
-                and before.get(name) is not value
-            ):
+            if isinstance(value, Py) and is_number(value.value) and before.get(name) is not value:
                 loc = self.lower.loc(frame.bound_at.get(name, node))
                 pending = Pending(name, value.value, loc)
                 self.lower.emit(pending)

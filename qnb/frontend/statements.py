@@ -9,10 +9,9 @@ import ast
 from qnb import ir
 from qnb.dtypes import bool_, i32
 from qnb.errors import QnbSyntaxError, QnbTypeError
-from qnb.frontend import lists
-from qnb.frontend import semantics as sem
+from qnb.frontend import lists, operators
+from qnb.frontend.bindings import Py
 from qnb.frontend.scopes import Var
-from qnb.frontend.semantics import Py
 from qnb.frontend.values import OPERATOR_SPELLING
 
 
@@ -101,7 +100,7 @@ class Statements:
         lower = self.lower
         if isinstance(stmt.op, ast.MatMult):
             return lower.matmul(current, value, None, stmt)
-        op = sem.BINOPS.get(type(stmt.op))
+        op = operators.BINOPS.get(type(stmt.op))
         if op is None:
             spelled = OPERATOR_SPELLING.get(type(stmt.op), type(stmt.op).__name__)
             raise lower.error(QnbSyntaxError, f"the operator {spelled}= is not supported", stmt)
@@ -253,7 +252,7 @@ class Statements:
 
         def bind_item(item):
             # As in Python, the loop variable keeps the last item after the loop.
-            frame.scope[name] = Py(sem.plain_value(item))
+            frame.scope[name] = Py(operators.plain_value(item))
             frame.bound_at[name] = stmt
 
         self.unroll(stmt, items, bind_item)

@@ -11,7 +11,7 @@ arithmetic, shifts, ordering and reductions as i32; ``/`` of integers computes i
 
 from __future__ import annotations
 
-from qnb import ir
+from qnb import ir, ops
 from qnb.dtypes import DType, bf16, bool_, f16, f32, i32, promote
 
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
@@ -125,10 +125,10 @@ def invert_op(type_: ir.Type) -> str:
 
 def math_dtype(op: str, dtype: DType) -> DType:
     """The dtype ``op`` ("exp", "abs" …) computes in: floats keep theirs, integers
-    compute in f32; ``abs`` keeps any dtype but bool."""
+    compute in f32; an op typed "same" in the registry (``abs``) keeps any dtype but bool."""
     if dtype is bool_:
         raise TypeRefusal(f"{op} is not defined for bool values")
-    if op == "abs" or dtype.is_float:
+    if ops.MATH[op].typing == "same" or dtype.is_float:
         return dtype
     return f32
 

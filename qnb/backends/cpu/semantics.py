@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qnb import ops
 from qnb.dtypes import i32
 
 _ARANGE16 = np.arange(16, dtype=np.int64)
@@ -122,22 +123,12 @@ def _int_power(a, b):
 _UNARY = {
     "neg": np.negative,
     "not": np.logical_not,
-    "abs": np.abs,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
     "invert": np.invert,
-    "exp2": np.exp2,
-    "log2": np.log2,
-    "sin": np.sin,
-    "cos": np.cos,
-    "tanh": np.tanh,
-    "floor": np.floor,
-    "ceil": np.ceil,
+    **{name: op.numpy for name, op in ops.MATH.items()},  # (the registry's ufuncs)
 }
 
 
-_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
+_REDUCE = {name: op.ufunc.reduce for name, op in ops.REDUCTIONS.items()}
 
 
 def is_narrow_float(dtype) -> bool:
@@ -163,7 +154,7 @@ def scan_values(op: str, value: np.ndarray, axis) -> np.ndarray:
     out = value.dtype
     if is_narrow_float(out):
         value = value.astype(np.float32)
-    ufunc = np.add if op == "sum" else np.multiply
+    ufunc = ops.REDUCTIONS[op].ufunc
     with np.errstate(over="ignore", invalid="ignore"):
         return ufunc.accumulate(value, axis=axis).astype(out, copy=False)
 
@@ -194,7 +185,7 @@ def reduce_values(op: str, value: np.ndarray, axes) -> np.ndarray:
     layout they come in."""
     fn = _REDUCE[op]
     value = np.ascontiguousarray(value)
-    if op in ("sum", "prod"):
+    if ops.REDUCTIONS[op].arithmetic:
         if is_narrow_float(value.dtype):
             # accumulate in f32, round once (as NumPy does for contiguous f16 sums;
             # every backend does so for every axis)

@@ -9,28 +9,6 @@ __device__ __forceinline__ int abs_(int x) { return x < 0 ? -x : x; }
 __device__ __forceinline__ float abs_(float x) { return fabsf(x); }
 __device__ __forceinline__ double abs_(double x) { return fabs(x); }
 __device__ __forceinline__ bool abs_(bool x) { return x; }
-__device__ __forceinline__ float exp_(float x) { return expf(x); }
-__device__ __forceinline__ double exp_(double x) { return exp(x); }
-__device__ __forceinline__ float log_(float x) { return logf(x); }
-__device__ __forceinline__ double log_(double x) { return log(x); }
-__device__ __forceinline__ float sqrt_(float x) { return sqrtf(x); }
-__device__ __forceinline__ double sqrt_(double x) { return sqrt(x); }
-__device__ __forceinline__ float floor_(float x) { return floorf(x); }
-__device__ __forceinline__ double floor_(double x) { return floor(x); }
-__device__ __forceinline__ float exp2_(float x) { return exp2f(x); }
-__device__ __forceinline__ double exp2_(double x) { return exp2(x); }
-__device__ __forceinline__ float log2_(float x) { return log2f(x); }
-__device__ __forceinline__ double log2_(double x) { return log2(x); }
-// the precise functions, not the fast intrinsics (__sinf, __expf): those are off by far
-// more than NumPy's tolerance away from 0 (unless the kernel asks for fast_math)
-__device__ __forceinline__ float sin_(float x) { return sinf(x); }
-__device__ __forceinline__ double sin_(double x) { return sin(x); }
-__device__ __forceinline__ float cos_(float x) { return cosf(x); }
-__device__ __forceinline__ double cos_(double x) { return cos(x); }
-__device__ __forceinline__ float tanh_(float x) { return tanhf(x); }
-__device__ __forceinline__ double tanh_(double x) { return tanh(x); }
-__device__ __forceinline__ float ceil_(float x) { return ceilf(x); }
-__device__ __forceinline__ double ceil_(double x) { return ceil(x); }
 // NumPy's shifts for every count: outside 0..31 (negative counts are huge unsigned ones)
 // << gives 0 and >> the sign; C++ leaves those counts undefined, and << of a negative
 // value too, so the left shift goes through unsigned

@@ -88,7 +88,7 @@ class ExchangesMixin:
         partial results meet in scratch, and thread 0 combines them in thread order."""
         dtype = node.type.dtype
         # An f16 sum or product accumulates in f32 and rounds once, as NumPy's f16 sums do.
-        work = self.accumulate_dtype(dtype) if node.op in ("sum", "prod") else dtype
+        work = self.accumulate_dtype(dtype) if node.op in REDUCE_ARITH else dtype
         typ = node.operand.type
         array = self.materialize(node.operand)
         partial = self.var(work, self.narrow(f"{array}[0]", typ.dtype, work))
@@ -120,7 +120,7 @@ class ExchangesMixin:
         """A reduction along one axis (to a vec): each thread combines its elements' rows
         or columns from scratch."""
         dtype = node.type.dtype
-        work = self.accumulate_dtype(dtype) if node.op in ("sum", "prod") else dtype
+        work = self.accumulate_dtype(dtype) if node.op in REDUCE_ARITH else dtype
         typ = node.operand.type
         m, n = typ.shape
         name = self.to_shared(self.materialize(node.operand), typ, work)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from qnb import ir
+from qnb import ir, ops
 from qnb.dtypes import DType, bf16, bool_, f16, f32, f64, i32
 from qnb.errors import BackendError
 
@@ -22,7 +22,7 @@ MAX_ELEMENTS = 4096  # the largest tile or vec a GPU program holds
 ARITH = {"add": "+", "sub": "-", "mul": "*"}
 
 
-REDUCE_ARITH = {"sum": "add", "prod": "mul"}  # the reductions that combine by arithmetic
+REDUCE_ARITH = ops.REDUCE_ARITH  # the reductions that combine by arithmetic (qnb.ops)
 
 
 BYTES = {f16: 2, bf16: 2, f32: 4, i32: 4, bool_: 4, f64: 8}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from qnb import ir
+from qnb import ir, ops
 from qnb.backends.gpu.layout import (
     Layout,
 )
@@ -36,20 +36,12 @@ class GpuTarget:
     }
     logical_templates: ClassVar[dict] = {"and": "({a} && {b})", "or": "({a} || {b})"}
     unary_templates: ClassVar[dict] = {"neg": "(-{a})", "not": "(!{a})", "invert": "(~{a})"}
+    # the registry's math functions (qnb.ops) by their WGSL builtins, and the binary
+    # functions the walker writes itself
     math_functions: ClassVar[dict] = {
-        "abs": "abs",
-        "exp": "exp",
-        "exp2": "exp2",
-        "log": "log",
-        "log2": "log2",
-        "sqrt": "sqrt",
-        "sin": "sin",
-        "cos": "cos",
-        "tanh": "tanh",
-        "ceil": "ceil",
+        **ops.spellings("wgsl"),
         "max": "max",
         "min": "min",
-        "floor": "floor",
         "pow": "pow",
     }
     barrier = "workgroupBarrier();"
