@@ -188,7 +188,7 @@ def test_a_numpy_twin_is_the_registry_op(tmp_path):
 
 
 def test_a_registry_entry_without_a_stub_or_spelling_is_refused():
-    with pytest.raises(ops.RegistryError, match="no stub in qnb.language"):
+    with pytest.raises(ops.RegistryError, match=r"no stub in qnb\.language"):
         ops.check([ops.MathOp("exp10", np.exp, wgsl="exp10", cuda=ops.CudaMath("a", "b"))])
     with pytest.raises(ops.RegistryError, match="no wgsl spelling"):
         ops.check([ops.MathOp("exp", np.exp, wgsl="", cuda=ops.CudaMath("expf", "exp"))])
