@@ -18,7 +18,7 @@ import ast
 import builtins
 import contextlib
 
-from qnb import ir, language
+from qnb import ir, language, ops
 from qnb.dtypes import as_dtype, bool_, f32, i32
 from qnb.errors import QnbTypeError, QnbZeroDivisionError
 from qnb.frontend import atomics, lists, op_rules, typing_rules
@@ -449,7 +449,7 @@ BUILTIN_RULES = {
 
 
 SUPPORTED_CALLS = (
-    "qnb.exp, exp2, log, log2, sqrt, sin, cos, tanh, floor, ceil, abs, maximum, minimum, "
+    f"qnb.{', '.join(ops.MATH)}, maximum, minimum, "
     "where, outer and mma (or their math/NumPy "
     "twins), Tile[M, N]/Vec[N] constructors, qnb.arange, dtype conversions such as qnb.f32(x), @qnb.func "
     "helpers, and range, min, max, abs, float, int, bool, len"
