@@ -449,7 +449,7 @@ BUILTIN_RULES = {
 
 
 SUPPORTED_CALLS = (
-    f"qnb.{', '.join(ops.MATH)}, maximum, minimum, "
+    f"qnb.{', '.join(ops.FLOAT_MATH)}, abs, maximum, minimum, "
     "where, outer and mma (or their math/NumPy "
     "twins), Tile[M, N]/Vec[N] constructors, qnb.arange, dtype conversions such as qnb.f32(x), @qnb.func "
     "helpers, and range, min, max, abs, float, int, bool, len"
