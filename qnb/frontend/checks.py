@@ -34,44 +34,66 @@ class Check:
 
 def add_bounds_checks(kernel: ir.KernelIR) -> tuple[ir.KernelIR, list[Check]]:
     """A copy of ``kernel`` with the checks and the ``qnb_errors`` parameter added."""
-    table: list[Check] = []
-    errors = ir.ArrayView(ERRORS_PARAM, ERRORS_TYPE)
-    shapes = {p.name: p.type for p in kernel.params if p.type.kind == "array"}
+    checks = _BoundsChecks(kernel)
+    checked = ir.KernelIR(
+        kernel.name,
+        [*kernel.params, ir.Param(ERRORS_PARAM, ERRORS_TYPE)],
+        checks.body(kernel.body),
+        dict(kernel.locals),
+        list(kernel.units),
+    )
+    return checked, checks.table
 
-    def i32_const(value, loc):
-        return ir.Const(ir.scalar(i32), loc, value)
 
-    def either(a, b):
-        if a is None:
-            return b
-        return ir.Binary(ir.scalar(bool_), b.loc, "or", a, b)
+def _i32_const(value, loc):
+    return ir.Const(ir.scalar(i32), loc, value)
 
-    def compare(op, value, bound):
-        return ir.Binary(ir.scalar(bool_), value.loc, op, value, bound)
 
-    def outside(value, limit):
-        """value < 0 or value >= limit."""
-        return either(compare("lt", value, i32_const(0, value.loc)), compare("ge", value, limit))
+def _either(a, b):
+    if a is None:
+        return b
+    return ir.Binary(ir.scalar(bool_), b.loc, "or", a, b)
 
-    def dim(view, axis):
-        return ir.ArrayDim(ir.scalar(i32), None, view.param, axis)
 
-    def view_checks(view, loc, out):
-        if view.batch is not None:
-            out.append(
-                (
-                    outside(view.batch, dim(view, 0)),
-                    loc,
-                    f"batch index out of range for {view.param!r}",
-                )
-            )
+def _compare(op, value, bound):
+    return ir.Binary(ir.scalar(bool_), value.loc, op, value, bound)
 
-    def collect(node, out):
-        """(violation condition, loc, message) for every risky index under ``node``."""
+
+def _outside(value, limit):
+    """value < 0 or value >= limit."""
+    return _either(_compare("lt", value, _i32_const(0, value.loc)), _compare("ge", value, limit))
+
+
+def _dim(view, axis):
+    return ir.ArrayDim(ir.scalar(i32), None, view.param, axis)
+
+
+def _negative(loc, *bounds):
+    """Any of ``bounds`` < 0."""
+    negative = None
+    for bound in bounds:
+        negative = _either(negative, _compare("lt", bound, _i32_const(0, loc)))
+    return negative
+
+
+class _BoundsChecks:
+    """One walk of a kernel's statements: each risky index becomes an ``If`` that stores
+    its check's number (1-based, into :data:`table`) to ``qnb_errors[0]``."""
+
+    def __init__(self, kernel: ir.KernelIR):
+        self.kernel = kernel
+        self.table: list[Check] = []
+        self.errors = ir.ArrayView(ERRORS_PARAM, ERRORS_TYPE)
+        self.shapes = {p.name: p.type for p in kernel.params if p.type.kind == "array"}
+
+    # ---- the conditions: (violation condition, loc, message) for every risky index
+
+    def collect(self, node, out):
+        """The checks of every risky index under ``node``."""
         if isinstance(node, ir.Logical):
-            collect(node.left, out)
+            self.collect(node.left, out)
             inner = []
-            collect(node.right, inner)
+            self.collect(node.right, inner)
             left = (
                 node.left
                 if node.op == "and"
@@ -82,107 +104,104 @@ def add_bounds_checks(kernel: ir.KernelIR) -> tuple[ir.KernelIR, list[Check]]:
             return
         for child in ir.children(node):
             if isinstance(child, ir.Expr | ir.ArrayView):
-                collect(child, out)
-        loc = getattr(node, "loc", None)
+                self.collect(child, out)
         if isinstance(node, ir.ArrayView):
             return
+        loc = getattr(node, "loc", None)
         if isinstance(node, ir.LoadWindow | ir.StoreWindow):
-            view_checks(node.view, loc, out)
-            if not node.padded:  # a padded load/store may start before the array
-                negative = None
-                for bound in (node.r0, node.r1, node.c0, node.c1):
-                    negative = either(negative, compare("lt", bound, i32_const(0, loc)))
-                out.append((negative, loc, f"negative window bound on {node.view.param!r}"))
+            self.window(node, loc, out)
         elif isinstance(node, ir.VecLoad | ir.VecStore):
-            view_checks(node.view, loc, out)
-            if not getattr(node, "padded", False):
-                negative = either(
-                    compare("lt", node.start, i32_const(0, loc)),
-                    compare("lt", node.stop, i32_const(0, loc)),
-                )
-                out.append((negative, loc, f"negative bound on {node.view.param!r}"))
-                if node.col is not None:  # the fixed column (or row) of a 2-D line
-                    first = shapes[node.view.param].ndim - 2
-                    side = first if node.axis == 1 else first + 1
-                    what = "row" if node.axis == 1 else "column"
-                    out.append(
-                        (
-                            outside(node.col, dim(node.view, side)),
-                            loc,
-                            f"{what} index out of range for {node.view.param!r}",
-                        )
-                    )
+            self.line(node, loc, out)
         elif isinstance(node, ir.ArrayLoad | ir.ArrayStore):
-            view_checks(node.view, loc, out)
-            first = shapes[node.view.param].ndim - len(node.indices)
+            self.view(node.view, loc, out)
+            first = self.shapes[node.view.param].ndim - len(node.indices)
             bad = None
             for axis, index in enumerate(node.indices, start=first):
-                bad = either(bad, outside(index, dim(node.view, axis)))
+                bad = _either(bad, _outside(index, _dim(node.view, axis)))
             out.append((bad, loc, f"index out of range for {node.view.param!r}"))
         elif isinstance(node, ir.TileGet | ir.TileSet):
             shape = node.base.type.shape
-            bad = outside(node.i, i32_const(shape[0], loc))
+            bad = _outside(node.i, _i32_const(shape[0], loc))
             if node.j is not None:
-                bad = either(bad, outside(node.j, i32_const(shape[1], loc)))
+                bad = _either(bad, _outside(node.j, _i32_const(shape[1], loc)))
             out.append((bad, loc, tile_index_message(shape)))
         elif isinstance(node, ir.RowCol):
             side = node.operand.type.shape[0 if node.which == "row" else 1]
             out.append(
-                (outside(node.index, i32_const(side, loc)), loc, tile_index_message((side,)))
+                (_outside(node.index, _i32_const(side, loc)), loc, tile_index_message((side,)))
             )
 
-    def guarded(stmt, parts):
+    def view(self, view, loc, out):
+        if view.batch is not None:
+            message = f"batch index out of range for {view.param!r}"
+            out.append((_outside(view.batch, _dim(view, 0)), loc, message))
+
+    def window(self, node, loc, out):
+        self.view(node.view, loc, out)
+        if not node.padded:  # a padded load/store may start before the array
+            negative = _negative(loc, node.r0, node.r1, node.c0, node.c1)
+            out.append((negative, loc, f"negative window bound on {node.view.param!r}"))
+
+    def line(self, node, loc, out):
+        self.view(node.view, loc, out)
+        if getattr(node, "padded", False):
+            return
+        negative = _negative(loc, node.start, node.stop)
+        out.append((negative, loc, f"negative bound on {node.view.param!r}"))
+        if node.col is not None:  # the fixed column (or row) of a 2-D line
+            first = self.shapes[node.view.param].ndim - 2
+            side = first if node.axis == 1 else first + 1
+            what = "row" if node.axis == 1 else "column"
+            bad = _outside(node.col, _dim(node.view, side))
+            out.append((bad, loc, f"{what} index out of range for {node.view.param!r}"))
+
+    # ---- the statements
+
+    def guarded(self, stmt, parts):
         found = []
         for part in parts:
-            collect(part, found)
+            self.collect(part, found)
         out = []
+        units = self.kernel.units
         for cond, loc, message in found:
-            unit = kernel.units[loc.unit].qualname if loc and loc.unit < len(kernel.units) else None
-            table.append(Check(loc, message, unit))
-            code = i32_const(len(table), loc)
-            store = ir.ArrayStore(loc, errors, [i32_const(0, loc)], code)
+            unit = units[loc.unit].qualname if loc and loc.unit < len(units) else None
+            self.table.append(Check(loc, message, unit))
+            code = _i32_const(len(self.table), loc)
+            store = ir.ArrayStore(loc, self.errors, [_i32_const(0, loc)], code)
             out.append(ir.If(loc, cond, [store], []))
         return [*out, stmt]
 
-    def body(stmts):
+    def body(self, stmts):
         result = []
         for stmt in stmts:
-            result.extend(statement(stmt))
+            result.extend(self.statement(stmt))
         return result
 
-    def statement(stmt):
+    def statement(self, stmt):
         if isinstance(stmt, ir.If):
-            new = ir.If(stmt.loc, stmt.cond, body(stmt.then_body), body(stmt.else_body))
-            return guarded(new, [stmt.cond])
+            new = ir.If(stmt.loc, stmt.cond, self.body(stmt.then_body), self.body(stmt.else_body))
+            return self.guarded(new, [stmt.cond])
         if isinstance(stmt, ir.For):
-            new = ir.For(stmt.loc, stmt.var, stmt.start, stmt.stop, stmt.step, body(stmt.body))
-            return guarded(new, [stmt.start, stmt.stop, stmt.step])
+            new = ir.For(stmt.loc, stmt.var, stmt.start, stmt.stop, stmt.step, self.body(stmt.body))
+            return self.guarded(new, [stmt.start, stmt.stop, stmt.step])
         if isinstance(stmt, ir.While):
-            tests = guarded(None, [stmt.cond])[:-1]
-            if not tests:
-                return [ir.While(stmt.loc, stmt.cond, body(stmt.body))]
-            # The condition runs before every iteration, so must its checks:
-            # ``while True: <checks>; if not cond: break; <body>``.
-            loc = stmt.loc
-            stop = ir.If(
-                loc, ir.Unary(ir.scalar(bool_), loc, "not", stmt.cond), [ir.Break(loc)], []
-            )
-            always = ir.Const(ir.scalar(bool_), loc, True)
-            return [ir.While(loc, always, [*tests, stop, *body(stmt.body)])]
+            return self.loop(stmt)
         if isinstance(stmt, ir.Assign):
-            return guarded(stmt, [stmt.value])
+            return self.guarded(stmt, [stmt.value])
         if isinstance(stmt, ir.StoreWindow | ir.VecStore | ir.ArrayStore):
-            return guarded(stmt, [stmt])
+            return self.guarded(stmt, [stmt])
         return [stmt]
 
-    checked = ir.KernelIR(
-        kernel.name,
-        [*kernel.params, ir.Param(ERRORS_PARAM, ERRORS_TYPE)],
-        body(kernel.body),
-        dict(kernel.locals),
-        list(kernel.units),
-    )
-    return checked, table
+    def loop(self, stmt: ir.While):
+        tests = self.guarded(None, [stmt.cond])[:-1]
+        if not tests:
+            return [ir.While(stmt.loc, stmt.cond, self.body(stmt.body))]
+        # The condition runs before every iteration, so must its checks:
+        # ``while True: <checks>; if not cond: break; <body>``.
+        loc = stmt.loc
+        stop = ir.If(loc, ir.Unary(ir.scalar(bool_), loc, "not", stmt.cond), [ir.Break(loc)], [])
+        always = ir.Const(ir.scalar(bool_), loc, True)
+        return [ir.While(loc, always, [*tests, stop, *self.body(stmt.body)])]
 
 
 def tile_index_message(shape: tuple[int, ...]) -> str:
