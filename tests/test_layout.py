@@ -18,7 +18,6 @@ LIMITS = {"module": 1000, "class": 400, "function": 100}
 KNOWN_OVER = {
     ("function", "backends/cpu/prepared_strided.py:strided_window"): "one strided view, 2-D",
     ("function", "backends/cpu/prepared_windows.py:s_StoreWindow"): "the generic window store",
-    ("function", "viz/static_render.py:draw_heatmap"): "the static tile picture",
 }
 
 

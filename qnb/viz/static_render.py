@@ -216,28 +216,15 @@ def draw_heatmap(
     (rows, columns) says that ``a`` holds every k-th row and column of a larger array:
     labels, grid and regions are in that array's indices. A thin array (1x128) drawn
     ``equal`` keeps cells one can see: at least :data:`THIN_PX` across its short side."""
-    from matplotlib import colormaps, patheffects
-    from matplotlib.patches import Rectangle
+    from matplotlib import colormaps
 
     a2 = as_2d(np.asarray(a, dtype=np.float64))
     if title:
         ax.set_title(title, fontsize=8, family="monospace")
     if a2.size == 0:  # nothing to draw (and imshow would warn)
-        ax.set_axis_off()
-        ax.text(
-            0.5,
-            0.5,
-            f"(empty array: shape {shape_text(np.shape(a))})",
-            ha="center",
-            va="center",
-            fontsize=7,
-            family="monospace",
-            color="#888",
-            transform=ax.transAxes,
-        )
+        _draw_empty(ax, np.shape(a))
         return None
     rows, cols = a2.shape
-    row_step, col_step = steps
     box = ax.get_window_extent()
     cell_w = cell_h = min(box.width / cols, box.height / rows)  # px, at an equal aspect
     if aspect == "equal" and min(rows * cell_h, cols * cell_w) < THIN_PX:
@@ -257,35 +244,79 @@ def draw_heatmap(
     if values is None:
         values = rows <= VALUES_MAX and cols <= VALUES_MAX
     if values:
-        span = (vmax - vmin) or 1.0
-        points = 5 if max(rows, cols) <= 16 else 4.5
         drawn = (cell_w, cell_h) if aspect != "auto" else (box.width / cols, box.height / rows)
-        for i in range(rows):
-            for j in range(cols):
-                t = (a2[i, j] - vmin) / span
-                text = format_value(a2[i, j])
-                ax.text(
-                    j,
-                    i,
-                    text,
-                    ha="center",
-                    va="center",
-                    fontsize=points,
-                    color="black" if np.isfinite(t) and t > 0.6 else "white",
-                    gid=INSIDE_VALUE_GID
-                    if _inside(text, i, j, rows, cols, drawn, points, ax.figure.dpi)
-                    else None,
-                )
-    # the tile grid, where a tile is a whole number of cells and large enough to see
-    tile_rows, tile_cols = tile
+        _draw_values(ax, a2, vmin, vmax, drawn)
     if aspect == "auto":
         cell_w, cell_h = box.width / cols, box.height / rows
+    _draw_tile_grid(ax, rows, cols, (cell_h, cell_w), steps, tile)
+    _draw_regions(ax, regions, steps)
+    _draw_labels(ax, np.ndim(a), rows, cols, steps)
+    if colour_bar:
+        bar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        bar.ax.tick_params(labelsize=6)
+        if not vmax > vmin:  # one value everywhere: one label, at its colour
+            bar.set_ticks([vmin], labels=[format_value(vmin)])
+    return image
+
+
+def _draw_empty(ax, shape) -> None:
+    ax.set_axis_off()
+    ax.text(
+        0.5,
+        0.5,
+        f"(empty array: shape {shape_text(shape)})",
+        ha="center",
+        va="center",
+        fontsize=7,
+        family="monospace",
+        color="#888",
+        transform=ax.transAxes,
+    )
+
+
+def _draw_values(ax, a2, vmin, vmax, drawn) -> None:
+    """Each cell's value, black on light cells and white on dark ones; ``drawn`` is a
+    cell's (width, height) in pixels."""
+    rows, cols = a2.shape
+    span = (vmax - vmin) or 1.0
+    points = 5 if max(rows, cols) <= 16 else 4.5
+    for i in range(rows):
+        for j in range(cols):
+            t = (a2[i, j] - vmin) / span
+            text = format_value(a2[i, j])
+            ax.text(
+                j,
+                i,
+                text,
+                ha="center",
+                va="center",
+                fontsize=points,
+                color="black" if np.isfinite(t) and t > 0.6 else "white",
+                gid=INSIDE_VALUE_GID
+                if _inside(text, i, j, rows, cols, drawn, points, ax.figure.dpi)
+                else None,
+            )
+
+
+def _draw_tile_grid(ax, rows, cols, cell, steps, tile) -> None:
+    """The tile grid, where a tile is a whole number of cells and large enough to see
+    (``cell``: a cell's (height, width) in pixels)."""
+    (cell_h, cell_w), (row_step, col_step), (tile_rows, tile_cols) = cell, steps, tile
     tile_px = min(tile_rows / row_step * cell_h, tile_cols / col_step * cell_w)
     if tile_rows % row_step == 0 and tile_cols % col_step == 0 and tile_px >= MIN_TILE_PX:
         for i in range(tile_rows // row_step, rows, tile_rows // row_step):
             ax.axhline(i - 0.5, color="white", linewidth=0.8)
         for j in range(tile_cols // col_step, cols, tile_cols // col_step):
             ax.axvline(j - 0.5, color="white", linewidth=0.8)
+
+
+def _draw_regions(ax, regions, steps) -> None:
+    """Read/write regions as outlined rectangles (in the region's own ``rgb`` where it
+    has one), in the indices of the whole array."""
+    from matplotlib import patheffects
+    from matplotlib.patches import Rectangle
+
+    row_step, col_step = steps
     for region in regions:
         edge = WRITE_COLOUR if region["kind"] == "write" else READ_COLOUR
         if region.get("rgb"):  # a region of its own colour (HazardView: each program's)
@@ -304,11 +335,15 @@ def draw_heatmap(
         # a white rim under the coloured edge: visible on every colour of the map
         outline.set_path_effects([patheffects.withStroke(linewidth=4.5, foreground="white")])
         ax.add_patch(outline)
+
+
+def _draw_labels(ax, ndim, rows, cols, steps) -> None:
+    row_step, col_step = steps
     # index labels: columns above (as in the live view), rows on the left
     step = tick_step(rows * row_step, cols * col_step)
     ax.set_xticks(range(0, cols, max(1, step // col_step)))
     ax.set_xticklabels([str(j * col_step) for j in range(0, cols, max(1, step // col_step))])
-    if np.ndim(a) != 1:
+    if ndim != 1:
         ax.set_yticks(range(0, rows, max(1, step // row_step)))
         ax.set_yticklabels([str(i * row_step) for i in range(0, rows, max(1, step // row_step))])
     else:
@@ -316,12 +351,6 @@ def draw_heatmap(
     ax.tick_params(
         labelsize=5, length=2, pad=1, top=True, labeltop=True, bottom=False, labelbottom=False
     )
-    if colour_bar:
-        bar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-        bar.ax.tick_params(labelsize=6)
-        if not vmax > vmin:  # one value everywhere: one label, at its colour
-            bar.set_ticks([vmin], labels=[format_value(vmin)])
-    return image
 
 
 def map_ticks(n: int, element_px: float, gap_px: float = 48) -> list[int]:
