@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from qnb.ir import Loc
+    from qnb.loc import Loc
 
 
 class QnbError(Exception):
@@ -25,7 +25,7 @@ class QnbError(Exception):
     ``filename``/``lineno``/``col`` before the user sees it (``Kernel._locate``).
     """
 
-    # The IR node's location (``qnb.ir.Loc``: unit, line and column relative to the
+    # The IR node's location (``qnb.loc.Loc``: unit, line and column relative to the
     # unit's ``def`` line), set by a renderer, a compiler log or a runtime check.
     ir_loc: Loc | None = None
     # The qualname of the unit (kernel or func) ``ir_loc`` is in, where the error is

@@ -47,6 +47,7 @@ from operator import attrgetter
 
 from qnb import ops
 from qnb.dtypes import DType, as_dtype
+from qnb.loc import Loc
 
 TILE = 16  # the side of Tile16 (the quadrants-compatible forms)
 MAX_TILE_SIDE = 128  # M and N of a tile: powers of two from 1 to this
@@ -56,13 +57,6 @@ MAX_TILE_ELEMENTS = 16384  # M * N of a tile, and N of a vec: at most this
 def valid_side(n) -> bool:
     """Whether ``n`` is a power of two (1, 2, 4, ...)."""
     return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n & (n - 1) == 0
-
-
-@dataclass(frozen=True, slots=True)
-class Loc:
-    unit: int
-    line: int
-    col: int = 0
 
 
 @dataclass(frozen=True, slots=True)

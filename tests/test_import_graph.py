@@ -97,7 +97,7 @@ def test_the_graph_sees_qnbs_imports():
     assert len(graph) > 50
     assert "qnb.errors" in graph["qnb.kernel"]  # from qnb.errors import ...
     assert "qnb.cache.store" in graph["qnb.cli"]  # inside a function: from qnb.cache import store
-    assert "qnb.ir" in graph["qnb.errors"]  # under `if TYPE_CHECKING:`
+    assert "qnb.loc" in graph["qnb.errors"]  # under `if TYPE_CHECKING:`
     assert "qnb" not in graph["qnb.kernel"]  # its own package: never a circle's edge
 
 
