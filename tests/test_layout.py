@@ -15,10 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "qnb"
 LIMITS = {"module": 1000, "class": 400, "function": 100}
 
 # (kind, "path:name") -> why it is over, and where it is being split
-KNOWN_OVER = {
-    ("function", "backends/cpu/prepared_strided.py:strided_window"): "one strided view, 2-D",
-    ("function", "backends/cpu/prepared_windows.py:s_StoreWindow"): "the generic window store",
-}
+KNOWN_OVER: dict = {}
 
 
 def _sizes():

@@ -95,7 +95,7 @@ class StridedWindowMixin:
             count = st.n
             one = count == 1
             if not one and st.grid[1] * st.grid[2] != 1:
-                return find_grid(st, array, b)
+                return _grid_window(st, array, b, linear, shape)
             ends = []  # each bound at the first lane and its step per lane
             for axis, factor, at, _ in linear:
                 if factor == 0:
@@ -131,40 +131,6 @@ class StridedWindowMixin:
             # the array's within [0, rows) x [0, cols) and the tiles' first r1 - r0 rows
             # and c1 - c0 columns
             return b, r0, dr, c0, dc, r1 - r0, c1 - c0
-
-        def find_grid(st, array, b):
-            """``(b, r0, c0, steps)`` for the whole 2-D grid at once (``steps``: the rows
-            and columns a tile moves per program along axis 1, then axis 0, none of them
-            negative), where every tile lies in the array and inside its window (no
-            element masked, no check that could fail); else None."""
-            gx, gy, gz = st.grid
-            if not st.whole or gz != 1:
-                return None
-            ends = []  # each bound at program (0, 0), and its step along axes 0 and 1
-            for axis, factor, at, _ in linear:
-                first = at(st, 0)
-                if first is None:
-                    return None
-                if factor == 0 or axis == 2:
-                    ends.append((first, 0, 0))
-                    continue
-                if factor < 0 or at(st, (gx if axis == 0 else gy) - 1) is None:
-                    return None  # (linear in p: where neither end wraps, no lane between does)
-                ends.append((first, factor, 0) if axis == 0 else (first, 0, factor))
-            _, height, width = array.shape
-            (r0, *r0_steps), (r1, *r1_steps), (c0, *c0_steps), (c1, *c1_steps) = ends
-            corners = ((0, 0), (gx - 1, 0), (0, gy - 1), (gx - 1, gy - 1))
-            for lo, lo_steps, hi, hi_steps, side, extent in (
-                (r0, r0_steps, r1, r1_steps, m, height),
-                (c0, c0_steps, c1, c1_steps, n, width),
-            ):
-                for px, py in corners:  # linear in each axis: the corners decide
-                    start = lo + lo_steps[0] * px + lo_steps[1] * py
-                    end = hi + hi_steps[0] * px + hi_steps[1] * py
-                    if start < 0 or start + side > end or start + side > extent:
-                        return None
-            steps = ((r0_steps[1], c0_steps[1]), (r0_steps[0], c0_steps[0]))
-            return b, r0, c0, steps
 
         return window
 
@@ -318,3 +284,39 @@ class StridedWindowMixin:
             return True
 
         return store
+
+
+def _grid_window(st, array, b, linear, shape):
+    """``(b, r0, c0, steps)`` for the whole 2-D grid at once (``steps``: the rows
+    and columns a tile moves per program along axis 1, then axis 0, none of them
+    negative), where every tile lies in the array and inside its window (no
+    element masked, no check that could fail); else None."""
+    gx, gy, gz = st.grid
+    m, n = shape
+    if not st.whole or gz != 1:
+        return None
+    ends = []  # each bound at program (0, 0), and its step along axes 0 and 1
+    for axis, factor, at, _ in linear:
+        first = at(st, 0)
+        if first is None:
+            return None
+        if factor == 0 or axis == 2:
+            ends.append((first, 0, 0))
+            continue
+        if factor < 0 or at(st, (gx if axis == 0 else gy) - 1) is None:
+            return None  # (linear in p: where neither end wraps, no lane between does)
+        ends.append((first, factor, 0) if axis == 0 else (first, 0, factor))
+    _, height, width = array.shape
+    (r0, *r0_steps), (r1, *r1_steps), (c0, *c0_steps), (c1, *c1_steps) = ends
+    corners = ((0, 0), (gx - 1, 0), (0, gy - 1), (gx - 1, gy - 1))
+    for lo, lo_steps, hi, hi_steps, side, extent in (
+        (r0, r0_steps, r1, r1_steps, m, height),
+        (c0, c0_steps, c1, c1_steps, n, width),
+    ):
+        for px, py in corners:  # linear in each axis: the corners decide
+            start = lo + lo_steps[0] * px + lo_steps[1] * py
+            end = hi + hi_steps[0] * px + hi_steps[1] * py
+            if start < 0 or start + side > end or start + side > extent:
+                return None
+    steps = ((r0_steps[1], c0_steps[1]), (r0_steps[0], c0_steps[0]))
+    return b, r0, c0, steps

@@ -273,40 +273,12 @@ class WindowClosures:
             return store_slabs
 
         strided = self.strided_store(s)
-        if pattern is not None:
-            row_axis, col_axis = pattern
-            ra = row_axis if row_axis is not None else 1 - col_axis
-            r_fns = (self.expr(s.r0), self.expr(s.r1))
-            c_fns = (self.expr(s.c0), self.expr(s.c1))
-            view = self.view(s.view, s)
+        store_blocks = self.block_grid_store(s, pattern, shape) if pattern is not None else None
 
         def store(st):
             v = value(st)
-            if pattern is not None and st.mask is None and st.whole and st.grid[2] == 1:
-                # programs along an axis the window does not follow must be one
-                grid = st.grid
-                if (row_axis is not None or grid[1 - col_axis] == 1) and (
-                    col_axis is not None or grid[1 - row_axis] == 1
-                ):
-                    array, b = view(st)
-                    spans = _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
-                    if spans is not None:
-                        compiler.detach(st, array)
-                        (rs, re, nrb), (cs, ce, ncb) = spans
-                        kind = s.value.type.kind
-                        a4 = np.broadcast_to(_as_blocks(v, kind, ra, grid), (nrb, m, ncb, n))
-                        flat = a4.reshape(nrb * m, ncb * n) if a4.flags.c_contiguous else None
-                        if flat is not None:
-                            array[b, rs:re, cs:ce] = flat[: re - rs, : ce - cs]
-                        else:
-                            dst = array[b, rs:re, cs:ce]
-                            if dst.shape == (nrb * m, ncb * n):
-                                _move_blocks(dst.reshape(nrb, m, ncb, n), a4)
-                            else:
-                                dst[...] = np.asarray(a4).reshape(nrb * m, ncb * n)[
-                                    : re - rs, : ce - cs
-                                ]
-                        return
+            if store_blocks is not None and store_blocks(st, v):
+                return
             if strided is not None:
                 array = st.arrays[s.view.param]
                 compiler.detach(st, array)
@@ -317,3 +289,46 @@ class WindowClosures:
             generic(st, v, array, b, r0, r1, c0, c1)
 
         return store
+
+    def block_grid_store(self, s, pattern, shape):
+        """``store_blocks(st, v)``: a window store whose programs tile the array as a block
+        grid (``pattern``: the grid axes the window's rows and columns follow), done as one
+        assignment of the programs' tiles laid side by side; False where this launch's
+        grid, mask or spans do not allow it (the caller's other forms then run)."""
+        row_axis, col_axis = pattern
+        ra = row_axis if row_axis is not None else 1 - col_axis
+        r_fns = (self.expr(s.r0), self.expr(s.r1))
+        c_fns = (self.expr(s.c0), self.expr(s.c1))
+        view = self.view(s.view, s)
+        kind = s.value.type.kind
+        m, n = shape
+        compiler = self
+
+        def store_blocks(st, v):
+            if st.mask is not None or not st.whole or st.grid[2] != 1:
+                return False
+            # programs along an axis the window does not follow must be one
+            grid = st.grid
+            if not (row_axis is not None or grid[1 - col_axis] == 1) or not (
+                col_axis is not None or grid[1 - row_axis] == 1
+            ):
+                return False
+            array, b = view(st)
+            spans = _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
+            if spans is None:
+                return False
+            compiler.detach(st, array)
+            (rs, re, nrb), (cs, ce, ncb) = spans
+            a4 = np.broadcast_to(_as_blocks(v, kind, ra, grid), (nrb, m, ncb, n))
+            flat = a4.reshape(nrb * m, ncb * n) if a4.flags.c_contiguous else None
+            if flat is not None:
+                array[b, rs:re, cs:ce] = flat[: re - rs, : ce - cs]
+                return True
+            dst = array[b, rs:re, cs:ce]
+            if dst.shape == (nrb * m, ncb * n):
+                _move_blocks(dst.reshape(nrb, m, ncb, n), a4)
+            else:
+                dst[...] = np.asarray(a4).reshape(nrb * m, ncb * n)[: re - rs, : ce - cs]
+            return True
+
+        return store_blocks
