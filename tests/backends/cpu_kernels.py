@@ -474,12 +474,29 @@ class _Body:
         self.statement(indent + 1, depth + 1)
 
     def s_loop_varying(self, indent, depth):
+        """A loop whose trip count differs between programs: a ``for`` over bounds that
+        read ``program_id`` (up, down, from a per-program start) or a ``while`` on a
+        per-program counter, with an exit at the body's top or under a branch."""
         k = self.fresh("k")
-        self.emit(indent, f"for {k} in range(i % 3):")
+        if self.draw(st.integers(0, 3)) == 0:
+            self.emit(indent, f"{k} = {self.pick(['i % 3', '2 - j', 'b + 1', 'i - s'])}")
+            self.emit(indent, f"while {k} > 0:")
+            self.emit(indent + 1, f"{k} = {k} - 1")
+        else:
+            bounds = self.pick(
+                ["i % 3", "i + 1", "i, 3", "j, i + 2", "s, i * 2 + 1", "3, i - 1, -1", "0, i + 3, 2"]
+            )
+            self.emit(indent, f"for {k} in range({bounds}):")
         self.statement(indent + 1, depth + 1)
-        if self.draw(st.integers(0, 2)) == 0:
+        exit_kind = self.draw(st.integers(0, 4))
+        if exit_kind == 0:
             self.emit(indent + 1, f"if {k} + i == 2:")
             self.emit(indent + 2, self.pick(["break", "continue"]))
+        elif exit_kind == 1:
+            self.emit(indent + 1, f"if {self.condition(False)}:")
+            self.emit(indent + 2, self.pick(["break", "continue"]))
+        if self.draw(st.booleans()):
+            self.statement(indent + 1, depth + 1)
 
 
 @st.composite

@@ -182,6 +182,62 @@ def data_dependent_loop(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1]):
 
 
 @qnb.kernel
+def causal_rows(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    """A program per 4-row block sums the blocks at and before its own (a triangle)."""
+    b = qnb.program_id(0)
+    acc = qnb.Tile[4, 8].zeros(f32)
+    last = qnb.Tile[4, 8].zeros(f32)
+    for k in range(b + 1):
+        last = qnb.Tile[4, 8].load(x, k * 4, 0)
+        acc = acc + last * (k + 1.0)
+    (acc - last).store(y, b * 4, 0)
+
+
+@qnb.kernel
+def stepping_down(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1], s: i32):
+    """Bounds from program ids both ways, exits at the body's top and under branches,
+    a nested loop and a store to a neighbour inside the turns."""
+    i = qnb.program_id(0)
+    total = 0.0
+    for k in range(i, s, -1):
+        total = total + 0.5
+        if s == 3:  # (the same in every program: an exit for all the turn's programs)
+            continue
+        for m in range(2):
+            total = total + x[k] * (m + 1.0)
+        if s > 100:
+            break
+    n = i % 4
+    while n > 0:
+        n = n - 1
+        total = total - 1.0
+        y[i] = total
+    y[i] = total + n
+
+
+@qnb.kernel
+def held_view(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
+    """A tile the same in every program, a view of ``x``, held across turns in which some
+    programs store to ``x``: the programs outside a turn keep the value they loaded."""
+    i = qnb.program_id(0)
+    t = qnb.Tile[1, 8].load(x, 0, 0)
+    for _k in range(i):
+        (t + 1.0).store(x, 0, 0)
+    t.store(y, i, 0)
+
+
+@qnb.kernel
+def exit_per_program(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1]):
+    i = qnb.program_id(0)
+    total = 0.0
+    for k in range(i + 1):
+        if k * 3 > i:  # a different turn for each program: left to the interpreter
+            break
+        total = total + x[k]
+    y[i] = total
+
+
+@qnb.kernel
 def uniform_break(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2], stop: i32):
     i = qnb.program_id(0) * 16
     acc = Tile16.zeros(f32)
@@ -296,10 +352,46 @@ def test_tile_free_errors_match():
 
 def test_data_dependent_control_flow():
     both_ways(data_dependent, 64, lambda: [_rand(64, seed=3), _poison(64)])
-    # a loop whose trip count differs between programs: the interpreter runs it
-    both_ways(data_dependent_loop, 32, lambda: [_rand(32), _poison(32)], expect_prepared=False)
+    # a loop whose trip count differs between programs: each turn over the programs in it
+    both_ways(data_dependent_loop, 32, lambda: [_rand(32), _poison(32)])
     for stop in (0, 3, 8):
         both_ways(uniform_break, 3, lambda: [_rand((48, 16)), _poison((48, 16)), stop])
+
+
+def test_loops_that_differ_between_programs_run_prepared():
+    """A loop whose trip count reads program_id runs on the prepared path, each turn over
+    the programs still in it, with the interpreter's lock-step meaning (the same bits)."""
+    both_ways(causal_rows, 6, lambda: [_rand((24, 8)), _poison((24, 8))])
+    both_ways(causal_rows, (3, 2), lambda: [_rand((24, 8)), _poison((24, 8))])
+    for s in (-1, 3, 200):
+        both_ways(stepping_down, 11, lambda: [_rand(16), _poison(16), s])
+    both_ways(stepping_down, 11, lambda: [_rand(16), _poison(16), -9])  # reads x[-1...]
+    both_ways(held_view, 4, lambda: [_rand((1, 8)), _poison((4, 8))])
+    both_ways(exit_per_program, 9, lambda: [_rand(9), _poison(9)], expect_prepared=False)
+
+
+def test_a_causal_loop_computes_the_triangle_only():
+    """Turn k runs over the programs past k alone: the loop body sees 6, 5, ..., 1
+    programs, 21 program-steps in all, not 36 (the square, masked)."""
+    from qnb.backends.cpu import prepared_lanes
+
+    seen = []
+    real = prepared_lanes.narrowed
+
+    def counting(st, lo, hi):
+        seen.append(hi - lo)
+        return real(st, lo, hi)
+
+    kernel_ir, _ = causal_rows._lower_for([_rand((24, 8)), _poison((24, 8))])
+    launch = prepare(kernel_ir)
+    prepared_lanes.narrowed = counting
+    try:
+        y = _poison((24, 8))
+        launch(_grid3(6), [_rand((24, 8)), y], {"y"})
+    finally:
+        prepared_lanes.narrowed = real
+    assert seen == [5, 4, 3, 2, 1]  # (the first turn, every program, runs on the chunk)
+    assert not np.isnan(y).any()
 
 
 @pytest.mark.parametrize("rows", [64, 37])

@@ -26,9 +26,10 @@ what the walk learns once is not relearnt per launch:
   tiles leave the array, a load reads a filled copy of the region they span; anything
   else (a mask, gaps, a bound check that could fail) takes the generic masked path.
 
-A kernel with control flow that differs between programs inside a loop (a loop bound, a
-``while`` condition, ``break``/``continue`` under a per-program branch) or an op this
-module does not know is left to the interpreter: :func:`prepare` returns None. Bounds
+A loop whose trip count differs between programs runs turn by turn over the lanes still
+in it (:mod:`qnb.backends.cpu.prepared_lanes`). A kernel with a ``break``/``continue``
+under a per-program branch, or an op this module does not know, is left to the
+interpreter: :func:`prepare` returns None. Bounds
 checks are exact and raise the interpreter's errors (same message, same program). The
 trace always runs the interpreter (its recorder watches every step).
 """
@@ -106,6 +107,7 @@ class _Compiler(
         self.computes = False  # whether a launch does arithmetic (which may warn)
         self.masked = 0  # depth of per-program branches around the statement being built
         self.loops = 0
+        self.exit_depths: list[int] = []  # self.masked at each loop around (see s_Break)
 
     def launcher(self, default_stored=None):
         with np.errstate(all="ignore"):  # constants fold as a launch computes them

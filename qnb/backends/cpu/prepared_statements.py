@@ -8,6 +8,7 @@ from qnb import ir
 from qnb.backends.cpu import atomics
 from qnb.backends.cpu.lanes import _expand
 from qnb.backends.cpu.prepared_base import _Blocks, _Break, _Continue, _tiles, _Unsupported
+from qnb.backends.cpu.prepared_lanes import Turns, carried
 
 
 class StatementClosures:
@@ -138,17 +139,25 @@ class StatementClosures:
 
         return masked_if
 
-    def s_For(self, s):
-        if self.masked or any(self.is_varying(x) for x in (s.start, s.stop, s.step)):
-            raise _Unsupported("a loop that differs between programs")
-        start, stop, step = (self.expr(x) for x in (s.start, s.stop, s.step))
+    def loop_body(self, body):
+        """The closure of a loop's body; an exit in it is the loop's own only outside
+        any per-program branch the body opens (see s_Break)."""
         self.loops += 1
+        self.exit_depths.append(self.masked)
         try:
-            body = self.block(s.body)
+            return self.block(body)
         finally:
             self.loops -= 1
+            self.exit_depths.pop()
+
+    def s_For(self, s):
+        start, stop, step = (self.expr(x) for x in (s.start, s.stop, s.step))
+        body = self.loop_body(s.body)
         name = s.var
         zero_step = self.error("range() step must not be zero", s)
+        if any(self.is_varying(x) for x in (s.start, s.stop, s.step)):
+            names = carried(self.kernel, s)
+            return self.varying_for(start, stop, step, body, name, zero_step, names)
         has_exits = id(s) in self.facts.exits
         gemm = self.gemm_loop(s)
 
@@ -158,9 +167,12 @@ class StatementClosures:
                 raise zero_step
             if gemm is not None and gemm(st, first, last, by):
                 return
-            env = st.env
+            env, mask = st.env, st.mask
             for i in range(first, last, by):
-                env[name] = np.array([i], np.int32)
+                if mask is None:
+                    env[name] = np.array([i], np.int32)
+                else:  # (the programs outside the branch keep their value)
+                    env[name] = np.where(mask, np.int32(i), env[name]).astype(np.int32)
                 st.aliased.discard(name)
                 if has_exits:
                     try:
@@ -174,15 +186,40 @@ class StatementClosures:
 
         return run_for
 
+    def varying_for(self, start, stop, step, body, name, zero_step, names):
+        """A ``for`` whose bounds differ between programs: the interpreter's lock step
+        (each program's own counter, a turn while any is inside), each turn run over the
+        run of lanes still inside (``prepared_lanes.Turns``)."""
+
+        def run_varying_for(st):
+            n = st.n
+            first, last, by = start(st), stop(st), step(st)
+            if (by == 0).any():
+                raise zero_step
+            i = np.broadcast_to(first, (n,)).astype(np.int32)
+            up = by > 0
+            outer = st.mask
+            turns = Turns(st, names)
+            while True:
+                inside = np.where(up, i < last, i > last)
+                lanes = np.broadcast_to(inside, (n,)) if outer is None else inside & outer
+                if not lanes.any():
+                    break
+                try:
+                    turns.run(lanes, body, name, i)
+                except _Continue:
+                    pass
+                except _Break:
+                    break
+                i = (i + by).astype(np.int32)
+
+        return run_varying_for
+
     def s_While(self, s):
-        if self.masked or self.is_varying(s.cond):
-            raise _Unsupported("a loop that differs between programs")
         cond = self.expr(s.cond)
-        self.loops += 1
-        try:
-            body = self.block(s.body)
-        finally:
-            self.loops -= 1
+        body = self.loop_body(s.body)
+        if self.is_varying(s.cond):
+            return self.varying_while(cond, body, carried(self.kernel, s))
 
         def run_while(st):
             while cond(st)[0]:
@@ -195,8 +232,36 @@ class StatementClosures:
 
         return run_while
 
+    def varying_while(self, cond, body, names):
+        """A ``while`` whose condition differs between programs, in the interpreter's
+        lock step: the condition over every program around the loop, then a turn of
+        those for which it holds (``prepared_lanes.Turns``)."""
+
+        def run_varying_while(st):
+            n = st.n
+            outer = st.mask
+            turns = Turns(st, names)
+            while True:
+                holds = np.broadcast_to(cond(st), (n,))
+                lanes = holds if outer is None else holds & outer
+                if not lanes.any():
+                    break
+                try:
+                    turns.run(lanes, body)
+                except _Continue:
+                    pass
+                except _Break:
+                    break
+
+        return run_varying_while
+
+    def exits_the_loop(self):
+        """Whether an exit built now leaves its loop for every program running it: no
+        per-program branch opened inside the loop's body lies around it."""
+        return bool(self.exit_depths) and self.exit_depths[-1] == self.masked
+
     def s_Break(self, s):
-        if self.masked:
+        if not self.exits_the_loop():
             raise _Unsupported("break in a per-program branch")
 
         def run_break(st):
@@ -205,7 +270,7 @@ class StatementClosures:
         return run_break
 
     def s_Continue(self, s):
-        if self.masked:
+        if not self.exits_the_loop():
             raise _Unsupported("continue in a per-program branch")
 
         def run_continue(st):
