@@ -484,7 +484,15 @@ class _Body:
             self.emit(indent + 1, f"{k} = {k} - 1")
         else:
             bounds = self.pick(
-                ["i % 3", "i + 1", "i, 3", "j, i + 2", "s, i * 2 + 1", "3, i - 1, -1", "0, i + 3, 2"]
+                [
+                    "i % 3",
+                    "i + 1",
+                    "i, 3",
+                    "j, i + 2",
+                    "s, i * 2 + 1",
+                    "3, i - 1, -1",
+                    "0, i + 3, 2",
+                ]
             )
             self.emit(indent, f"for {k} in range({bounds}):")
         self.statement(indent + 1, depth + 1)
