@@ -286,6 +286,7 @@ class _Body:
             "vec_store",
             "element",
             "set",
+            "block_grid",
         ]
         if depth < 2:
             kinds += ["if", "for", "loop_varying"]
@@ -368,6 +369,19 @@ class _Body:
             self.emit(indent, f"{name} = {name} - {keep}")
         else:
             self.emit(indent, f"w[{index}] = {name}.{op}(axis={axis}).{op}()")
+
+    def s_block_grid(self, indent, depth):
+        """A chain of elementwise ops over the grid's own blocks (``pid * side``) stored
+        to the grid's blocks of ``y``: the prepared path computes it straight into ``y``
+        (or, where ``y`` is ``x`` or a block hangs over the edge, as any value)."""
+        m, n = shape = self.tile_shape()
+        col = "j" if self.grid_ndim > 1 else "0"
+        block = f"{self.tile_type(shape)}.load({self.slab('x', self.x_ndim)}, i * {m}, {col} * {n})"
+        value = block
+        for _ in range(self.draw(st.integers(1, 3))):
+            other = self.pick([block, self.tile_expr(shape, depth=1), self.literal()])
+            value = self.combine(value, other, shape)
+        self.emit(indent, f"({value}).store({self.slab('y', self.y_ndim)}, i * {m}, {col} * {n})")
 
     def s_vec(self, indent, depth):
         u = self.fresh("u")

@@ -672,3 +672,60 @@ def test_k_loop_gemm_over_a_huge_range_allocates_only_the_arrays():
     with qnb.backend("cpu"):
         matmul_long_loop[(2, 2)](a, b, c, 2**24)  # 2**20 + 2**24 / 16 steps: one GEMM
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@qnb.kernel
+def chain_of_blocks(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2], z: qnb.Array[f32, 2]):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    t = Tile16.load(x, i, j)
+    u = qnb.exp(qnb.minimum(t * 2.0 + 1.0, 3.0)) - t / (qnb.abs(t) + 1.0)
+    (-(u * t + Tile16.load(z, i, j)) * 0.5).store(y, i, j)
+
+
+@qnb.kernel
+def chain_of_ints(x: qnb.Array[i32, 2], y: qnb.Array[i32, 2]):
+    i = qnb.program_id(0) * 16
+    j = qnb.program_id(1) * 16
+    t = Tile16.load(x, i, j)
+    ((t * 3 + 7) // 5 - (t ^ 9)).store(y, i, j)
+
+
+@pytest.mark.parametrize("rows, cols", [(128, 256), (48, 32), (37, 50)])
+def test_elementwise_chains_into_the_stored_blocks(rows, cols):
+    """A chain of elementwise ops over a block grid is computed straight into the stored
+    region (and, from 16,384 elements, over its own temporaries): the interpreter's bits,
+    also where the stored array is read by the chain (``z`` is ``y``: computed apart) and
+    where edge blocks hang over the array (stored as any value)."""
+    from qnb.backends.cpu import prepared_windows
+
+    grid = ((rows + 15) // 16, (cols + 15) // 16)
+    calls = []
+    real = prepared_windows.WindowClosures.computes_into
+
+    def counting(self, s, value, destination):
+        into = real(self, s, value, destination)
+        if into is None:
+            return None
+        return lambda st: calls.append(into(st)) or calls[-1]
+
+    prepared_windows.WindowClosures.computes_into = counting
+    try:
+        both_ways(
+            chain_of_blocks,
+            grid,
+            lambda: [_rand((rows, cols)), _poison((rows, cols)), _rand((rows, cols), 5)],
+        )
+        both_ways(
+            chain_of_blocks, grid, lambda: [_rand((rows, cols)), y := _rand((rows, cols), 2), y]
+        )
+        ints = lambda: [  # noqa: E731
+            np.random.default_rng(1).integers(-(2**31), 2**31, (rows, cols), dtype=np.int32),
+            np.full((rows, cols), -1, np.int32),
+        ]
+        both_ways(chain_of_ints, grid, ints)
+    finally:
+        prepared_windows.WindowClosures.computes_into = real
+    exact = rows % 16 == 0 and cols % 16 == 0
+    # the three launches of each path: the prepared one computes in place where it can
+    assert calls == [exact, False, exact]

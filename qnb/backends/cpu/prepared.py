@@ -98,6 +98,7 @@ class _Compiler(
         self.varying_mask = facts.mask(self.varying)
         # per node (the IR lives as long as this walk, so ids stay unique)
         self.built: dict[int, object] = {}  # node -> its closure (see expr)
+        self.chains: dict[int, bool] = {}  # node -> whether it takes out= (writes_over)
         self.ints: dict[tuple, object] = {}  # (int, dtype) -> a Const's closure
         self.assign_count = facts.assign_count
         # top-level variables that hold program_id(a) (factor 1) or program_id(a) * factor

@@ -8,6 +8,10 @@ from qnb.backends.cpu.lanes import _expand
 from qnb.backends.cpu.prepared_base import _as_blocks, _Blocks, _expand_axes, _op
 from qnb.backends.cpu.semantics import _BINARY, _UNARY, cast_values
 
+# Elements below which an elementwise op allocates its result as any op does: a new
+# array of that size costs less than the checks that would let it write over another.
+IN_PLACE_MIN = 1 << 14
+
 
 class ScalarClosures:
     """Scalar closures: constants folded, uniform values as Python ints, elementwise ops."""
@@ -47,17 +51,56 @@ class ScalarClosures:
         param, axis = e.param, e.axis
         return lambda st: np.array([st.shapes[param][axis]], np.int32)
 
+    def writes_over(self, e, fn, operands) -> bool:
+        """Whether ``e``'s closure may write its result over an operand's array or into
+        an ``out`` it is given, and so may its parent over ``e``'s: an elementwise ufunc
+        whose operands and result all have ``e``'s dtype (its loop then gives the same
+        bits wherever it writes) and that is not folded to a constant (a read-only
+        array every launch shares). Noted in ``self.chains``, for the parent to ask."""
+        dtype = e.type.dtype.numpy
+        ok = (
+            isinstance(fn, np.ufunc)
+            and fn.nout == 1
+            and not self.constant(e)
+            and all(x.type.dtype == e.type.dtype for x in operands)
+        )
+        if ok:
+            try:
+                ok = fn.resolve_dtypes((dtype,) * len(operands) + (None,))[-1] == dtype
+            except (TypeError, ValueError):  # (no loop of its own for this dtype)
+                ok = False
+        self.chains[id(e)] = ok
+        return ok
+
     def e_Unary(self, e):
         fn = _op(_UNARY, e.op)
         operand = self.expr(e.operand)
+        if not self.writes_over(e, fn, (e.operand,)):
 
-        def unary(st):
-            v = operand(st)
-            if isinstance(v, _Blocks):
-                return _Blocks(fn(v.a4), v.ra)
-            return fn(v)
+            def unary(st):
+                v = operand(st)
+                if isinstance(v, _Blocks):
+                    return _Blocks(fn(v.a4), v.ra)
+                return fn(v)
 
-        return unary
+            return unary
+        over = self.chains.get(id(e.operand), False)
+
+        def unary_over(st, out=None):
+            v = operand(st, out) if over and out is not None else operand(st)
+            blocks = type(v) is _Blocks
+            a = v.a4 if blocks else v
+            if out is not None and (type(out) is _Blocks) == blocks:
+                target = out.a4 if blocks else out
+                if a.shape == target.shape:
+                    fn(a, out=target)
+                    return out
+            if over and a.size >= IN_PLACE_MIN:  # (a new array of the operand's own)
+                fn(a, out=a)
+                return v
+            return _Blocks(fn(a), v.ra) if blocks else fn(a)
+
+        return unary_over
 
     def e_Binary(self, e):
         fn = _op(_BINARY, e.op)
@@ -72,22 +115,83 @@ class ScalarClosures:
         # (_expand, decided now: only a scalar side of a tile or vec result needs axes)
         left_axes, right_axes = _expand_axes(left_kind, kind), _expand_axes(right_kind, kind)
 
-        def binary(st):
-            a, b = left(st), right(st)
+        if not self.writes_over(e, fn, (e.left, e.right)):
+
+            def binary(st):
+                a, b = left(st), right(st)
+                if type(a) is _Blocks or type(b) is _Blocks:
+                    ra = a.ra if type(a) is _Blocks else b.ra
+                    result = fn(
+                        _as_blocks(a, left_kind, ra, st.grid),
+                        _as_blocks(b, right_kind, ra, st.grid),
+                    )
+                    return _Blocks(result.astype(dtype, copy=False), ra)
+                if left_axes is not None:
+                    a = a[left_axes]
+                if right_axes is not None:
+                    b = b[right_axes]
+                result = fn(a, b)
+                return result if result.dtype is dtype else result.astype(dtype, copy=False)
+
+            return binary
+        return self.binary_over(e, fn, left, right, left_axes, right_axes)
+
+    def binary_over(self, e, fn, left, right, left_axes, right_axes):
+        """An elementwise ufunc of operands of its own dtype (:meth:`writes_over`): it
+        computes into the ``out`` a parent or a store gives it (an array, or the block
+        grid's :class:`_Blocks`), passing it down to its left operand where that may take
+        it, or else over a large operand that is a new array of its own; otherwise as
+        any binary op. The loop is the same wherever it writes: the same bits."""
+        left_kind, right_kind = e.left.type.kind, e.right.type.kind
+        over_left = self.chains.get(id(e.left), False)
+        over_right = self.chains.get(id(e.right), False)
+
+        def binary_over(st, out=None):
+            a = left(st, out) if over_left and out is not None else left(st)
+            b = right(st)
             if type(a) is _Blocks or type(b) is _Blocks:
+                if type(out) is _Blocks:
+                    ra = out.ra
+                    x, y = (
+                        _as_blocks(a, left_kind, ra, st.grid),
+                        _as_blocks(b, right_kind, ra, st.grid),
+                    )
+                    if np.broadcast_shapes(x.shape, y.shape) == out.a4.shape:
+                        fn(x, y, out=out.a4)
+                        return out
                 ra = a.ra if type(a) is _Blocks else b.ra
-                result = fn(
-                    _as_blocks(a, left_kind, ra, st.grid), _as_blocks(b, right_kind, ra, st.grid)
-                )
-                return _Blocks(result.astype(dtype, copy=False), ra)
+                x, y = _as_blocks(a, left_kind, ra, st.grid), _as_blocks(b, right_kind, ra, st.grid)
+                if x.size >= IN_PLACE_MIN or y.size >= IN_PLACE_MIN:
+                    shape = np.broadcast_shapes(x.shape, y.shape)
+                    if over_left and type(a) is _Blocks and a.ra == ra and x.shape == shape:
+                        fn(x, y, out=x)
+                        return a
+                    if over_right and type(b) is _Blocks and b.ra == ra and y.shape == shape:
+                        fn(x, y, out=y)
+                        return b
+                return _Blocks(fn(x, y), ra)
             if left_axes is not None:
                 a = a[left_axes]
             if right_axes is not None:
                 b = b[right_axes]
-            result = fn(a, b)
-            return result if result.dtype is dtype else result.astype(dtype, copy=False)
+            if (
+                out is not None
+                and type(out) is not _Blocks
+                and np.broadcast_shapes(a.shape, b.shape, out.shape) == out.shape
+            ):
+                fn(a, b, out=out)
+                return out
+            if a.size >= IN_PLACE_MIN or b.size >= IN_PLACE_MIN:
+                shape = np.broadcast_shapes(a.shape, b.shape)
+                if over_left and left_axes is None and a.shape == shape:
+                    fn(a, b, out=a)
+                    return a
+                if over_right and right_axes is None and b.shape == shape:
+                    fn(a, b, out=b)
+                    return b
+            return fn(a, b)
 
-        return binary
+        return binary_over
 
     def e_Logical(self, e):
         left, right = self.expr(e.left), self.expr(e.right)

@@ -17,6 +17,7 @@ from qnb.backends.cpu.prepared_base import (
     _tiles,
 )
 from qnb.backends.cpu.semantics import window_masks as _masks
+from qnb.errors import QnbError
 
 
 class WindowClosures:
@@ -273,9 +274,14 @@ class WindowClosures:
             return store_slabs
 
         strided = self.strided_store(s)
-        store_blocks = self.block_grid_store(s, pattern, shape) if pattern is not None else None
+        store_blocks = into = None
+        if pattern is not None:
+            store_blocks, destination = self.block_grid_store(s, pattern, shape)
+            into = self.computes_into(s, value, destination)
 
         def store(st):
+            if into is not None and into(st):
+                return
             v = value(st)
             if store_blocks is not None and store_blocks(st, v):
                 return
@@ -291,10 +297,13 @@ class WindowClosures:
         return store
 
     def block_grid_store(self, s, pattern, shape):
-        """``store_blocks(st, v)``: a window store whose programs tile the array as a block
-        grid (``pattern``: the grid axes the window's rows and columns follow), done as one
-        assignment of the programs' tiles laid side by side; False where this launch's
-        grid, mask or spans do not allow it (the caller's other forms then run)."""
+        """``(store_blocks, destination)`` for a window store whose programs tile the
+        array as a block grid (``pattern``: the grid axes the window's rows and columns
+        follow). ``store_blocks(st, v)`` does it as one assignment of the programs' tiles
+        laid side by side, False where this launch's grid, mask or spans do not allow it
+        (the caller's other forms then run); ``destination(st)`` is the array's region as
+        a :class:`_Blocks` the value may be computed straight into, where it is exactly
+        the grid's blocks, or None."""
         row_axis, col_axis = pattern
         ra = row_axis if row_axis is not None else 1 - col_axis
         r_fns = (self.expr(s.r0), self.expr(s.r1))
@@ -304,22 +313,28 @@ class WindowClosures:
         m, n = shape
         compiler = self
 
-        def store_blocks(st, v):
+        def region(st):
+            """``(array, b, spans)`` of the grid's blocks in this launch, or None."""
             if st.mask is not None or not st.whole or st.grid[2] != 1:
-                return False
+                return None
             # programs along an axis the window does not follow must be one
             grid = st.grid
             if not (row_axis is not None or grid[1 - col_axis] == 1) or not (
                 col_axis is not None or grid[1 - row_axis] == 1
             ):
-                return False
+                return None
             array, b = view(st)
             spans = _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
-            if spans is None:
+            return None if spans is None else (array, b, spans)
+
+        def store_blocks(st, v):
+            found = region(st)
+            if found is None:
                 return False
+            array, b, spans = found
             compiler.detach(st, array)
             (rs, re, nrb), (cs, ce, ncb) = spans
-            a4 = np.broadcast_to(_as_blocks(v, kind, ra, grid), (nrb, m, ncb, n))
+            a4 = np.broadcast_to(_as_blocks(v, kind, ra, st.grid), (nrb, m, ncb, n))
             flat = a4.reshape(nrb * m, ncb * n) if a4.flags.c_contiguous else None
             if flat is not None:
                 array[b, rs:re, cs:ce] = flat[: re - rs, : ce - cs]
@@ -331,4 +346,49 @@ class WindowClosures:
                 dst[...] = np.asarray(a4).reshape(nrb * m, ncb * n)[: re - rs, : ce - cs]
             return True
 
-        return store_blocks
+        def destination(st):
+            found = region(st)
+            if found is None:
+                return None
+            array, b, ((rs, re, nrb), (cs, ce, ncb)) = found
+            dst = array[b, rs:re, cs:ce]
+            if dst.shape != (nrb * m, ncb * n):  # (edge blocks hang over the array)
+                return None
+            compiler.detach(st, array)
+            return _Blocks(dst.reshape(nrb, m, ncb, n), ra)
+
+        return store_blocks, destination
+
+    def computes_into(self, s, value, destination):
+        """``into(st) -> done`` for a store whose value is an elementwise chain that takes
+        ``out=`` (:meth:`ScalarClosures.writes_over`): the value computed straight into
+        ``destination(st)`` (the stored region, or None), so no full-grid temporary is
+        made, where no array the value reads may share memory with the stored one (a
+        later operand would read what an earlier op wrote); None where the value is not
+        such a chain."""
+        if not self.chains.get(id(s.value), False):
+            return None
+        reads = sorted({n.param for n in ir.walk(s.value) if isinstance(n, ir.ArrayView)})
+        dtype = s.value.type.dtype.numpy
+        param = s.view.param
+
+        def into(st):
+            arrays = st.arrays
+            array = arrays[param]
+            if array.dtype != dtype:
+                return False
+            for name in reads:
+                if np.may_share_memory(arrays[name], array):
+                    return False
+            try:
+                out = destination(st)
+            except QnbError:  # (raised where the interpreter raises: after the value)
+                return False
+            if out is None:
+                return False
+            v = value(st, out)
+            if v is not out:  # (the chain could not take it: stored as any value)
+                out.a4[...] = _as_blocks(v, s.value.type.kind, out.ra, st.grid)
+            return True
+
+        return into
