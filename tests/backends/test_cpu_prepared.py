@@ -729,3 +729,41 @@ def test_elementwise_chains_into_the_stored_blocks(rows, cols):
     exact = rows % 16 == 0 and cols % 16 == 0
     # the three launches of each path: the prepared one computes in place where it can
     assert calls == [exact, False, exact]
+
+
+@qnb.kernel
+def guarded_elements(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1], n: i32):
+    i = qnb.program_id(0)
+    if i < n:
+        y[i] = 2.0 * x[i] + 1.0
+
+
+@qnb.kernel
+def guarded_both_ways(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1], n: i32):
+    i = qnb.program_id(0)
+    if n >= i * 2:  # (the program's id on the right, scaled)
+        y[i] = x[i] * 0.5 - 1.0
+    else:
+        y[i] = -3.0
+
+
+@qnb.kernel
+def shifted_elements(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1]):
+    i = qnb.program_id(0)
+    if i < x.shape[0] - 1:
+        y[i] = x[i + 1] * 2.0 - x[i]
+
+
+def test_conditions_the_grid_decides_and_elements_computed_into_place(monkeypatch):
+    """``if i < n`` over consecutive programs is decided per chunk by its two ends (all,
+    none, or computed per program where n falls inside the chunk), and ``y[i] = chain``
+    is computed into y's slice, except where the chain reads y (x is y)."""
+    from qnb.backends.cpu import prepared
+
+    monkeypatch.setattr(prepared, "SCALAR_CHUNK", 64)  # (chunks of 64 programs)
+    for n in (-5, 0, 64, 100, 128, 299, 300, 10**6):
+        both_ways(guarded_elements, 300, lambda: [_rand(300), _poison(300), n])
+        both_ways(guarded_both_ways, 300, lambda: [_rand(300), _poison(300), n])
+    both_ways(guarded_elements, 300, lambda: [x := _rand(300), x, 300])
+    both_ways(shifted_elements, 300, lambda: [_rand(300), _poison(300)])
+    both_ways(shifted_elements, 300, lambda: [x := _rand(300), x])

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from qnb import ir
 from qnb.backends.cpu.lanes import _mask_lanes
 from qnb.backends.cpu.prepared_base import _clamp
 from qnb.backends.cpu.semantics import cast_values
+from qnb.errors import QnbError
 
 
 class ElementClosures:
@@ -284,8 +286,11 @@ class ElementClosures:
         value = self.expr(s.value)
         element, uniform = self.element(s, s.view, s.indices)
         compiler = self
+        into = None if uniform else self.elements_into(s, value, element)
 
         def store(st):
+            if into is not None and into(st):
+                return
             v = value(st)
             array, b, r, c = element(st)
             if st.aliased:
@@ -304,3 +309,40 @@ class ElementClosures:
             array[b, r, c] = np.broadcast_to(v, (n,))[lanes]
 
         return store
+
+    def elements_into(self, s, value, element):
+        """``into(st) -> done`` for ``y[program_id(0)] = chain``, the chain elementwise
+        and taking ``out=`` (:meth:`ScalarClosures.writes_over`): computed straight into
+        the programs' slice of ``y``, where no array the chain reads shares memory with
+        ``y`` (an error finding the slice is left to the plain store, which raises it
+        after the value, as the interpreter does); None where the value is not such."""
+        if not self.chains.get(id(s.value), False):
+            return None
+        reads = sorted({n.param for n in ir.walk(s.value) if isinstance(n, ir.ArrayView)})
+        dtype = s.value.type.dtype.numpy
+        param = s.view.param
+        compiler = self
+
+        def into(st):
+            arrays = st.arrays
+            array = arrays[param]
+            if st.mask is not None or array.dtype != dtype:
+                return False
+            for name in reads:
+                if np.may_share_memory(arrays[name], array):
+                    return False
+            try:
+                array, b, r, c = element(st)
+            except QnbError:
+                return False
+            if not isinstance(c, slice) or type(b) is not int:  # (else a copy, not a view)
+                return False
+            if st.aliased:
+                compiler.detach(st, array)
+            out = array[b, r, c]
+            v = value(st, out)
+            if v is not out:
+                out[...] = v
+            return True
+
+        return into

@@ -10,6 +10,14 @@ from qnb.backends.cpu.lanes import _expand
 from qnb.backends.cpu.prepared_base import _Blocks, _Break, _Continue, _tiles, _Unsupported
 from qnb.backends.cpu.prepared_lanes import Turns, carried
 
+_ORDERS = {
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+}
+_MIRRORED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}  # (u < p is p > u)
+
 
 class StatementClosures:
     """Statement closures: assignments, atomics, branches and loops (uniform ones as plain Python)."""
@@ -113,8 +121,17 @@ class StatementClosures:
             else_body = self.block(s.else_body) if s.else_body else None
         finally:
             self.masked -= 1
+        decided = self.grid_decides(s.cond)
 
         def masked_if(st):
+            if decided is not None:
+                every = decided(st)
+                if every is not None:  # (the same in every program of this chunk)
+                    if every:
+                        then_body(st)
+                    elif else_body is not None:
+                        else_body(st)
+                    return
             c = cond(st)
             saved = st.mask
             if saved is None and c.all():  # every program takes the branch
@@ -149,6 +166,40 @@ class StatementClosures:
         finally:
             self.loops -= 1
             self.exit_depths.pop()
+
+    def grid_decides(self, cond):
+        """``decided(st) -> True | False | None`` for a condition ``program_id(a) * f < u``
+        (any order, any of ``<``, ``<=``, ``>``, ``>=``; ``u`` an i32 the same in every
+        program): over a chunk of consecutive programs of a 1-D grid, where it holds
+        (or fails) at both ends it holds (fails) for all between, which two Python
+        comparisons decide without the per-program ids and mask (None: compute them);
+        where no i32 product could wrap. None where the condition is not such."""
+        if not isinstance(cond, ir.Binary) or cond.op not in _ORDERS:
+            return None
+        op = cond.op
+        pid = self.pid_factor(cond.left)
+        bound = cond.right
+        if pid is None:
+            pid, bound, op = self.pid_factor(cond.right), cond.left, _MIRRORED[cond.op]
+        if pid is None or self.is_varying(bound) or bound.type.dtype.numpy != np.int32:
+            return None
+        axis, factor = pid
+        if axis != 0:
+            return None
+        compare = _ORDERS[op]
+        limit = self.expr(bound)
+
+        def decided(st):
+            if not st.run0 or st.mask is not None:
+                return None
+            last = (st.first + st.n - 1) * factor
+            if last >= 2**31:
+                return None
+            u = int(limit(st)[0])
+            low, high = compare(st.first * factor, u), compare(last, u)
+            return low if low == high else None
+
+        return decided
 
     def s_For(self, s):
         start, stop, step = (self.expr(x) for x in (s.start, s.stop, s.step))
