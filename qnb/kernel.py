@@ -464,7 +464,7 @@ class Kernel(QnbFunction):
                 hot is not None
                 and hot[0] == backend_name
                 and hot[1] == signature
-                and captures.same_roots(hot[2])
+                and hot[2]()  # (captures.same_roots of the roots it was set with)
             ):  # the names bound to the objects of the last hit: its snapshot, unread
                 prepared, snapshot = hot[3], None
             else:
@@ -473,7 +473,9 @@ class Kernel(QnbFunction):
                 if prepared is not None:
                     roots = captures.plain_roots()
                     if roots is not None and captures.snapshot_of(roots) == snapshot:
-                        memo.hot = (backend_name, signature, roots, prepared)
+                        memo.hot = (
+                            backend_name, signature, captures.roots_check(roots), prepared
+                        )  # fmt: skip
             if prepared is not None and prepared.checks and not _reads.recheck(prepared.checks):
                 prepared = memo.hot = None  # a value lowering read past the names changed
             if prepared is None:
@@ -715,10 +717,10 @@ class _LaunchMemo(dict):
     """A kernel's launch memo: (backend, snapshot, signature) → _Prepared. The memory
     level holds it by a weak reference and drops the entries of launchers it evicts.
 
-    ``hot`` is the last hit, (backend, signature, roots, _Prepared), where the snapshot
+    ``hot`` is the last hit, (backend, signature, same, _Prepared), where the snapshot
     depends only on which objects the captured names are bound to (``Captures.
-    plain_roots``): a launch finding the same objects needs neither the snapshot nor the
-    lookup. Dropping any entry drops it too, so it never outlives its launcher."""
+    plain_roots``; ``same()`` tells whether they still are, ``Captures.roots_check``): a
+    launch finding the same objects needs neither the snapshot nor the lookup. Dropping any entry drops it too, so it never outlives its launcher."""
 
     __slots__ = ("__weakref__", "hot")
 

@@ -385,6 +385,35 @@ class Captures:
                 return None
         return (chain, kind, value)
 
+    def roots_check(self, roots: tuple):
+        """``same() -> bool``, :meth:`same_roots` of ``roots`` made for a launch to call
+        at once: where every root name is a module global (the common kernel), one
+        dictionary read and identity test a name, and the full check only where one
+        differs (a builtin, a rebound name)."""
+        if not roots or any(cell is not None for _, cell, _ in self._names):
+            return lambda: self.same_roots(roots)
+        if any(root is UNDEFINED for root in roots):
+            return lambda: self.same_roots(roots)
+        find = self._globals.get
+        same_roots = self.same_roots
+        if len(roots) == 1:
+            ((name, _, _),) = self._names
+            (root,) = roots
+
+            def same_one():
+                return find(name, UNDEFINED) is root or same_roots(roots)
+
+            return same_one
+        pairs = tuple((name, root) for (name, _, _), root in zip(self._names, roots))
+
+        def same():
+            for name, root in pairs:
+                if find(name, UNDEFINED) is not root:
+                    return same_roots(roots)
+            return True
+
+        return same
+
     def same_roots(self, roots: tuple) -> bool:
         """Whether every root name is still bound to the very object in ``roots``."""
         find = self._globals.get

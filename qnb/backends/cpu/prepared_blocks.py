@@ -72,7 +72,7 @@ class BlockGridMixin:
         m, n = s.value.type.shape
         r0, r1, c0, c1 = known
         whole = v[0]
-        index = (0, slice(r0, r0 + m), slice(c0, c0 + n))
+        index = (slice(r0, r0 + m), slice(c0, c0 + n))  # (of the array's one slab)
         # a whole tile fits where the array reaches these (and the window does)
         need_rows = r0 + m if r0 >= 0 and r1 >= r0 + m else None
         need_cols = c0 + n if c0 >= 0 and c1 >= c0 + n else None
@@ -87,7 +87,7 @@ class BlockGridMixin:
                 return
             _, height, width = array.shape
             if need_rows <= height and need_cols <= width:
-                array[index] = whole
+                array[0][index] = whole  # (a 2-D index costs half a 3-D one)
                 return
             rows = max(0, min(r1, height, need_rows) - r0)
             cols = max(0, min(c1, width, need_cols) - c0)
