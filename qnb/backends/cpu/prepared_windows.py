@@ -160,7 +160,7 @@ class WindowClosures:
             (rs, re, nrb), (cs, ce, ncb) = spans
             sub = array[b, rs:re, cs:ce]
             if sub.shape == (nrb * m, ncb * n):
-                a4 = sub.reshape(nrb, m, ncb, n)
+                a4 = np.ascontiguousarray(sub).reshape(nrb, m, ncb, n)
             else:
                 padded = np.empty((nrb * m, ncb * n), array.dtype)
                 padded[...] = base(st)[0, 0, 0]
