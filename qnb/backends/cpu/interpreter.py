@@ -24,9 +24,9 @@ from qnb.backends.cpu.interpreter_statements import StatementsMixin
 from qnb.backends.cpu.lanes import (
     CpuArray,
     _as_3d,
+    _Blocks,
     _expand,
     _gathered,
-    _GridTiles,
     _lanes,
     _Loop,
     chunk_programs,
@@ -148,7 +148,7 @@ class _Executor(StatementsMixin, MemoryMixin, ExpressionsMixin):
     def assign(self, name, value, kind):
         if self.mask is None:
             self.env[name] = value
-            if isinstance(value, _GridTiles) or (
+            if isinstance(value, _Blocks) or (
                 value.base is not None
                 and any(np.may_share_memory(value, a) for a in self.array_list)
             ):
@@ -162,8 +162,8 @@ class _Executor(StatementsMixin, MemoryMixin, ExpressionsMixin):
 
     def read(self, name):
         value = self.env[name]
-        if isinstance(value, _GridTiles):
-            value = self.env[name] = value.gather()
+        if isinstance(value, _Blocks):
+            value = self.env[name] = value.tiles()
             self.aliased.discard(name)
         return value
 
@@ -171,14 +171,14 @@ class _Executor(StatementsMixin, MemoryMixin, ExpressionsMixin):
         """Before a store to ``array``: copy the variables that are views of it."""
         for name in list(self.aliased):
             value = self.env[name]
-            held = value.view if isinstance(value, _GridTiles) else value
+            held = value.a4 if isinstance(value, _Blocks) else value
             if np.may_share_memory(held, array):
                 self.env[name] = np.array(_gathered(value))
                 self.aliased.discard(name)
 
     def value_of(self, e):
         """``ev(e)``, except that a launch-order tile load (or a variable holding one)
-        may stay a ``_GridTiles``: for an assignment, and for a store, which can move it
+        may stay deferred (``_Blocks``): for an assignment, and for a store, which can move it
         block for block."""
         if self.defer_loads:
             if isinstance(e, ir.LoadWindow):

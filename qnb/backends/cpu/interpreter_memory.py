@@ -6,7 +6,7 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.cpu import atomics, semantics
-from qnb.backends.cpu.lanes import _arange, _gathered, _GridTiles, _lanes, _mask_lanes, _move_blocks
+from qnb.backends.cpu.lanes import _arange, _Blocks, _gathered, _lanes, _mask_lanes, _move_blocks
 from qnb.backends.cpu.semantics import cast_values
 from qnb.backends.cpu.semantics import window_masks as _masks
 from qnb.errors import QnbIndexError
@@ -115,7 +115,7 @@ class MemoryMixin:
     def e_LoadWindow(self, e, defer=False):
         """The loaded tiles. A whole-block load may return a *view* of the array (the
         executor copies it before any store that could change it: see ``detach``);
-        with ``defer`` a launch-order tiling returns a ``_GridTiles`` instead of
+        with ``defer`` a launch-order tiling returns it deferred (``_Blocks``) instead of
         gathering it (only an assignment asks: the value may go straight to a store)."""
         base = self.ev(e.base)
         shape = e.type.shape
@@ -135,8 +135,8 @@ class MemoryMixin:
             blocks, b, rb, cb = aligned
             tiled = self.grid_blocks(blocks, b, rb, cb)
             if tiled is not None:
-                grid = _GridTiles(tiled)
-                return grid if defer else grid.gather()
+                held = _Blocks.of_launch_order(tiled)
+                return held if defer else held.tiles()
             slab = self.slab_blocks(blocks, b, rb, cb)
             if slab is not None:
                 return slab
@@ -166,8 +166,9 @@ class MemoryMixin:
                 blocks, b, rb, cb = aligned
                 tiled = self.grid_blocks(blocks, b, rb, cb)
                 if tiled is not None:
-                    if isinstance(value, _GridTiles) and value.view.shape == tiled.shape:
-                        _move_blocks(tiled, value.view)  # block for block, no gather
+                    held = value.launch_order() if isinstance(value, _Blocks) else None
+                    if held is not None and held.shape == tiled.shape:
+                        _move_blocks(tiled, held)  # block for block, no gather
                     else:
                         value = _gathered(value)
                         flat = np.broadcast_to(value, (self.n, *shape))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qnb.backends.cpu.lanes import _GridTiles, _lanes, _Loop
+from qnb.backends.cpu.lanes import _Blocks, _lanes, _Loop
 
 
 class StatementsMixin:
@@ -14,7 +14,7 @@ class StatementsMixin:
         self.observer.assign_begins(s)
         # Unmasked, a launch-order tile load may stay deferred (masking needs its values).
         value = self.value_of(s.value) if self.mask is None else self.ev(s.value)
-        if isinstance(value, _GridTiles):
+        if isinstance(value, _Blocks):
             self.assign(s.name, value, "tile")
             return
         if value.dtype != s.value.type.dtype.numpy:

@@ -100,25 +100,52 @@ def _move_blocks(dst: np.ndarray, src: np.ndarray) -> None:
         dst[...] = src
 
 
-class _GridTiles:
-    """Tiles loaded by programs that tile an array in launch order, not yet gathered:
-    ``view`` is a strided 4-D view of the array whose C-order blocks are the programs'
-    tiles. A store with the same tiling moves them block for block; any other use
-    gathers them into the usual ``(programs, M, N)`` value."""
+class _Blocks:
+    """Tiles held deferred, the one form both executors use: every program's M×N tile at
+    once as a 4-D array ``(RB, M, CB, N)`` whose block ``[r, :, c, :]`` is the tile of the
+    program with ``program_id(ra) == r`` and ``program_id(ca) == c`` (``ra``, ``ca`` are
+    the grid axes 0 and 1, either way round). ``RB`` or ``CB`` may be 1 (the prepared
+    path's block grids): the tile is then the same along that grid axis. Often a view
+    of the array the tiles were loaded from (the interpreter's launch-order loads, the
+    prepared path's block-grid loads): a store with the same tiling moves them block
+    for block, and any other use gathers them into the usual ``(programs, M, N)``."""
 
-    __slots__ = ("view",)
+    __slots__ = ("a4", "ra")
 
-    def __init__(self, view: np.ndarray):
-        self.view = view
+    def __init__(self, a4, ra):
+        self.a4 = a4
+        self.ra = ra
 
-    def gather(self) -> np.ndarray:
-        out = np.empty(self.view.shape, self.view.dtype)
-        _move_blocks(out, self.view)
-        return out.reshape(-1, *self.view.shape[-2:])
+    @classmethod
+    def of_launch_order(cls, tiled: np.ndarray) -> _Blocks:
+        """The tiles of a ``(gy, gx, M, N)`` array whose C-order blocks are the programs'
+        (launch order, ``program_id(0)`` fastest)."""
+        return cls(tiled.transpose(0, 2, 1, 3), 1)
+
+    @property
+    def dtype(self):
+        return self.a4.dtype
+
+    def full(self, grid):
+        _, m, _, n = self.a4.shape
+        return np.broadcast_to(self.a4, (grid[self.ra], m, grid[1 - self.ra], n))
+
+    def launch_order(self, grid=None) -> np.ndarray:
+        """The ``(gy, gx, M, N)`` view whose C-order blocks are the programs' tiles (grid
+        None: ``a4`` holds every program's own block, no axis broadcast)."""
+        a4 = self.a4 if grid is None else self.full(grid)
+        return a4.transpose(2, 0, 1, 3) if self.ra == 0 else a4.transpose(0, 2, 1, 3)
+
+    def tiles(self, grid=None) -> np.ndarray:
+        """The ``(programs, M, N)`` value, gathered (``grid`` as :meth:`launch_order`)."""
+        t = self.launch_order(grid)
+        out = np.empty(t.shape, t.dtype)
+        _move_blocks(out, t)
+        return out.reshape(-1, t.shape[2], t.shape[3])
 
 
 def _gathered(value):
-    return value.gather() if isinstance(value, _GridTiles) else value
+    return value.tiles() if isinstance(value, _Blocks) else value
 
 
 class _Loop:

@@ -8,7 +8,7 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.cpu.interpreter import _bind
-from qnb.backends.cpu.lanes import _move_blocks
+from qnb.backends.cpu.lanes import _Blocks
 from qnb.backends.cpu.semantics import index_reduce_along, reduce_values
 
 _LEAVES = (ir.Const, ir.Var, ir.ProgramId, ir.ArrayDim)
@@ -228,36 +228,6 @@ def _program_ids(grid, start, count):
 
 
 _OneProgram.pid = _program_ids(_ONE_PROGRAM, 0, 1)
-
-
-class _Blocks:
-    """Every program's M×N tile at once, as a 4-D array ``(RB, M, CB, N)`` whose block
-    ``[r, :, c, :]`` is the tile of the program with ``program_id(ra) == r`` and
-    ``program_id(ca) == c`` (``ra``, ``ca`` are the grid axes 0 and 1, either way round).
-    ``RB`` or ``CB`` may be 1: the tile is then the same along that grid axis."""
-
-    __slots__ = ("a4", "ra")
-
-    def __init__(self, a4, ra):
-        self.a4 = a4
-        self.ra = ra
-
-    @property
-    def dtype(self):
-        return self.a4.dtype
-
-    def full(self, grid):
-        _, m, _, n = self.a4.shape
-        return np.broadcast_to(self.a4, (grid[self.ra], m, grid[1 - self.ra], n))
-
-    def tiles(self, grid):
-        """The ``(programs, M, N)`` value the interpreter holds."""
-        a4 = self.full(grid)
-        # programs run x fastest: (gy, gx, M, N) in C order is launch order
-        t = a4.transpose(2, 0, 1, 3) if self.ra == 0 else a4.transpose(0, 2, 1, 3)
-        out = np.empty(t.shape, t.dtype)
-        _move_blocks(out, t)
-        return out.reshape(-1, a4.shape[1], a4.shape[3])
 
 
 def _as_blocks(value, kind, ra, grid):
