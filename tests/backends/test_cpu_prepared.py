@@ -767,3 +767,29 @@ def test_conditions_the_grid_decides_and_elements_computed_into_place(monkeypatc
     both_ways(guarded_elements, 300, lambda: [x := _rand(300), x, 300])
     both_ways(shifted_elements, 300, lambda: [_rand(300), _poison(300)])
     both_ways(shifted_elements, 300, lambda: [x := _rand(300), x])
+
+
+@qnb.kernel
+def atomic_old_values(x: qnb.Array[f32, 1], h: qnb.Array[f32, 1], seen: qnb.Array[f32, 1]):
+    """Old values of scalar atomics: every program, only some (a per-program branch),
+    and inside a loop whose trip count differs between programs."""
+    i = qnb.program_id(0)
+    slot = qnb.atomic_add(h, i % 3, x[i])
+    m = 0.5
+    if i % 2 == 0:
+        m = qnb.atomic_max(h, 4, x[i] * 2.0)  # (the others keep 0.5)
+    slot = slot + m
+    for k in range(i % 4):
+        slot = slot - qnb.atomic_min(h, 5 + k % 2, x[i] - k)
+    seen[i] = slot
+
+
+def test_atomic_old_values_run_prepared():
+    """An atomic's old value (each program's element before its own update, in grid
+    order) runs on the prepared path, assigned as the interpreter assigns it."""
+    for n in (1, 7, 40):
+        both_ways(
+            atomic_old_values,
+            n,
+            lambda: [_rand(n), np.array([0, 1, -1, 0, -5, 3, -2], np.float32), _poison(n)],
+        )

@@ -303,6 +303,8 @@ class _Facts:
         elif kind is ir.Atomic:
             self.stored.add(node.view.param)
             self.loaded.add(node.view.param)
+            if node.result is not None:  # (never one constant assignment)
+                self.assign_count[node.result] = self.assign_count.get(node.result, 0) + 2
         for child in ir.children(node):
             if isinstance(child, ir.Stmt):
                 self.statement(child, loops)
@@ -549,6 +551,9 @@ def _varying_names(kernel: ir.KernelIR, facts: _Facts) -> set[str]:
                 changed |= visit(s.body, inner)
             elif isinstance(s, ir.While):
                 changed |= visit(s.body, masked or reads_varying(s.cond))
+            elif isinstance(s, ir.Atomic) and s.result is not None and s.result not in varying:
+                note(s.result)  # (each program reads the element as it was before its turn)
+                changed = True
         return changed
 
     while visit(kernel.body, False):

@@ -82,9 +82,8 @@ class StatementClosures:
 
     def s_Atomic(self, s):
         """An atomic, through the interpreter's own implementation (``atomics``); the
-        scalar form that returns the old value runs in the interpreter."""
-        if s.result is not None:
-            raise _Unsupported("an atomic's old value")
+        scalar form's old value assigned as the interpreter assigns it (masked)."""
+        result = s.result
         value = self.expr(s.value)
         indices = [self.expr(i) for i in s.indices]
         view = self.view(s.view, s)
@@ -98,7 +97,13 @@ class StatementClosures:
                 compiler.detach(st, array)
             lanes = np.ones(st.n, bool) if st.mask is None else st.mask
             b, r, c, v, ok, _ = atomics.elements(array, batch, idx, v, lanes)
-            atomics.apply(op, array, b, r, c, v, ok, False)
+            old = atomics.apply(op, array, b, r, c, v, ok, result is not None)
+            if old is None:
+                return
+            if st.mask is not None:
+                old = np.where(st.mask, old, _tiles(st, st.env[result]))
+            st.env[result] = old
+            st.aliased.discard(result)
 
         return atomic
 
