@@ -227,6 +227,34 @@ def held_view(x: qnb.Array[f32, 2], y: qnb.Array[f32, 2]):
 
 
 @qnb.kernel
+def exits_per_program(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1], s: i32):
+    """Per-program break and continue in uniform and varying for loops and a while,
+    nested, with statements after them that the programs that left must not run."""
+    i = qnb.program_id(0)
+    total = 0.0
+    for k in range(6):
+        if (k + i) % 4 == 0:
+            continue
+        total = total + x[k]
+        if k * 2 > i + s:
+            if i % 3 == 1:
+                break
+            total = total * 0.5
+        for m in range(i % 3 + 1):
+            if m == i % 2:
+                break
+            total = total + 0.25
+        y[i] = total
+    n = 0
+    while n < 5:
+        n = n + 1
+        if n > i:
+            break
+        total = total - 1.0
+    y[i] = total + n
+
+
+@qnb.kernel
 def exit_per_program(x: qnb.Array[f32, 1], y: qnb.Array[f32, 1]):
     i = qnb.program_id(0)
     total = 0.0
@@ -367,7 +395,9 @@ def test_loops_that_differ_between_programs_run_prepared():
         both_ways(stepping_down, 11, lambda: [_rand(16), _poison(16), s])
     both_ways(stepping_down, 11, lambda: [_rand(16), _poison(16), -9])  # reads x[-1...]
     both_ways(held_view, 4, lambda: [_rand((1, 8)), _poison((4, 8))])
-    both_ways(exit_per_program, 9, lambda: [_rand(9), _poison(9)], expect_prepared=False)
+    both_ways(exit_per_program, 9, lambda: [_rand(9), _poison(9)])
+    for s in (0, 2, 5):
+        both_ways(exits_per_program, 12, lambda: [_rand(16), _poison(16), s])
 
 
 def test_a_causal_loop_computes_the_triangle_only():

@@ -26,10 +26,11 @@ what the walk learns once is not relearnt per launch:
   tiles leave the array, a load reads a filled copy of the region they span; anything
   else (a mask, gaps, a bound check that could fail) takes the generic masked path.
 
-A loop whose trip count differs between programs runs turn by turn over the lanes still
-in it (:mod:`qnb.backends.cpu.prepared_lanes`). A kernel with a ``break``/``continue``
-under a per-program branch, or an op this module does not know, is left to the
-interpreter: :func:`prepare` returns None. Bounds
+A loop whose trip count differs between programs, or with a ``break``/``continue`` under
+a per-program branch, runs in the interpreter's lock step, turn by turn over the lanes
+still in it (:mod:`qnb.backends.cpu.prepared_lanes`). Every IR node has a closure here;
+only a node this module does not know (none today) leaves a kernel to the interpreter:
+:func:`prepare` returns None. Bounds
 checks are exact and raise the interpreter's errors (same message, same program). The
 trace always runs the interpreter (its recorder watches every step).
 """
@@ -60,6 +61,7 @@ from qnb.backends.cpu.prepared_blocks import BlockGridMixin
 from qnb.backends.cpu.prepared_elements import ElementClosures
 from qnb.backends.cpu.prepared_gemm import GemmMixin
 from qnb.backends.cpu.prepared_linalg import LinalgClosures
+from qnb.backends.cpu.prepared_loops import LoopClosures
 from qnb.backends.cpu.prepared_scalars import ScalarClosures
 from qnb.backends.cpu.prepared_statements import StatementClosures
 from qnb.backends.cpu.prepared_strided import StridedWindowMixin
@@ -80,6 +82,7 @@ def prepare(kernel: ir.KernelIR, stored=None):
 
 class _Compiler(
     StatementClosures,
+    LoopClosures,
     GemmMixin,
     BlockGridMixin,
     StridedWindowMixin,
@@ -109,6 +112,7 @@ class _Compiler(
         self.masked = 0  # depth of per-program branches around the statement being built
         self.loops = 0
         self.exit_depths: list[int] = []  # self.masked at each loop around (see s_Break)
+        self.lane_exit_depth = 0  # loops around with per-program exits (see loop_body)
 
     def launcher(self, default_stored=None):
         with np.errstate(all="ignore"):  # constants fold as a launch computes them
@@ -207,6 +211,16 @@ class _Compiler(
             if top and isinstance(stmt, ir.Assign):
                 self.note_pid_var(stmt)
         steps = tuple(steps)
+        if self.lane_exit_depth:  # (a per-program exit may leave no program running)
+
+            def run_while_any(st):
+                for step in steps:
+                    mask = st.mask
+                    if mask is not None and not mask.any():
+                        return
+                    step(st)
+
+            return run_while_any
         if len(steps) == 1:
             return steps[0]
 

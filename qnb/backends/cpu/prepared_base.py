@@ -75,14 +75,15 @@ class _State:
     (else ``aliased`` is the empty frozenset nothing adds to)."""
 
     __slots__ = (
-        "arrays", "shapes", "env", "n", "pid", "grid", "mask", "aliased", "whole", "run0", "first"
+        "arrays", "shapes", "env", "n", "pid", "grid", "mask", "aliased", "whole", "run0", "first",
+        "exits",
     )  # fmt: skip
 
     def __init__(self, bound, grid, start, count, fresh, pid, aliases=True):
         self.arrays, self.shapes, scalars = bound
         self.n = count
         self.first = start  # (the flat index of the chunk's first program)
-        self.mask = None
+        self.mask = self.exits = None  # (exits: prepared_lanes.LaneExits, innermost last)
         self.grid = grid
         if count == 1:  # (the launch of a single program, the common small case)
             self.whole = start == 0 and grid == _ONE_PROGRAM
@@ -97,14 +98,14 @@ class _State:
 
 class _OneProgram(_State):
     """The state of a launch of one program (grid (1, 1, 1)): what a chunk works out from
-    its grid is fixed here, in class attributes, so a launch sets five slots, not ten."""
+    its grid is fixed here, in class attributes, so a launch sets six slots, not twelve."""
 
     __slots__ = ()
     n, grid, whole, run0, first = 1, _ONE_PROGRAM, True, True, 0
 
     def __init__(self, arrays, shapes, env, aliased):
         self.arrays, self.shapes, self.env, self.aliased = arrays, shapes, env, aliased
-        self.mask = None
+        self.mask = self.exits = None
 
 
 def _fresh_env(kernel: ir.KernelIR):

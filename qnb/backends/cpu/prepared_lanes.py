@@ -53,7 +53,7 @@ def narrowed(st: _State, lo: int, hi: int) -> _State:
     sub = object.__new__(_State)
     sub.arrays, sub.shapes, sub.grid = st.arrays, st.shapes, st.grid
     sub.n, sub.first = hi - lo, st.first + lo
-    sub.whole, sub.run0, sub.mask = False, st.run0, None
+    sub.whole, sub.run0, sub.mask, sub.exits = False, st.run0, None, None
     sub.pid = [p[lo:hi] for p in st.pid]
     env = {}
     for name, value in st.env.items():
@@ -62,6 +62,38 @@ def narrowed(st: _State, lo: int, hi: int) -> _State:
     sub.env = env
     sub.aliased = set()  # (Turns.run detached the chunk's views first)
     return sub
+
+
+class LaneExits:
+    """The programs that left a loop by a ``break`` or ``continue`` under a per-program
+    branch, as the interpreter's ``_Loop`` holds them: ``broken`` for the loop,
+    ``continued`` for this turn. A chunk keeps a stack of them (``_State.exits``), the
+    innermost loop's last; a narrowed turn holds views of its loop's (:meth:`narrowed`),
+    so what it marks is marked for the whole chunk."""
+
+    __slots__ = ("broken", "continued")
+
+    def __init__(self, n: int):
+        self.broken = np.zeros(n, bool)
+        self.continued = np.zeros(n, bool)
+
+    def narrowed(self, lo: int, hi: int) -> LaneExits:
+        exits = object.__new__(LaneExits)
+        exits.broken, exits.continued = self.broken[lo:hi], self.continued[lo:hi]
+        return exits
+
+
+def restore(st: _State, saved) -> None:
+    """The mask after a nested block (the interpreter's ``restore``): ``saved`` less the
+    programs that left the innermost loop."""
+    exits = st.exits
+    if exits:
+        top = exits[-1]
+        gone = top.broken | top.continued
+        if gone.any():
+            st.mask = (np.ones(st.n, bool) if saved is None else saved) & ~gone
+            return
+    st.mask = saved
 
 
 class Turns:
@@ -78,11 +110,12 @@ class Turns:
     def __init__(self, st: _State, names):
         self.st, self.names, self.owned = st, names, {}
 
-    def run(self, lanes: np.ndarray, body, var=None, value=None) -> None:
+    def run(self, lanes: np.ndarray, body, var=None, value=None, exits=None) -> None:
         """One turn: ``body`` over the active ``lanes`` (a bool per lane), with the loop
         variable ``var`` set to each active program's ``value`` (an int32 per lane)
-        first, as the interpreter's masked assignment sets it. Exits (``_Break``,
-        ``_Continue``) pass through, after the merge."""
+        first, as the interpreter's masked assignment sets it; ``exits``, the loop's
+        :class:`LaneExits` where it has per-program exits (on top of ``st.exits``).
+        Exits (``_Break``, ``_Continue``) pass through, after the merge."""
         st = self.st
         n = st.n
         lo = int(np.argmax(lanes))
@@ -101,6 +134,8 @@ class Turns:
         if st.aliased:
             detach_all(st)
         sub = narrowed(st, lo, hi)
+        if exits is not None:
+            sub.exits = [exits.narrowed(lo, hi)]
         inner = lanes[lo:hi]
         if not inner.all():
             sub.mask = inner

@@ -1,4 +1,5 @@
-"""prepared_statements"""
+"""The prepared path's statements other than loops: assignments, atomics and branches
+(uniform ones as plain Python, per-program ones under lane masks)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import numpy as np
 from qnb import ir
 from qnb.backends.cpu import atomics
 from qnb.backends.cpu.lanes import _expand
-from qnb.backends.cpu.prepared_base import _Blocks, _Break, _Continue, _tiles, _Unsupported
-from qnb.backends.cpu.prepared_lanes import Turns, carried
+from qnb.backends.cpu.prepared_base import _Blocks, _tiles
+from qnb.backends.cpu.prepared_lanes import restore
 
 _ORDERS = {
     "lt": lambda a, b: a < b,
@@ -20,7 +21,7 @@ _MIRRORED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}  # (u < p is p > u)
 
 
 class StatementClosures:
-    """Statement closures: assignments, atomics, branches and loops (uniform ones as plain Python)."""
+    """Statement closures: assignments, atomics, branches (loops: ``prepared_loops``)."""
 
     def note_pid_var(self, stmt):
         if self.assign_count.get(stmt.name) != 1:
@@ -109,6 +110,8 @@ class StatementClosures:
 
     def s_If(self, s):
         cond = self.expr(s.cond)
+        if self.lane_exit_depth:
+            return self.if_in_exits(s, cond)
         if not self.is_varying(s.cond):
             then_body = self.block(s.then_body)
             else_body = self.block(s.else_body)
@@ -161,16 +164,47 @@ class StatementClosures:
 
         return masked_if
 
-    def loop_body(self, body):
-        """The closure of a loop's body; an exit in it is the loop's own only outside
-        any per-program branch the body opens (see s_Break)."""
-        self.loops += 1
-        self.exit_depths.append(self.masked)
+    def if_in_exits(self, s, cond):
+        """An ``if`` inside a loop with per-program exits, as the interpreter runs it:
+        after each branch the mask drops the programs that left the loop in it
+        (``prepared_lanes.restore``), and the ``else`` runs for those still in."""
+        varying = self.is_varying(s.cond)
+        self.masked += varying
         try:
-            return self.block(body)
+            then_body = self.block(s.then_body)
+            else_body = self.block(s.else_body) if s.else_body else None
         finally:
-            self.loops -= 1
-            self.exit_depths.pop()
+            self.masked -= varying
+
+        if not varying:
+
+            def uniform_if_in_exits(st):
+                saved = st.mask
+                if cond(st)[0]:
+                    then_body(st)
+                elif else_body is not None:
+                    else_body(st)
+                restore(st, saved)
+
+            return uniform_if_in_exits
+
+        def masked_if_in_exits(st):
+            c = np.broadcast_to(cond(st), (st.n,))
+            saved = st.mask
+            lanes = np.ones(st.n, bool) if saved is None else saved
+            taken = lanes & c
+            if taken.any():
+                st.mask = taken
+                then_body(st)
+                restore(st, saved)
+            if else_body is not None:
+                other = (lanes if st.mask is None else st.mask) & ~c
+                if other.any():
+                    st.mask = other
+                    else_body(st)
+            restore(st, saved)
+
+        return masked_if_in_exits
 
     def grid_decides(self, cond):
         """``decided(st) -> True | False | None`` for a condition ``program_id(a) * f < u``
@@ -205,131 +239,3 @@ class StatementClosures:
             return low if low == high else None
 
         return decided
-
-    def s_For(self, s):
-        start, stop, step = (self.expr(x) for x in (s.start, s.stop, s.step))
-        body = self.loop_body(s.body)
-        name = s.var
-        zero_step = self.error("range() step must not be zero", s)
-        if any(self.is_varying(x) for x in (s.start, s.stop, s.step)):
-            names = carried(self.kernel, s)
-            return self.varying_for(start, stop, step, body, name, zero_step, names)
-        has_exits = id(s) in self.facts.exits
-        gemm = self.gemm_loop(s)
-
-        def run_for(st):
-            first, last, by = int(start(st)[0]), int(stop(st)[0]), int(step(st)[0])
-            if by == 0:
-                raise zero_step
-            if gemm is not None and gemm(st, first, last, by):
-                return
-            env, mask = st.env, st.mask
-            for i in range(first, last, by):
-                if mask is None:
-                    env[name] = np.array([i], np.int32)
-                else:  # (the programs outside the branch keep their value)
-                    env[name] = np.where(mask, np.int32(i), env[name]).astype(np.int32)
-                st.aliased.discard(name)
-                if has_exits:
-                    try:
-                        body(st)
-                    except _Continue:
-                        continue
-                    except _Break:
-                        break
-                else:
-                    body(st)
-
-        return run_for
-
-    def varying_for(self, start, stop, step, body, name, zero_step, names):
-        """A ``for`` whose bounds differ between programs: the interpreter's lock step
-        (each program's own counter, a turn while any is inside), each turn run over the
-        run of lanes still inside (``prepared_lanes.Turns``)."""
-
-        def run_varying_for(st):
-            n = st.n
-            first, last, by = start(st), stop(st), step(st)
-            if (by == 0).any():
-                raise zero_step
-            i = np.broadcast_to(first, (n,)).astype(np.int32)
-            up = by > 0
-            outer = st.mask
-            turns = Turns(st, names)
-            while True:
-                inside = np.where(up, i < last, i > last)
-                lanes = np.broadcast_to(inside, (n,)) if outer is None else inside & outer
-                if not lanes.any():
-                    break
-                try:
-                    turns.run(lanes, body, name, i)
-                except _Continue:
-                    pass
-                except _Break:
-                    break
-                i = (i + by).astype(np.int32)
-
-        return run_varying_for
-
-    def s_While(self, s):
-        cond = self.expr(s.cond)
-        body = self.loop_body(s.body)
-        if self.is_varying(s.cond):
-            return self.varying_while(cond, body, carried(self.kernel, s))
-
-        def run_while(st):
-            while cond(st)[0]:
-                try:
-                    body(st)
-                except _Continue:
-                    continue
-                except _Break:
-                    break
-
-        return run_while
-
-    def varying_while(self, cond, body, names):
-        """A ``while`` whose condition differs between programs, in the interpreter's
-        lock step: the condition over every program around the loop, then a turn of
-        those for which it holds (``prepared_lanes.Turns``)."""
-
-        def run_varying_while(st):
-            n = st.n
-            outer = st.mask
-            turns = Turns(st, names)
-            while True:
-                holds = np.broadcast_to(cond(st), (n,))
-                lanes = holds if outer is None else holds & outer
-                if not lanes.any():
-                    break
-                try:
-                    turns.run(lanes, body)
-                except _Continue:
-                    pass
-                except _Break:
-                    break
-
-        return run_varying_while
-
-    def exits_the_loop(self):
-        """Whether an exit built now leaves its loop for every program running it: no
-        per-program branch opened inside the loop's body lies around it."""
-        return bool(self.exit_depths) and self.exit_depths[-1] == self.masked
-
-    def s_Break(self, s):
-        if not self.exits_the_loop():
-            raise _Unsupported("break in a per-program branch")
-
-        def run_break(st):
-            raise _Break
-
-        return run_break
-
-    def s_Continue(self, s):
-        if not self.exits_the_loop():
-            raise _Unsupported("continue in a per-program branch")
-
-        def run_continue(st):
-            raise _Continue
-
-        return run_continue
