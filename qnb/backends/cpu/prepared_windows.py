@@ -175,12 +175,26 @@ class WindowClosures:
         dtype = e.type.dtype.numpy
         shape = e.type.shape
 
+        m, n = shape
+
         def load(st):
             fill = _tiles(st, base(st))
             array, batch, r0, r1, c0, c1 = window(st)
             batch, r0, r1, c0, c1 = _lane_arrays(batch, r0, r1, c0, c1)
             if array.size == 0:
                 return np.array(fill)
+            if r0.shape == c0.shape == r1.shape == c1.shape == batch.shape == (1,):
+                # the same window in every program (a loop counter these programs share
+                # this turn): one copy of it where it lies in the array and its bounds
+                b, top, left = int(batch[0]), int(r0[0]), int(c0[0])
+                if (
+                    top >= 0
+                    and left >= 0
+                    and top + m <= min(int(r1[0]), array.shape[1])
+                    and left + n <= min(int(c1[0]), array.shape[2])
+                    and array.dtype == dtype
+                ):
+                    return array[b, top : top + m, left : left + n][None].copy()
             row_end = np.minimum(r1, array.shape[1])
             col_end = np.minimum(c1, array.shape[2])
             rows, cols, valid = _masks(r0, c0, row_end, col_end, shape)
