@@ -207,3 +207,28 @@ def test_a_store_whose_columns_alone_differ_between_programs():
     _one_row_at_each_program_s_column.trace[2](x, traced)
     np.testing.assert_array_equal(launched, [[3.0, 3.0, -4.0]])
     np.testing.assert_array_equal(traced, launched)
+
+
+@qnb.kernel
+def _blocks_repeated_along_z(x: qnb.Array[qnb.f16, 2], y: qnb.Array[qnb.f16, 2]):
+    i = qnb.program_id(0)
+    j = qnb.program_id(1)
+    (qnb.Tile[1, 4].load(x, i, j * 4) * 2.0).store(y, i, j * 4)
+
+
+def test_a_grid_whose_programs_number_the_blocks_but_do_not_tile_them():
+    """Found by the long generated run: over a (2, 2, 4) grid the 16 programs number the
+    16 blocks of an 8×8 array of 1×4 tiles, and their ids match the blocks' rows and
+    columns, yet they cover only rows 0–1 (the third axis repeats them). The
+    interpreter took them for a launch-order tiling and wrote rows 2–7 too."""
+    x = np.random.default_rng(4).standard_normal((8, 8)).astype(np.float16)
+    want = np.full((8, 8), np.nan, np.float16)
+    want[:2] = x[:2] * np.float16(2)
+    for run in (_blocks_repeated_along_z[(2, 2, 4)], _blocks_repeated_along_z.trace[(2, 2, 4)]):
+        y = np.full((8, 8), np.nan, np.float16)
+        run(x, y)
+        np.testing.assert_array_equal(y, want)
+    y = np.full((8, 8), np.nan, np.float16)
+    with qnb.backend("cpu"):
+        _blocks_repeated_along_z[(2, 2, 4)](x, y)
+    np.testing.assert_array_equal(y, want)

@@ -94,10 +94,13 @@ class MemoryMixin:
         if n != rows_b * cols_b:
             return None
         x, y = self.pid[0], self.pid[1]
-        if np.array_equal(rb, x) and np.array_equal(cb, y):  # k = cb * RB + rb
-            return slab.transpose(2, 0, 1, 3)
-        if np.array_equal(rb, y) and np.array_equal(cb, x):  # k = rb * CB + cb
-            return slab.transpose(0, 2, 1, 3)
+        gx, gy, gz = (int(g[0]) for g in self.grid)
+        if gz != 1:  # (a third grid axis repeats the tiles: not one block each)
+            return None
+        if (gx, gy) == (rows_b, cols_b) and np.array_equal(rb, x) and np.array_equal(cb, y):
+            return slab.transpose(2, 0, 1, 3)  # k = cb * RB + rb
+        if (gy, gx) == (rows_b, cols_b) and np.array_equal(rb, y) and np.array_equal(cb, x):
+            return slab.transpose(0, 2, 1, 3)  # k = rb * CB + cb
         return None
 
     def slab_blocks(self, blocks, batch, rb, cb):
