@@ -9,9 +9,11 @@ device (lavapipe here), the same device buffers, timed the same way (dispatch, t
    (``Tile[B, B]`` blocks, K stepped by ``Tile`` chunks), at 16×16 and 64×64 blocks.
 2. Row softmax 4096×1024 f32. By hand: a workgroup of 256 invocations per row, each
    holding 4 elements in registers; the row's max and sum are tree reductions in
-   workgroup memory, the row is read once and written once. qnb's kernel is
-   ``bench_cuda``'s ``wide_softmax`` (16 rows a program, ``Tile[16, 128]`` online over
-   column tiles, then the normalised rows).
+   workgroup memory, the row is read once and written once. qnb's kernels: the same
+   work, ``row_softmax_vec`` (a program a row, the row held as one ``Vec[1024]``: read
+   once, written once), and ``bench_cuda``'s ``wide_softmax`` (16 rows a program,
+   ``Tile[16, 128]`` online over column tiles, then the normalised rows: each row read
+   twice and its exponentials computed twice, a different algorithm).
 
 The ratio is qnb ÷ hand-written (issue #33 aims at ≤ 1.5×). Both results are checked
 against NumPy before anything is timed.
@@ -32,6 +34,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+import qnb  # noqa: E402
 
 MATMUL_WGSL = """
 @group(0) @binding(0) var<storage, read> a: array<f32>;
@@ -246,8 +250,22 @@ def matmul(backend, n=512, rounds=3):
     return [_row(f"matmul {n}^3: {name}", t, reference) for name, t in times.items()]
 
 
+def _row_softmax_vec(cols):
+    """A program a row of ``cols`` (a power of two) columns, held as one ``Vec``."""
+
+    @qnb.kernel
+    def row_softmax_vec(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+        row = qnb.program_id(0)
+        v = qnb.Vec[cols].load_row(x, row, 0)
+        e = qnb.exp(v - v.max())
+        (e / e.sum()).store_row(y, row, 0)
+
+    return row_softmax_vec
+
+
 def softmax(backend, rows=4096, cols=1024, rounds=3):
-    """Rows of section 2: the hand-written kernel, then qnb's wide_softmax."""
+    """Rows of section 2: the hand-written kernel, then qnb's row_softmax_vec (the same
+    work) and wide_softmax (online over column tiles)."""
     from benchmarks.bench_cuda import _namespace, _softmax_rows
 
     dev = backend._dev()
@@ -255,15 +273,17 @@ def softmax(backend, rows=4096, cols=1024, rounds=3):
     want = _softmax_rows(np, x.astype(np.float64), np.empty(x.shape))
     dx = backend.to_device(x)
     fence = backend.to_device(np.zeros(1, np.float32)).buffer
-    outs = {name: backend.to_device(np.full_like(x, np.nan)) for name in "hq"}
+    outs = {name: backend.to_device(np.full_like(x, np.nan)) for name in "hvq"}
     hand = HandWritten(dev, SOFTMAX_WGSL, [dx, outs["h"]], [rows, cols, 0, 0])
     kernel = _namespace()["wide_softmax"]
+    whole = _row_softmax_vec(cols)
 
     def sync():
         dev.queue.read_buffer(fence, 0, 4)
 
     runs = {
         "hand-written, workgroup per row": lambda: (hand((rows, 1, 1)), sync()),
+        f"qnb row_softmax_vec, Vec[{cols}] a row": lambda: (whole[rows](dx, outs["v"]), sync()),
         "qnb wide_softmax, Tile[16, 128]": lambda: (kernel[rows // 16](dx, outs["q"]), sync()),
     }
     for fn in runs.values():
@@ -279,7 +299,6 @@ def main(argv=None) -> list:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args(argv)
-    import qnb
     from benchmarks._timing import table
     from qnb.backends import get
 

@@ -384,7 +384,8 @@ def test_a_peer_that_is_missing_says_not_installed(monkeypatch):
 
 def test_the_hand_written_wgsl_reference_runs_and_agrees():
     """bench_wgsl_reference's hand-written WGSL (register-tiled matmul, workgroup-per-row
-    softmax) and qnb's kernels beside it: each checks its result against NumPy on
+    softmax) and qnb's kernels beside it (the row softmax also as the same work, a row
+    held as one Vec): each checks its result against NumPy on
     NaN-poisoned device outputs before it is timed; small sizes here."""
     from benchmarks import bench_wgsl_reference as ref
     from qnb.backends import get
@@ -400,6 +401,7 @@ def test_the_hand_written_wgsl_reference_runs_and_agrees():
         "qnb Tile[16, 16] blocks",
         "qnb Tile[64, 64] blocks",
         "hand-written, workgroup per row",
+        "qnb row_softmax_vec, Vec[1024] a row",
         "qnb wide_softmax, Tile[16, 128]",
     ]
     assert all(float(row[2].rstrip("x")) > 0 for row in rows)
