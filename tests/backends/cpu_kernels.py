@@ -485,7 +485,11 @@ class _Body:
         if self.draw(st.integers(0, 3)) == 0:
             self.emit(indent + 1, f"if {self.condition(False)}:")
             self.emit(indent + 2, self.pick(["break", "continue"]))
+        elif self.draw(st.integers(0, 2)) == 0:  # an exit some programs take
+            self.emit(indent + 1, f"if {self.condition(True)}:")
+            self.emit(indent + 2, self.pick(["break", "continue"]))
         self.statement(indent + 1, depth + 1)
+        self.after_exits(indent, depth, k)
 
     def s_loop_varying(self, indent, depth):
         """A loop whose trip count differs between programs: a ``for`` over bounds that
@@ -517,6 +521,22 @@ class _Body:
         elif exit_kind == 1:
             self.emit(indent + 1, f"if {self.condition(False)}:")
             self.emit(indent + 2, self.pick(["break", "continue"]))
+        if self.draw(st.booleans()):
+            self.statement(indent + 1, depth + 1)
+        self.after_exits(indent, depth, k)
+
+    def after_exits(self, indent, depth, k):
+        """Where programs may have left a loop at different turns, a value the loop
+        assigns after its exits (and its counter) differs between programs: a branch on
+        each after the loop (what a path that took them as the same would get wrong)."""
+        if self.draw(st.integers(0, 2)):
+            return
+        c = self.fresh("c")
+        body_line = len(self.lines)
+        self.lines.insert(body_line, "    " * (indent + 1) + f"{c} = {k} * 2 + 1")
+        self.emit(indent, f"if {self.pick([c, k])} > {self.pick([0, 0, 1, 2])}:")
+        # seen in w (poisoned with NaN: a value read from it would hide the difference)
+        self.emit(indent + 1, f"w[((i + j * 5) % w.shape[0])] = {self.pick([1, 2, 7])}")
         if self.draw(st.booleans()):
             self.statement(indent + 1, depth + 1)
 
@@ -647,3 +667,37 @@ def arguments(draw, dtype, x_ndim, y_ndim, tight=False, v_len=None):
         return [x, y, v, w, s]
 
     return make_args
+
+
+@st.composite
+def exits_per_program(draw) -> Case:
+    """A loop (the same bounds for every program, or its own) that some programs leave
+    before others (``break``/``continue`` under a per-program branch), a value it
+    assigns after the exit, and branches after the loop on that value and on the loop's
+    counter: each program's own, which a path that took them as the same in every
+    program (decided by program 0) gets wrong. Each program stores to its own cells."""
+    grid = (draw(st.integers(2, 4)), draw(st.integers(1, 2)), 1)  # (p below 8)
+    loop = draw(
+        st.sampled_from(["range(4)", "range(1, 5)", "range(p % 3 + 2)", "range(4, p - 2, -1)"])
+    )
+    exit_if = draw(st.sampled_from(["p % 2 == 0", "p > 1", "k == p % 3", "x[p, k] > 0.5"]))
+    exit = draw(st.sampled_from(["break", "continue"]))
+    lines = [
+        "p = qnb.program_id(0) + qnb.program_id(1) * 4",
+        "c = 0",
+        f"for k in {loop}:",
+        f"    if {exit_if}:",
+        f"        {exit}",
+        "    c = c + k * 2 + 1",
+        "    t = qnb.Tile[1, 4].load(x, p, k)",
+        "    t.store(y, p, k)",
+        f"if c > {draw(st.integers(0, 6))}:",
+        "    w[p] = 1",
+        f"if k > {draw(st.integers(0, 3))}:",
+        "    w[p + 8] = 2",
+        "w[p + 16] = c",
+    ]
+    body = "".join(f"    {line}\n" for line in lines)
+    source = f"@qnb.kernel\ndef k(x, y, v, w, s: qnb.i32):\n{body}"
+    make_args = draw(arguments("f32", 2, 2, tight=True, v_len=200))
+    return Case(source, grid, make_args, "f32")

@@ -19,7 +19,7 @@ import qnb
 from qnb import ir
 from qnb.backends.cpu import interpreter
 from qnb.backends.cpu.prepared import prepare
-from tests.backends.cpu_kernels import Case, kernels, window_reductions
+from tests.backends.cpu_kernels import Case, exits_per_program, kernels, window_reductions
 from tests.helpers import define
 
 EXAMPLES = int(os.environ.get("QNB_CPU_PATHS_EXAMPLES", "300"))
@@ -112,6 +112,19 @@ def test_the_paths_agree_where_every_elementwise_op_writes_over_its_operands(cas
         check_case(case)
     finally:
         prepared_scalars.IN_PLACE_MIN = saved
+
+
+@given(exits_per_program())
+@settings(
+    max_examples=EXAMPLES // 3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+def test_values_a_loop_leaves_per_program_agree(case):
+    """Found by an outside tester: after a per-program exit, what the loop assigns and its
+    counter differ between programs; the prepared path took them as the same in every
+    program and decided later branches by program 0."""
+    check_case(case)
 
 
 @given(window_reductions())

@@ -788,15 +788,17 @@ def test_conditions_the_grid_decides_and_elements_computed_into_place(monkeypatc
     """``if i < n`` over consecutive programs is decided per chunk by its two ends (all,
     none, or computed per program where n falls inside the chunk), and ``y[i] = chain``
     is computed into y's slice, except where the chain reads y (x is y)."""
-    from qnb.backends.cpu import prepared
+    from qnb.backends.cpu import lanes
 
-    monkeypatch.setattr(prepared, "SCALAR_CHUNK", 64)  # (chunks of 64 programs)
+    monkeypatch.setattr(lanes, "SCALAR_CHUNK", 64)  # (chunks of 64 programs, both paths)
     for n in (-5, 0, 64, 100, 128, 299, 300, 10**6):
         both_ways(guarded_elements, 300, lambda: [_rand(300), _poison(300), n])
         both_ways(guarded_both_ways, 300, lambda: [_rand(300), _poison(300), n])
     both_ways(guarded_elements, 300, lambda: [x := _rand(300), x, 300])
     both_ways(shifted_elements, 300, lambda: [_rand(300), _poison(300)])
     both_ways(shifted_elements, 300, lambda: [x := _rand(300), x])
+    # past the array: the store's bounds error, after the value, in the same chunk
+    both_ways(guarded_elements, 300, lambda: [_rand(300), _poison(200), 300])
 
 
 @qnb.kernel
@@ -823,3 +825,26 @@ def test_atomic_old_values_run_prepared():
             n,
             lambda: [_rand(n), np.array([0, 1, -1, 0, -5, 3, -2], np.float32), _poison(n)],
         )
+
+
+@qnb.kernel
+def two_old_values(h: qnb.Array[i32, 1], y: qnb.Array[i32, 1]):
+    i = qnb.program_id(0)
+    a = qnb.atomic_add(h, 0, 1)
+    b = qnb.atomic_add(h, 0, 1)
+    y[i] = b - a
+
+
+def test_both_paths_run_programs_in_the_same_chunks():
+    """Found by an outside tester: programs in a chunk run in lock step, chunk after
+    chunk, so an atomic's old value (and a race) depends on the chunks; the interpreter
+    ran a kernel of scalars 65,536 programs at a time, the prepared path 2²⁰. Now both
+    take ``lanes.chunk_programs``."""
+    from qnb.backends.cpu import lanes
+
+    kernel_ir, _ = two_old_values._lower_for([np.zeros(1, np.int32), np.zeros(4, np.int32)])
+    assert lanes.chunk_programs(kernel_ir) == lanes.SCALAR_CHUNK > 70_000
+    got = both_ways(
+        two_old_values, 70_000, lambda: [np.zeros(1, np.int32), np.zeros(70_000, np.int32)]
+    )
+    assert got is None  # (no error)

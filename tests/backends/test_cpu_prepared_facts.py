@@ -23,11 +23,21 @@ def _assignments(body, conditions=()):
         elif isinstance(s, ir.If):
             yield from _assignments(s.then_body + s.else_body, (*conditions, s.cond))
         elif isinstance(s, ir.For):
-            inner = (*conditions, s.start, s.stop, s.step)
+            inner = (*conditions, s.start, s.stop, s.step, *_exit_conditions(s.body))
             yield s.var, None, inner
             yield from _assignments(s.body, inner)
         elif isinstance(s, ir.While):
-            yield from _assignments(s.body, (*conditions, s.cond))
+            yield from _assignments(s.body, (*conditions, s.cond, *_exit_conditions(s.body)))
+
+
+def _exit_conditions(body, path=()):
+    """The conditions around each of a loop's own exits: where one differs between
+    programs, programs leave the loop at different turns."""
+    for s in body:
+        if isinstance(s, (ir.Break, ir.Continue)):
+            yield from path
+        elif isinstance(s, ir.If):
+            yield from _exit_conditions(s.then_body + s.else_body, (*path, s.cond))
 
 
 def _varying_by_walks(kernel):
@@ -69,7 +79,7 @@ def _assert_facts(kernel):
     loaded, stored = ir.array_uses(kernel)
     assert (facts.loaded, facts.stored) == (loaded, stored)
     assert facts.holds_tiles == ir.holds_tiles(kernel)
-    assert lanes.chunk_for(facts.largest) == lanes.chunk_programs(kernel)
+    assert facts.chunk == lanes.chunk_programs(kernel)  # (both paths: the same chunks)
     loops = [n for n in ir.walk_body(kernel.body) if isinstance(n, ir.For)]
     exits = {
         id(s)

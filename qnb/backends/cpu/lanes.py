@@ -28,16 +28,28 @@ def _arange(n: int) -> np.ndarray:
     return _ARANGE if n == 16 else np.arange(n, dtype=np.int64)
 
 
+# Programs a kernel of scalars alone runs at once: each value is one element a program,
+# so 2²⁰ of them hold 8 MiB a value at most (a launch over 10⁸ programs runs in 96
+# chunks, in bounded memory, and the 2²⁰ programs of a tile-free form in one).
+SCALAR_CHUNK = 1 << 20
+
+
 def chunk_programs(kernel: ir.KernelIR) -> int:
-    """How many programs run together: CHUNK, fewer where a value is larger than 16×16."""
+    """How many programs run together, the same for both executors (programs in one
+    chunk run in lock step, chunk after chunk: where programs race, or an atomic's old
+    value is read, the answer depends on it): SCALAR_CHUNK for a kernel of scalars
+    alone, else CHUNK, fewer where a value is larger than 16×16."""
     largest = 256
+    holds_tiles = False
     for t in kernel.locals.values():
         largest = max(largest, t.size)
+        holds_tiles = holds_tiles or t.kind in ("tile", "vec")
     for node in ir.walk_body(kernel.body):
         typ = getattr(node, "type", None)
         if isinstance(typ, ir.Type) and typ.kind in ("tile", "vec"):
             largest = max(largest, typ.size)
-    return chunk_for(largest)
+            holds_tiles = True
+    return chunk_for(largest) if holds_tiles else SCALAR_CHUNK
 
 
 def out_of_memory(kernel_name: str, grid) -> BackendError:

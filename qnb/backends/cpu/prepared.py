@@ -40,13 +40,12 @@ from __future__ import annotations
 import numpy as np
 
 from qnb import ir
-from qnb.backends.cpu.lanes import chunk_for, out_of_memory
+from qnb.backends.cpu.lanes import out_of_memory
 from qnb.backends.cpu.prepared_base import (
     _IGNORE_ERRORS,
     _LEAVES,
     _NO_ALIASES,
     _ONE_PROGRAM,
-    SCALAR_CHUNK,
     _binder,
     _Blocks,
     _Facts,
@@ -125,8 +124,7 @@ class _Compiler(
             fresh = None
         aliases = bool(self.assign_count)  # (only an assignment or a loop makes an alias)
         bind = _binder(kernel)
-        holds_tiles = self.facts.holds_tiles
-        chunk_size = chunk_for(self.facts.largest)
+        chunk_size = self.facts.chunk  # (the interpreter's: the same lock step)
         quiet = not self.computes
         pids = {}  # (grid, start, count) -> program ids: a launch's ids are made once
         one = _ONE_PROGRAM
@@ -151,7 +149,7 @@ class _Compiler(
 
         def run_chunks(grid, bound):
             total = grid[0] * grid[1] * grid[2]
-            chunk = chunk_size if holds_tiles else min(total, SCALAR_CHUNK)
+            chunk = min(total, chunk_size)
             try:
                 for start in range(0, total, chunk or 1):
                     count = min(chunk, total - start)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from qnb import ir
+from qnb.backends.cpu import lanes
 from qnb.backends.cpu.interpreter import _bind
 from qnb.backends.cpu.lanes import _Blocks
 from qnb.backends.cpu.semantics import index_reduce_along, reduce_values
@@ -30,12 +31,6 @@ class _Continue(Exception):
 
 
 _ONE_PROGRAM = (1, 1, 1)
-
-
-# Programs a kernel of scalars alone runs at once: each value is one element a program,
-# so 2²⁰ of them hold 8 MiB a value at most (a launch over 10⁸ programs runs in 96
-# chunks, in bounded memory, and the 2²⁰ programs of a tile-free form in one).
-SCALAR_CHUNK = 1 << 20
 
 
 _INT32 = 2**31
@@ -261,7 +256,8 @@ class _Facts:
 
     ``assign_count`` (name -> assignments, a loop's variable counting 2), ``loaded`` and
     ``stored`` (as :func:`ir.array_uses`), ``holds_tiles`` (:func:`ir.holds_tiles`),
-    ``largest`` (the most elements of a value, as :func:`chunk_programs` counts),
+    ``largest`` (the most elements of a value) and ``chunk`` (the programs a chunk runs,
+    as :func:`lanes.chunk_programs` decides for the interpreter: the same lock step),
     ``exits`` (the ``For`` loops with a ``break``/``continue`` anywhere in their body),
     and per expression (and view) node: ``reads``, what it reads as a bit mask (bit 0
     ``program_id``, then one bit per variable, see ``bits``), and ``constant``, whether
@@ -313,6 +309,10 @@ class _Facts:
                 self.expression(child)
         if kind is ir.For:
             loops.pop()
+
+    @property
+    def chunk(self) -> int:
+        return lanes.chunk_for(self.largest) if self.holds_tiles else lanes.SCALAR_CHUNK
 
     def expression(self, node) -> int:
         """Note ``node`` (an expression or a view) and the nodes below it; its reads."""
@@ -519,8 +519,9 @@ def _lane_arrays(batch, *bounds):
 
 def _varying_names(kernel: ir.KernelIR, facts: _Facts) -> set[str]:
     """The locals whose value may differ between programs: assigned from an expression
-    that reads ``program_id`` (or another such local), or under a per-program branch
-    (what each expression reads is :class:`_Facts`'s)."""
+    that reads ``program_id`` (or another such local), under a per-program branch, or in
+    a loop some programs leave before others (a per-program bound, condition or exit;
+    what each expression reads is :class:`_Facts`'s)."""
     varying: set[str] = set()
     reads = facts.reads
     mask = 1  # (program_id, and the bits of the varying locals)
@@ -532,6 +533,19 @@ def _varying_names(kernel: ir.KernelIR, facts: _Facts) -> set[str]:
         nonlocal mask
         varying.add(name)
         mask |= facts.bits.get(name, 0)
+
+    def exits_per_program(body, masked=False):
+        """Whether ``body`` (a loop's) has a ``break``/``continue`` of its own under a
+        branch some programs take and others not: after it, the loop's statements run
+        for some programs only, and its variable ends where each program left."""
+        for s in body:
+            if isinstance(s, (ir.Break, ir.Continue)) and masked:
+                return True
+            if isinstance(s, ir.If):
+                inner = masked or reads_varying(s.cond)
+                if exits_per_program(s.then_body, inner) or exits_per_program(s.else_body, inner):
+                    return True
+        return False  # (a nested loop's exits are its own)
 
     def visit(body, masked):
         changed = False
@@ -546,12 +560,14 @@ def _varying_names(kernel: ir.KernelIR, facts: _Facts) -> set[str]:
                 changed |= visit(s.else_body, inner)
             elif isinstance(s, ir.For):
                 inner = masked or any(reads_varying(x) for x in (s.start, s.stop, s.step))
+                inner = inner or exits_per_program(s.body)
                 if inner and s.var not in varying:
                     note(s.var)
                     changed = True
                 changed |= visit(s.body, inner)
             elif isinstance(s, ir.While):
-                changed |= visit(s.body, masked or reads_varying(s.cond))
+                inner = masked or reads_varying(s.cond) or exits_per_program(s.body)
+                changed |= visit(s.body, inner)
             elif isinstance(s, ir.Atomic) and s.result is not None and s.result not in varying:
                 note(s.result)  # (each program reads the element as it was before its turn)
                 changed = True
