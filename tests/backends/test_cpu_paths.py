@@ -102,7 +102,7 @@ def test_the_interpreter_and_the_prepared_path_agree(case):
 @given(kernels())
 def test_the_paths_agree_where_every_elementwise_op_writes_over_its_operands(case):
     """The prepared path writes an elementwise op's result over an operand that is a new
-    array of its own from 16,384 elements up (``IN_PLACE_MIN``); the drawn kernels are
+    array of its own from 65,536 elements up (``IN_PLACE_MIN``); the drawn kernels are
     smaller, so here it does so from one element."""
     from qnb.backends.cpu import prepared_scalars
 

@@ -9,8 +9,20 @@ from qnb.backends.cpu.prepared_base import _as_blocks, _Blocks, _expand_axes, _o
 from qnb.backends.cpu.semantics import _BINARY, _UNARY, cast_values
 
 # Elements below which an elementwise op allocates its result as any op does: a new
-# array of that size costs less than the checks that would let it write over another.
-IN_PLACE_MIN = 1 << 14
+# array under 256 KiB comes from the allocator's free lists; from there up it may be
+# fresh pages from the system, which cost more than the op.
+IN_PLACE_MIN = 1 << 16
+
+
+def _fits(target: tuple, shape: tuple) -> bool:
+    """Whether an operand of ``shape`` broadcasts to ``target`` without making it larger
+    (then a result of ``target``'s shape may be written over, or into, ``target``)."""
+    if len(shape) > len(target):
+        return False
+    for have, want in zip(reversed(shape), reversed(target)):
+        if have != want and have != 1:
+            return False
+    return True
 
 
 class ScalarClosures:
@@ -156,17 +168,17 @@ class ScalarClosures:
                         _as_blocks(a, left_kind, ra, st.grid),
                         _as_blocks(b, right_kind, ra, st.grid),
                     )
-                    if np.broadcast_shapes(x.shape, y.shape) == out.a4.shape:
+                    target = out.a4.shape
+                    if _fits(target, x.shape) and _fits(target, y.shape):
                         fn(x, y, out=out.a4)
                         return out
                 ra = a.ra if type(a) is _Blocks else b.ra
                 x, y = _as_blocks(a, left_kind, ra, st.grid), _as_blocks(b, right_kind, ra, st.grid)
                 if x.size >= IN_PLACE_MIN or y.size >= IN_PLACE_MIN:
-                    shape = np.broadcast_shapes(x.shape, y.shape)
-                    if over_left and type(a) is _Blocks and a.ra == ra and x.shape == shape:
+                    if over_left and type(a) is _Blocks and a.ra == ra and _fits(x.shape, y.shape):
                         fn(x, y, out=x)
                         return a
-                    if over_right and type(b) is _Blocks and b.ra == ra and y.shape == shape:
+                    if over_right and type(b) is _Blocks and b.ra == ra and _fits(y.shape, x.shape):
                         fn(x, y, out=y)
                         return b
                 return _Blocks(fn(x, y), ra)
@@ -177,16 +189,16 @@ class ScalarClosures:
             if (
                 out is not None
                 and type(out) is not _Blocks
-                and np.broadcast_shapes(a.shape, b.shape, out.shape) == out.shape
+                and _fits(out.shape, a.shape)
+                and _fits(out.shape, b.shape)
             ):
                 fn(a, b, out=out)
                 return out
             if a.size >= IN_PLACE_MIN or b.size >= IN_PLACE_MIN:
-                shape = np.broadcast_shapes(a.shape, b.shape)
-                if over_left and left_axes is None and a.shape == shape:
+                if over_left and left_axes is None and _fits(a.shape, b.shape):
                     fn(a, b, out=a)
                     return a
-                if over_right and right_axes is None and b.shape == shape:
+                if over_right and right_axes is None and _fits(b.shape, a.shape):
                     fn(a, b, out=b)
                     return b
             return fn(a, b)
