@@ -720,7 +720,8 @@ class _LaunchMemo(dict):
     ``hot`` is the last hit, (backend, signature, same, _Prepared), where the snapshot
     depends only on which objects the captured names are bound to (``Captures.
     plain_roots``; ``same()`` tells whether they still are, ``Captures.roots_check``): a
-    launch finding the same objects needs neither the snapshot nor the lookup. Dropping any entry drops it too, so it never outlives its launcher."""
+    launch finding the same objects needs neither the snapshot nor the lookup. Dropping
+    any entry drops it too, so it never outlives its launcher."""
 
     __slots__ = ("__weakref__", "hot")
 

@@ -390,20 +390,11 @@ class Captures:
         at once: where every root name is a module global (the common kernel), one
         dictionary read and identity test a name, and the full check only where one
         differs (a builtin, a rebound name)."""
-        if not roots or any(cell is not None for _, cell, _ in self._names):
-            return lambda: self.same_roots(roots)
-        if any(root is UNDEFINED for root in roots):
-            return lambda: self.same_roots(roots)
-        find = self._globals.get
         same_roots = self.same_roots
-        if len(roots) == 1:
-            ((name, _, _),) = self._names
-            (root,) = roots
-
-            def same_one():
-                return find(name, UNDEFINED) is root or same_roots(roots)
-
-            return same_one
+        cells = any(cell is not None for _, cell, _ in self._names)
+        if cells or any(root is UNDEFINED for root in roots):  # (not `in`: roots may be arrays)
+            return lambda: same_roots(roots)
+        find = self._globals.get
         pairs = tuple((name, root) for (name, _, _), root in zip(self._names, roots))
 
         def same():

@@ -79,26 +79,27 @@ def check_case(case: Case):
             )
 
 
+def _drawn(examples):
+    """The settings of each generated test here: ``examples`` examples, no deadline."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
 def _bits_per_element(array):
     array = np.ascontiguousarray(array)
     return array.view(f"u{array.itemsize}") if array.dtype != bool else array
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@_drawn(EXAMPLES)
 @given(kernels())
 def test_the_interpreter_and_the_prepared_path_agree(case):
     check_case(case)
 
 
-@settings(
-    max_examples=EXAMPLES // 2,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@_drawn(EXAMPLES // 2)
 @given(kernels())
 def test_the_paths_agree_where_every_elementwise_op_writes_over_its_operands(case):
     """The prepared path writes an elementwise op's result over an operand that is a new
@@ -115,11 +116,7 @@ def test_the_paths_agree_where_every_elementwise_op_writes_over_its_operands(cas
 
 
 @given(exits_per_program())
-@settings(
-    max_examples=EXAMPLES // 3,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@_drawn(EXAMPLES // 3)
 def test_values_a_loop_leaves_per_program_agree(case):
     """Found by an outside tester: after a per-program exit, what the loop assigns and its
     counter differ between programs; the prepared path took them as the same in every
@@ -128,11 +125,7 @@ def test_values_a_loop_leaves_per_program_agree(case):
 
 
 @given(window_reductions())
-@settings(
-    max_examples=EXAMPLES // 3,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@_drawn(EXAMPLES // 3)
 def test_reductions_of_overlapping_strided_windows_agree(case):
     check_case(case)
 

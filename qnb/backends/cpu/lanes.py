@@ -49,6 +49,11 @@ def chunk_programs(kernel: ir.KernelIR) -> int:
         if isinstance(typ, ir.Type) and typ.kind in ("tile", "vec"):
             largest = max(largest, typ.size)
             holds_tiles = True
+    return chunk_of(largest, holds_tiles)
+
+
+def chunk_of(largest: int, holds_tiles: bool) -> int:
+    """:func:`chunk_programs` of a kernel whose largest value holds ``largest`` elements."""
     return chunk_for(largest) if holds_tiles else SCALAR_CHUNK
 
 

@@ -312,7 +312,7 @@ class _Facts:
 
     @property
     def chunk(self) -> int:
-        return lanes.chunk_for(self.largest) if self.holds_tiles else lanes.SCALAR_CHUNK
+        return lanes.chunk_of(self.largest, self.holds_tiles)
 
     def expression(self, node) -> int:
         """Note ``node`` (an expression or a view) and the nodes below it; its reads."""
@@ -517,6 +517,22 @@ def _lane_arrays(batch, *bounds):
     )
 
 
+def exits_per_program(body, is_varying, masked=False) -> bool:
+    """Whether ``body`` (a loop's) has a ``break``/``continue`` of its own under a branch
+    some programs take and others not (``is_varying(cond)``): after it, the loop's
+    statements run for some programs only, and its counter ends where each program left."""
+    for s in body:
+        if isinstance(s, (ir.Break, ir.Continue)) and masked:
+            return True
+        if isinstance(s, ir.If):
+            inner = masked or is_varying(s.cond)
+            if exits_per_program(s.then_body, is_varying, inner) or exits_per_program(
+                s.else_body, is_varying, inner
+            ):
+                return True
+    return False  # (a nested loop's exits are its own)
+
+
 def _varying_names(kernel: ir.KernelIR, facts: _Facts) -> set[str]:
     """The locals whose value may differ between programs: assigned from an expression
     that reads ``program_id`` (or another such local), under a per-program branch, or in
@@ -534,19 +550,6 @@ def _varying_names(kernel: ir.KernelIR, facts: _Facts) -> set[str]:
         varying.add(name)
         mask |= facts.bits.get(name, 0)
 
-    def exits_per_program(body, masked=False):
-        """Whether ``body`` (a loop's) has a ``break``/``continue`` of its own under a
-        branch some programs take and others not: after it, the loop's statements run
-        for some programs only, and its variable ends where each program left."""
-        for s in body:
-            if isinstance(s, (ir.Break, ir.Continue)) and masked:
-                return True
-            if isinstance(s, ir.If):
-                inner = masked or reads_varying(s.cond)
-                if exits_per_program(s.then_body, inner) or exits_per_program(s.else_body, inner):
-                    return True
-        return False  # (a nested loop's exits are its own)
-
     def visit(body, masked):
         changed = False
         for s in body:
@@ -560,13 +563,13 @@ def _varying_names(kernel: ir.KernelIR, facts: _Facts) -> set[str]:
                 changed |= visit(s.else_body, inner)
             elif isinstance(s, ir.For):
                 inner = masked or any(reads_varying(x) for x in (s.start, s.stop, s.step))
-                inner = inner or exits_per_program(s.body)
+                inner = inner or exits_per_program(s.body, reads_varying)
                 if inner and s.var not in varying:
                     note(s.var)
                     changed = True
                 changed |= visit(s.body, inner)
             elif isinstance(s, ir.While):
-                inner = masked or reads_varying(s.cond) or exits_per_program(s.body)
+                inner = masked or reads_varying(s.cond) or exits_per_program(s.body, reads_varying)
                 changed |= visit(s.body, inner)
             elif isinstance(s, ir.Atomic) and s.result is not None and s.result not in varying:
                 note(s.result)  # (each program reads the element as it was before its turn)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from qnb import ir
 from qnb.backends.cpu.lanes import _mask_lanes
 from qnb.backends.cpu.prepared_base import _clamp
 from qnb.backends.cpu.semantics import cast_values
@@ -313,24 +312,17 @@ class ElementClosures:
     def elements_into(self, s, value, element):
         """``into(st) -> done`` for ``y[program_id(0)] = chain``, the chain elementwise
         and taking ``out=`` (:meth:`ScalarClosures.writes_over`): computed straight into
-        the programs' slice of ``y``, where no array the chain reads shares memory with
-        ``y`` (an error finding the slice is left to the plain store, which raises it
-        after the value, as the interpreter does); None where the value is not such."""
-        if not self.chains.get(id(s.value), False):
+        the programs' slice of ``y``, where :meth:`chain_target` allows it (an error
+        finding the slice is left to the plain store, which raises it after the value,
+        as the interpreter does); None where the value is not such."""
+        free = self.chain_target(s)
+        if free is None:
             return None
-        reads = sorted({n.param for n in ir.walk(s.value) if isinstance(n, ir.ArrayView)})
-        dtype = s.value.type.dtype.numpy
-        param = s.view.param
         compiler = self
 
         def into(st):
-            arrays = st.arrays
-            array = arrays[param]
-            if st.mask is not None or array.dtype != dtype:
+            if st.mask is not None or not free(st):
                 return False
-            for name in reads:
-                if np.may_share_memory(arrays[name], array):
-                    return False
             try:
                 array, b, r, c = element(st)
             except QnbError:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qnb import ir
-from qnb.backends.cpu.prepared_base import _Break, _Continue
+from qnb.backends.cpu.prepared_base import _Break, _Continue, exits_per_program
 from qnb.backends.cpu.prepared_lanes import LaneExits, Turns, carried
 
 
@@ -16,9 +15,9 @@ class LoopClosures:
 
     def loop_body(self, body, lane_exits=False):
         """The closure of a loop's body; an exit in it is the loop's own only outside
-        any per-program branch the body opens (see s_Break); ``lane_exits`` (see
-        :meth:`lane_exits`): its blocks stop where no program is left, and its ``if``s
-        drop the programs that left (as the interpreter's)."""
+        any per-program branch the body opens (see s_Break); ``lane_exits``
+        (``prepared_base.exits_per_program``): its blocks stop where no program is
+        left, and its ``if``s drop the programs that left (as the interpreter's)."""
         self.loops += 1
         self.exit_depths.append(self.masked)
         self.lane_exit_depth += lane_exits
@@ -29,25 +28,9 @@ class LoopClosures:
             self.exit_depths.pop()
             self.lane_exit_depth -= lane_exits
 
-    def lane_exits(self, body) -> bool:
-        """Whether a loop's ``body`` has a ``break`` or ``continue`` of its own under a
-        per-program branch (one that some programs take and others not)."""
-
-        def walk(statements, masked):
-            for s in statements:
-                if isinstance(s, (ir.Break, ir.Continue)) and masked:
-                    return True
-                if isinstance(s, ir.If):
-                    inner = masked or self.is_varying(s.cond)
-                    if walk(s.then_body, inner) or walk(s.else_body, inner):
-                        return True
-            return False  # (a nested loop's exits are its own)
-
-        return walk(body, False)
-
     def s_For(self, s):
         start, stop, step = (self.expr(x) for x in (s.start, s.stop, s.step))
-        exits = self.lane_exits(s.body)
+        exits = exits_per_program(s.body, self.is_varying)
         body = self.loop_body(s.body, exits)
         name = s.var
         zero_step = self.error("range() step must not be zero", s)
@@ -122,7 +105,7 @@ class LoopClosures:
 
     def s_While(self, s):
         cond = self.expr(s.cond)
-        exits = self.lane_exits(s.body)
+        exits = exits_per_program(s.body, self.is_varying)
         body = self.loop_body(s.body, exits)
         if exits or self.is_varying(s.cond):
             return self.lockstep_while(cond, body, carried(self.kernel, s), exits)
@@ -180,22 +163,22 @@ class LoopClosures:
         return bool(self.exit_depths) and self.exit_depths[-1] == self.masked
 
     def s_Break(self, s):
-        if not self.exits_the_loop():
-            return lane_exit("broken")
-
-        def run_break(st):
-            raise _Break
-
-        return run_break
+        return self.exit(_Break, "broken")
 
     def s_Continue(self, s):
+        return self.exit(_Continue, "continued")
+
+    def exit(self, signal, which: str):
+        """A ``break`` or ``continue``: where every program running it leaves, the
+        ``signal`` exception its loop catches; else the per-program form
+        (:func:`lane_exit`, marking ``which`` of the loop's :class:`LaneExits`)."""
         if not self.exits_the_loop():
-            return lane_exit("continued")
+            return lane_exit(which)
 
-        def run_continue(st):
-            raise _Continue
+        def leave_all(st):
+            raise signal
 
-        return run_continue
+        return leave_all
 
 
 def entered(st) -> LaneExits:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qnb import ir
 from qnb.backends.cpu.lanes import _expand
 from qnb.backends.cpu.prepared_base import _as_blocks, _Blocks, _expand_axes, _op
 from qnb.backends.cpu.semantics import _BINARY, _UNARY, cast_values
@@ -83,6 +84,27 @@ class ScalarClosures:
                 ok = False
         self.chains[id(e)] = ok
         return ok
+
+    def chain_target(self, s):
+        """``free(st) -> bool`` for a store ``s`` whose value is an elementwise chain that
+        takes ``out=`` (:meth:`writes_over`): whether this launch's stored array may be
+        written as the chain computes (its dtype the chain's, and no array the chain
+        reads sharing memory with it: a later operand would read what an earlier op
+        wrote); None where the value is not such a chain."""
+        if not self.chains.get(id(s.value), False):
+            return None
+        reads = sorted({n.param for n in ir.walk(s.value) if isinstance(n, ir.ArrayView)})
+        dtype = s.value.type.dtype.numpy
+        param = s.view.param
+
+        def free(st):
+            arrays = st.arrays
+            array = arrays[param]
+            if array.dtype != dtype:
+                return False
+            return not any(np.may_share_memory(arrays[name], array) for name in reads)
+
+        return free
 
     def e_Unary(self, e):
         fn = _op(_UNARY, e.op)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from qnb import ir
@@ -11,12 +13,7 @@ from qnb.backends.cpu.lanes import _expand
 from qnb.backends.cpu.prepared_base import _Blocks, _tiles
 from qnb.backends.cpu.prepared_lanes import restore
 
-_ORDERS = {
-    "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b,
-    "ge": lambda a, b: a >= b,
-}
+_ORDERS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
 _MIRRORED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}  # (u < p is p > u)
 
 

@@ -377,23 +377,15 @@ class WindowClosures:
         """``into(st) -> done`` for a store whose value is an elementwise chain that takes
         ``out=`` (:meth:`ScalarClosures.writes_over`): the value computed straight into
         ``destination(st)`` (the stored region, or None), so no full-grid temporary is
-        made, where no array the value reads may share memory with the stored one (a
-        later operand would read what an earlier op wrote); None where the value is not
-        such a chain."""
-        if not self.chains.get(id(s.value), False):
+        made, where :meth:`chain_target` allows it; None where the value is not such a
+        chain."""
+        free = self.chain_target(s)
+        if free is None:
             return None
-        reads = sorted({n.param for n in ir.walk(s.value) if isinstance(n, ir.ArrayView)})
-        dtype = s.value.type.dtype.numpy
-        param = s.view.param
 
         def into(st):
-            arrays = st.arrays
-            array = arrays[param]
-            if array.dtype != dtype:
+            if not free(st):
                 return False
-            for name in reads:
-                if np.may_share_memory(arrays[name], array):
-                    return False
             try:
                 out = destination(st)
             except QnbError:  # (raised where the interpreter raises: after the value)
