@@ -41,6 +41,7 @@ notebook cell the kernel lives in.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import MISSING, dataclass, field, fields
 from operator import attrgetter
@@ -585,6 +586,20 @@ def children(node) -> list:
         elif kind == "nodes":
             out.extend(getattr(node, name))
     return out
+
+
+def with_children(node, fn):
+    """A shallow copy of ``node`` whose direct children (as :func:`children` gives them)
+    are each replaced by ``fn(child)``."""
+    new = copy.copy(node)
+    for name, kind in _LAYOUTS[type(node).__name__]:
+        if kind == "node":
+            value = getattr(node, name)
+            if value is not None:
+                setattr(new, name, fn(value))
+        elif kind == "nodes":
+            setattr(new, name, [fn(value) for value in getattr(node, name)])
+    return new
 
 
 def walk(node):

@@ -701,3 +701,81 @@ def exits_per_program(draw) -> Case:
     source = f"@qnb.kernel\ndef k(x, y, v, w, s: qnb.i32):\n{body}"
     make_args = draw(arguments("f32", 2, 2, tight=True, v_len=200))
     return Case(source, grid, make_args, "f32")
+
+
+@st.composite
+def batchable_loops(draw) -> Case:
+    """A loop whose turns the prepared path may run at once (``prepared_batched``): a
+    ``for`` of the same bounds in every program over windows its variable moves (by a
+    tile's side, so the turns tile the array, or by less, so they overlap), statements
+    that read nothing an earlier turn assigned (a load, an elementwise chain, stores of
+    it, a per-turn store to one element: the later turn's value stays), and running
+    values that do (a sum, a max, a chain of their own, an independent part in them);
+    then reads after the loop of both kinds."""
+    dtype = draw(st.sampled_from(["f32", "f64", "i32", "bf16"]))
+    m, n = draw(st.sampled_from([(1, 4), (2, 8), (4, 4), (8, 16), (16, 1)]))
+    grid_ndim = draw(st.integers(1, 2))
+    grid = (draw(st.integers(1, 5)), draw(st.integers(1, 2)) if grid_ndim == 2 else 1, 1)
+    tile = f"qnb.Tile[{m}, {n}]"
+    by = draw(st.sampled_from([1, 2, n, n, max(1, n // 2)]))
+    start = draw(st.sampled_from([0, 0, 1, 2]))
+    stop = draw(st.sampled_from([f"{start + by * draw(st.integers(0, 5))}", "x.shape[1]"]))
+    moves = draw(st.sampled_from(["col", "col", "row"]))
+    at = "row, k" if moves == "col" else f"k, p * {n}"
+    lines = [
+        "p = qnb.program_id(0)" + (" + qnb.program_id(1) * 5" if grid_ndim == 2 else ""),
+        f"row = p * {m}" if draw(st.booleans()) else f"row = p * {max(1, m // 2)} + 1",
+        f"acc = qnb.Tile[{m}, 1].zeros(x.dtype)",
+        f"top = qnb.Tile[{m}, 1].zeros(x.dtype) + s",
+        f"for k in range({start}, {stop}, {by}):",
+        f"    t = {tile}.load(x, {at})",
+    ]
+    body = []
+    if draw(st.booleans()):
+        body.append("    u = t * 3 + s" if dtype != "bf16" else "    u = t * 0.5 + t")
+    else:
+        body.append("    u = t")
+    running = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "    acc = acc + u.sum(axis=1, keepdims=True)",
+                    "    acc = acc + (u * u).sum(axis=1, keepdims=True) + k",
+                    "    top = qnb.maximum(top, t.max(axis=1, keepdims=True))",
+                    "    acc = acc * 2 - top",
+                    "    top = top + (t - top).sum(axis=1, keepdims=True)",
+                ]
+            ),
+            min_size=0,
+            max_size=3,
+        )
+    )
+    body += running
+    stores = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "    (u * 2).store(y, row, k)",
+                    f"    u.store(y, k, p * {n})",
+                    "    w[p] = u.sum()",
+                    "    w[p + 10] = t.max() + k",
+                    "    w[p + k * 7] = t.min()",  # (out of range from a later turn)
+                ]
+            ),
+            min_size=0 if running else 1,
+            max_size=2,
+        )
+    )
+    body += stores
+    lines += draw(st.permutations(body[1:])) if draw(st.booleans()) else body[1:]
+    lines.insert(6, body[0])
+    lines += [
+        "w[p + 20] = acc.sum() + top.max()",
+        "(t + u).store(y, row, 30)",
+        "w[p + 25] = k",
+    ]
+    source = "@qnb.kernel\ndef k(x, y, v, w, s: qnb.i32):\n" + "".join(
+        f"    {line}\n" for line in lines
+    )
+    make_args = draw(arguments(dtype, 2, 2, tight=True, v_len=200))
+    return Case(source, grid, make_args, dtype)

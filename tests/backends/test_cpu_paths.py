@@ -19,7 +19,13 @@ import qnb
 from qnb import ir
 from qnb.backends.cpu import interpreter
 from qnb.backends.cpu.prepared import prepare
-from tests.backends.cpu_kernels import Case, exits_per_program, kernels, window_reductions
+from tests.backends.cpu_kernels import (
+    Case,
+    batchable_loops,
+    exits_per_program,
+    kernels,
+    window_reductions,
+)
 from tests.helpers import define
 
 EXAMPLES = int(os.environ.get("QNB_CPU_PATHS_EXAMPLES", "300"))
@@ -238,3 +244,12 @@ def test_a_grid_whose_programs_number_the_blocks_but_do_not_tile_them():
     with qnb.backend("cpu"):
         _blocks_repeated_along_z[(2, 2, 4)](x, y)
     np.testing.assert_array_equal(y, want)
+
+
+@given(batchable_loops())
+@_drawn(EXAMPLES // 3)
+def test_loops_whose_turns_run_at_once_agree(case):
+    """Loops of the same bounds in every program whose statements the prepared path
+    runs for all turns at once (``prepared_batched``), with running values turn by
+    turn, overlapping turns, per-turn stores to one element and reads after the loop."""
+    check_case(case)

@@ -56,6 +56,7 @@ from qnb.backends.cpu.prepared_base import (
     _Unsupported,
     _varying_names,
 )
+from qnb.backends.cpu.prepared_batched import BatchedLoops
 from qnb.backends.cpu.prepared_blocks import BlockGridMixin
 from qnb.backends.cpu.prepared_elements import ElementClosures
 from qnb.backends.cpu.prepared_gemm import GemmMixin
@@ -82,6 +83,7 @@ def prepare(kernel: ir.KernelIR, stored=None):
 class _Compiler(
     StatementClosures,
     LoopClosures,
+    BatchedLoops,
     GemmMixin,
     BlockGridMixin,
     StridedWindowMixin,
@@ -93,10 +95,10 @@ class _Compiler(
 ):
     """The prepared compiler's driver: the launcher, the walk and its checks; its rooms are mixins."""
 
-    def __init__(self, kernel: ir.KernelIR):
+    def __init__(self, kernel: ir.KernelIR, varying=()):
         self.kernel = kernel
         self.facts = facts = _Facts(kernel)
-        self.varying = _varying_names(kernel, facts)
+        self.varying = _varying_names(kernel, facts, varying)
         self.varying_mask = facts.mask(self.varying)
         # per node (the IR lives as long as this walk, so ids stay unique)
         self.built: dict[int, object] = {}  # node -> its closure (see expr)

@@ -533,14 +533,15 @@ def exits_per_program(body, is_varying, masked=False) -> bool:
     return False  # (a nested loop's exits are its own)
 
 
-def _varying_names(kernel: ir.KernelIR, facts: _Facts) -> set[str]:
+def _varying_names(kernel: ir.KernelIR, facts: _Facts, seed=()) -> set[str]:
     """The locals whose value may differ between programs: assigned from an expression
     that reads ``program_id`` (or another such local), under a per-program branch, or in
     a loop some programs leave before others (a per-program bound, condition or exit;
-    what each expression reads is :class:`_Facts`'s)."""
-    varying: set[str] = set()
+    what each expression reads is :class:`_Facts`'s); ``seed``: variables that already
+    do (a batched loop's, from around it)."""
+    varying: set[str] = set(seed)
     reads = facts.reads
-    mask = 1  # (program_id, and the bits of the varying locals)
+    mask = facts.mask(varying)  # (program_id, and the bits of the varying locals)
 
     def reads_varying(e):
         return bool(reads[id(e)] & mask)

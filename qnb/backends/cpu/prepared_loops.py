@@ -39,12 +39,15 @@ class LoopClosures:
             return self.lockstep_for(start, stop, step, body, name, zero_step, names, exits)
         has_exits = id(s) in self.facts.exits
         gemm = self.gemm_loop(s)
+        batched = None if gemm is not None else self.batched_loop(s)
 
         def run_for(st):
             first, last, by = int(start(st)[0]), int(stop(st)[0]), int(step(st)[0])
             if by == 0:
                 raise zero_step
             if gemm is not None and gemm(st, first, last, by):
+                return
+            if batched is not None and batched(st, first, last, by):
                 return
             env, mask = st.env, st.mask
             for i in range(first, last, by):

@@ -6,8 +6,14 @@ import numpy as np
 
 from qnb.backends.cpu.lanes import _expand
 from qnb.backends.cpu.prepared_base import _Blocks, _clamp, _op, _reduce_blocks, _tiles
+from qnb.backends.cpu.prepared_scalars import IN_PLACE_MIN
 from qnb.backends.cpu.semantics import _REDUCE, index_reduce_values, reduce_values, scan_values
 from qnb.frontend.checks import tile_index_message
+
+
+# The most elements (at f32; fewer of a wider dtype) a reduction keeps a buffer of
+# between launches for the chain it reduces (``reduce_into_spare``): 64 MiB.
+SPARE_MAX = 1 << 24
 
 
 class TileClosures:
@@ -122,7 +128,43 @@ class TileClosures:
             axes = tuple(range(1, value.ndim)) if axis is None else axis + 1
             return reduce_values(op, value, axes)
 
-        return reduce
+        if axis != 1 or not self.chains.get(id(e.operand), False):
+            return reduce
+        return self.reduce_into_spare(e, operand, reduce)
+
+    def reduce_into_spare(self, e, operand, reduce):
+        """A reduction along rows of an elementwise chain over a block grid: the chain
+        computes into a buffer the reduction keeps from launch to launch (a new array
+        of many MiB is fresh pages from the system each time, which cost more than the
+        op), from ``IN_PLACE_MIN`` elements up to ``SPARE_MAX``. A launch takes the
+        buffer while it runs (one on another thread meanwhile makes its own)."""
+        m, n = e.operand.type.shape
+        dtype = e.operand.type.dtype.numpy
+        op = e.op
+        limit = SPARE_MAX * 4 // dtype.itemsize
+        spare = []
+
+        def reduce_into(st):
+            grid = st.grid
+            size = grid[0] * grid[1] * m * n
+            if not st.whole or grid[2] != 1 or not IN_PLACE_MIN <= size <= limit:
+                return reduce(st)
+            shape = (grid[0], m, grid[1], n)
+            try:
+                buffer = spare.pop()
+            except IndexError:
+                buffer = None
+            if buffer is None or buffer.shape != shape:
+                buffer = np.empty(shape, dtype)
+            try:  # (the result is a new array: nothing keeps the buffer)
+                value = operand(st, _Blocks(buffer, 0))
+                if isinstance(value, _Blocks):
+                    return _reduce_blocks(st, value, op, 1)
+                return reduce_values(op, value, 2)
+            finally:
+                spare.append(buffer)
+
+        return reduce_into
 
     def e_Scan(self, e):
         operand = self.expr(e.operand)

@@ -1,0 +1,315 @@
+"""The prepared path's batched loops: a ``for`` whose turns do not depend on each other
+runs all its turns at once, as a grid axis of their own.
+
+A loop over column tiles (``for col in range(0, n, 128)``) is, turn after turn, the
+same few statements on the next tile. Where a statement reads nothing an earlier turn
+assigned, its turns could run in any order, so they run together: the loop's turns
+become a second grid axis (turn ``k`` is ``program_id(1) == k``, the loop's variable
+``start + program_id(1) * step``), and the block-grid strategies take the tiles of
+every turn as one view of the array. What does depend on an earlier turn (a running
+sum, a running max) runs after, turn by turn as before, over the batched values of
+its own turn; an independent part of such a statement (``tile.sum(axis=1)`` in
+``total = total + tile.sum(axis=1)``) is computed with the batch.
+
+The batched statements are compiled as a kernel of their own (the loop's statements
+over the grid ``(programs, turns)``) by the same compiler, so they compute what the
+interpreter computes for that grid: over each turn's lanes, the loop's own statement
+on that turn. Programs run in launch order, ``program_id(0)`` fastest, so lanes go
+turn after turn, as the loop went: where two turns store to one element the later
+turn's value stays. What a loop may batch (see :meth:`BatchedLoops.batched_loop`): its
+statements are assignments and stores, the turns store only what the loop does not
+load, and every store is of the batch. A turn's error, or a batch that would not fit
+in memory, runs the loop turn by turn (which raises the error where the interpreter
+does; what an error leaves in the arrays is not part of the meaning)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qnb import ir
+from qnb.backends.cpu.prepared_base import _Blocks, _program_ids, _State, _tiles
+
+_STATEMENTS = (ir.Assign, ir.StoreWindow, ir.VecStore, ir.ArrayStore)
+_STORES = (ir.StoreWindow, ir.VecStore, ir.ArrayStore)
+_LOADS = (ir.LoadWindow, ir.VecLoad, ir.ArrayLoad)
+_NOT_HOISTED = (ir.Const, ir.Var, ir.ProgramId, ir.ArrayDim, ir.TileFill, ir.Logical)
+
+
+def _reads(node) -> set[str]:
+    return {n.name for n in ir.walk(node) if type(n) is ir.Var}
+
+
+class _Plan:
+    """A loop split in two: ``batched`` (statements every turn runs at once, the
+    hoisted parts of the others among them, as ``Assign``s to new locals) and
+    ``turns`` (the statements that read what an earlier turn assigned, in order)."""
+
+    def __init__(self):
+        self.batched: list[ir.Stmt] = []
+        self.turns: list[ir.Stmt] = []
+        self.hoisted: dict[str, ir.Type] = {}  # new local -> its type
+
+
+class BatchedLoops:
+    """The batched-loop strategy of uniform ``for`` loops (see the module docstring)."""
+
+    def batched_loop(self, s):
+        """``run(st, first, last, by) -> bool`` for the uniform loop ``s`` (True: it ran
+        the loop), or None where its turns depend on each other in a way that leaves
+        nothing to batch, or it holds what a batch may not (see :func:`_plan`)."""
+        if self.masked or self.lane_exit_depth:
+            return None
+        if not all(isinstance(x, ir.Const) and type(x.value) is int for x in (s.start, s.step)):
+            return None
+        start, step = s.start.value, s.step.value
+        plan = self.plan_batch(s)
+        if plan is None:
+            return None
+        try:
+            batch = self.batch_closure(s, plan)
+        except Exception:  # noqa: BLE001 - (_Unsupported and the like): turn by turn
+            return None
+        turns = self.block(plan.turns) if plan.turns else None
+        return self.batch_runner(s, plan, batch, turns, start, step)
+
+    # ------------------------------------------------------------------ the plan
+
+    def plan_batch(self, s) -> _Plan | None:
+        """The statements of ``s`` split into the batch and the turns, or None where a
+        batch may not run them: a statement other than an assignment or a store, a
+        grid axis other than 0 read (the batch takes axis 1), the loop's variable
+        assigned, an array both stored and loaded, a store of what a turn computes, a
+        local assigned both in the batch and in the turns, or nothing worth batching."""
+        body = s.body
+        if not body or not all(type(x) in _STATEMENTS for x in body):
+            return None
+        stored, loaded = set(), set()
+        for node in ir.walk_body(body):
+            kind = type(node)
+            if kind is ir.ProgramId and node.axis != 0:
+                return None
+            if kind is ir.Assign and node.name == s.var:
+                return None
+            if kind in _STORES:
+                if node.view.param in stored:  # (turn by turn, turn k's second store
+                    return None  # comes before turn k + 1's first)
+                stored.add(node.view.param)
+            elif kind in _LOADS:
+                loaded.add(node.view.param)
+        if stored & loaded:
+            return None
+        assigned = {x.name for x in body if type(x) is ir.Assign}
+        defined = {s.var}
+        dependent = set()  # read before this turn assigns them, or computed from such
+        for stmt in body:
+            reads = _reads(stmt)
+            dependent |= (reads & assigned) - defined
+            if type(stmt) is ir.Assign:
+                if reads & dependent:
+                    dependent.add(stmt.name)
+                defined.add(stmt.name)
+        plan = _Plan()
+        batch_names, turn_names = set(), set()
+        for index, stmt in enumerate(body):
+            if not (_reads(stmt) & dependent) and not (
+                type(stmt) is ir.Assign and stmt.name in dependent
+            ):
+                plan.batched.append(stmt)
+                if type(stmt) is ir.Assign:
+                    batch_names.add(stmt.name)
+                continue
+            if type(stmt) is not ir.Assign:
+                return None  # (a store of what a turn computes)
+            turn_names.add(stmt.name)
+            plan.turns.append(self.hoist(stmt, dependent, plan, index))
+        if batch_names & turn_names:
+            return None
+        if not any(self.worth_batching(x) for x in plan.batched):
+            return None
+        return plan
+
+    def worth_batching(self, stmt) -> bool:
+        """Whether ``stmt`` works on tiles or vecs (a loop of scalars gains nothing)."""
+        value = stmt.value
+        return value.type.kind in ("tile", "vec") and not isinstance(value, _NOT_HOISTED)
+
+    def hoist(self, stmt, dependent, plan, index):
+        """``stmt`` (a turn's) with each largest part that reads nothing ``dependent``
+        and works on tiles replaced by a new local the batch assigns."""
+        bits = 0
+        for name in dependent:
+            bits |= self.facts.bits.get(name, 0)
+        reads = self.facts.reads
+
+        def replaced(node):
+            if not isinstance(node, ir.Expr) or isinstance(node, ir.Logical):
+                return node
+            if (
+                not reads[id(node)] & bits
+                and node.type.kind in ("tile", "vec")
+                and not isinstance(node, _NOT_HOISTED)
+                and not self.constant(node)
+            ):
+                name = f"__batched{index}_{len(plan.hoisted)}"
+                plan.hoisted[name] = node.type
+                plan.batched.append(ir.Assign(node.loc, name, node))
+                if self.is_varying(node):
+                    per_program.append(name)
+                return ir.Var(node.type, node.loc, name)
+            kids = ir.children(node)
+            if not kids:
+                return node
+            new = [replaced(kid) for kid in kids]
+            if all(a is b for a, b in zip(new, kids)):
+                return node
+            swap = dict(zip(map(id, kids), new))
+            return ir.with_children(node, lambda kid: swap[id(kid)])
+
+        per_program = []
+        value = replaced(stmt.value)
+        if value is stmt.value:  # (nothing hoisted: the statement as it is)
+            return stmt
+        self.facts.expression(value)
+        for name in per_program:  # (per program where the parts they stand for are)
+            self.varying.add(name)
+            self.varying_mask |= self.facts.bits[name]
+        return ir.Assign(stmt.loc, stmt.name, value)
+
+    # ------------------------------------------------------------------ the batch
+
+    def batch_closure(self, s, plan):
+        """The batched statements compiled as a kernel of their own over the grid
+        ``(programs, turns)``: the loop's variable assigned from ``program_id(1)`` first
+        (a top-level ``program_id(1) * step`` is what the block grids look for), the
+        variables from around the loop read as they are, per program where they are."""
+        i32 = s.start.type
+        turn = ir.ProgramId(i32, s.loc, "id", 1)
+        index = turn
+        if s.step.value != 1:
+            index = ir.Binary(i32, s.loc, "mul", turn, s.step)
+        if s.start.value != 0:
+            index = ir.Binary(i32, s.loc, "add", s.start, index)
+        kernel = self.kernel
+        local_types = dict(kernel.locals)
+        local_types.update(plan.hoisted)
+        body = [ir.Assign(s.loc, s.var, index), *plan.batched]
+        sub_kernel = ir.KernelIR(kernel.name, kernel.params, body, local_types, kernel.units)
+        assigned = {x.name for x in body if type(x) is ir.Assign}
+        sub = type(self)(sub_kernel, varying=self.varying - assigned)
+        sub.pid_vars.update((k, v) for k, v in self.pid_vars.items() if k not in assigned)
+        sub.const_vars.update((k, v) for k, v in self.const_vars.items() if k not in assigned)
+        with np.errstate(all="ignore"):
+            closure = sub.block(body, top=True)
+        imported = sorted(set().union(*(_reads(x) for x in plan.batched)) - assigned)
+        return closure, imported
+
+    def batch_runner(self, s, plan, batch, turns, start, step):
+        closure, imported = batch
+        var = s.var
+        names = list(dict.fromkeys(x.name for x in plan.batched if type(x) is ir.Assign))
+        uniform = {name for name in names if name not in self.varying}
+        stored = sorted({n.view.param for n in ir.walk_body(plan.batched) if type(n) in _STORES})
+        loaded = sorted({n.view.param for n in ir.walk_body(plan.batched) if type(n) in _LOADS})
+        limit = self.facts.chunk
+        pids = {}
+        compiler = self
+
+        def run_batched(st, first, last, by):
+            count = len(range(first, last, by))
+            grid = st.grid
+            n = st.n
+            if (
+                count < 2
+                or st.mask is not None
+                or st.exits is not None
+                or not st.whole
+                or grid[1] != 1
+                or grid[2] != 1
+                or n * count > limit
+            ):
+                return False
+            arrays = st.arrays
+            for index, name in enumerate(stored):  # (two parameters, one array: turn by turn)
+                others = loaded + stored[index + 1 :]
+                if any(np.may_share_memory(arrays[name], arrays[other]) for other in others):
+                    return False
+            if st.aliased:
+                for name in stored:
+                    compiler.detach(st, arrays[name])
+            key = (n, count)
+            pid = pids.get(key)
+            if pid is None:
+                if len(pids) > 8:
+                    pids.clear()
+                pid = pids[key] = _program_ids((n, count, 1), 0, n * count)
+            sub = object.__new__(_State)
+            sub.arrays, sub.shapes = arrays, st.shapes
+            sub.grid, sub.n, sub.first = (n, count, 1), n * count, 0
+            sub.whole, sub.run0, sub.mask, sub.exits = True, False, None, None
+            sub.pid = pid
+            env = st.env
+            sub.env = {name: _repeated(env[name], count) for name in imported}
+            sub.aliased = set()
+            try:
+                closure(sub)
+            except Exception:  # noqa: BLE001 - an error, or memory: turn by turn
+                return False
+            done = sub.env
+            if turns is not None:
+                for k in range(count):
+                    env[var] = np.array([first + k * by], np.int32)
+                    for name in names:
+                        env[name] = _turn(done[name], k, n, name in uniform)
+                    turns(st)
+            env[var] = np.array([first + (count - 1) * by], np.int32)
+            for name in names:
+                value = env[name] = _turn(done[name], count - 1, n, name in uniform)
+                held = value.a4 if type(value) is _Blocks else value
+                if held.base is not None and any(
+                    np.may_share_memory(held, a) for a in arrays.values()
+                ):
+                    st.aliased.add(name)
+                else:
+                    st.aliased.discard(name)
+            st.aliased.discard(var)
+            return True
+
+        return run_batched
+
+
+def _repeated(value, count):
+    """A variable from around the loop on the batch's lanes: per program (``n`` lanes)
+    repeated for each turn; the same in every program as it is."""
+    if type(value) is _Blocks:  # (its turn axis is 1 long: the same tiles every turn)
+        return value
+    if value.shape[0] == 1:
+        return value
+    return np.concatenate([value] * count)
+
+
+def _turn(value, k, n, uniform):
+    """Turn ``k``'s value of a batched variable, on the loop's own ``n`` lanes (the same
+    in every program as one lane, where the loop's analysis holds it so)."""
+    if type(value) is _Blocks:
+        a4 = value.a4
+        if value.ra == 0:
+            a4 = a4[:, :, k : k + 1] if a4.shape[2] > 1 else a4
+        else:
+            a4 = a4[k : k + 1] if a4.shape[0] > 1 else a4
+        value = _Blocks(a4, value.ra)
+        if not uniform:
+            return value
+        value = _tiles(_Grid((n, 1, 1)), value)
+    if value.shape[0] == 1:
+        return value
+    lanes = value[k * n : (k + 1) * n]
+    return lanes[:1] if uniform else lanes
+
+
+class _Grid:
+    """What :func:`_tiles` reads of a state: its grid."""
+
+    __slots__ = ("grid",)
+
+    def __init__(self, grid):
+        self.grid = grid
