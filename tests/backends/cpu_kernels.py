@@ -720,8 +720,8 @@ def batchable_loops(draw) -> Case:
     by = draw(st.sampled_from([1, 2, n, n, max(1, n // 2)]))
     start = draw(st.sampled_from([0, 0, 1, 2]))
     stop = draw(st.sampled_from([f"{start + by * draw(st.integers(0, 5))}", "x.shape[1]"]))
-    moves = draw(st.sampled_from(["col", "col", "row"]))
-    at = "row, k" if moves == "col" else f"k, p * {n}"
+    at = draw(st.sampled_from(["row, k", "row, k", f"k, p * {n}", "2, k"]))  # ("2, k": the
+    # same tiles in every program)
     lines = [
         "p = qnb.program_id(0)" + (" + qnb.program_id(1) * 5" if grid_ndim == 2 else ""),
         f"row = p * {m}" if draw(st.booleans()) else f"row = p * {max(1, m // 2)} + 1",

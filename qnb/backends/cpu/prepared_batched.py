@@ -32,7 +32,33 @@ from qnb.backends.cpu.prepared_base import _Blocks, _program_ids, _State, _tiles
 _STATEMENTS = (ir.Assign, ir.StoreWindow, ir.VecStore, ir.ArrayStore)
 _STORES = (ir.StoreWindow, ir.VecStore, ir.ArrayStore)
 _LOADS = (ir.LoadWindow, ir.VecLoad, ir.ArrayLoad)
+_CHECKED = (ir.ArrayLoad, ir.ArrayStore, ir.TileGet, ir.TileSet, ir.VecLoad, ir.VecStore)
 _NOT_HOISTED = (ir.Const, ir.Var, ir.ProgramId, ir.ArrayDim, ir.TileFill, ir.Logical)
+
+
+def _may_raise(stmt) -> bool:
+    """Whether ``stmt`` may raise an index error: an element or tile index, a slab
+    index, a window's bounds that may be negative."""
+    for node in ir.walk(stmt):
+        kind = type(node)
+        if kind in _CHECKED or (kind is ir.ArrayView and node.batch is not None):
+            return True
+        if (kind is ir.LoadWindow or kind is ir.StoreWindow) and not node.padded:
+            return True
+    return False
+
+
+def _raises_before_stores(plan) -> bool:
+    """Whether no statement that may raise comes after a store of the batch: in the
+    batch's own order, and in the turns, which run after it. A batch that raises then
+    stored nothing (a store checks its lanes before it writes), and the loop runs turn
+    by turn from the start, leaving the arrays as the interpreter leaves them."""
+    stored = False
+    for stmt in plan.batched:
+        if stored and _may_raise(stmt):
+            return False
+        stored = stored or type(stmt) in _STORES
+    return not stored or not any(_may_raise(stmt) for stmt in plan.turns)
 
 
 def _reads(node) -> set[str]:
@@ -124,14 +150,20 @@ class BatchedLoops:
             plan.turns.append(self.hoist(stmt, dependent, plan, index))
         if batch_names & turn_names:
             return None
+        if not _raises_before_stores(plan):
+            return None
         if not any(self.worth_batching(x) for x in plan.batched):
             return None
         return plan
 
     def worth_batching(self, stmt) -> bool:
         """Whether ``stmt`` works on tiles or vecs (a loop of scalars gains nothing)."""
-        value = stmt.value
-        return value.type.kind in ("tile", "vec") and not isinstance(value, _NOT_HOISTED)
+        return any(
+            isinstance(node, ir.Expr)
+            and node.type.kind in ("tile", "vec")
+            and not isinstance(node, _NOT_HOISTED)
+            for node in ir.walk(stmt)
+        )
 
     def hoist(self, stmt, dependent, plan, index):
         """``stmt`` (a turn's) with each largest part that reads nothing ``dependent``
@@ -297,9 +329,7 @@ def _turn(value, k, n, uniform):
         else:
             a4 = a4[k : k + 1] if a4.shape[0] > 1 else a4
         value = _Blocks(a4, value.ra)
-        if not uniform:
-            return value
-        value = _tiles(_Grid((n, 1, 1)), value)
+        return _tiles(_Grid((n, 1, 1)), value)[:1] if uniform else value
     if value.shape[0] == 1:
         return value
     lanes = value[k * n : (k + 1) * n]

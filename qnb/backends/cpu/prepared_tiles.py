@@ -10,7 +10,6 @@ from qnb.backends.cpu.prepared_scalars import IN_PLACE_MIN
 from qnb.backends.cpu.semantics import _REDUCE, index_reduce_values, reduce_values, scan_values
 from qnb.frontend.checks import tile_index_message
 
-
 # The most elements (at f32; fewer of a wider dtype) a reduction keeps a buffer of
 # between launches for the chain it reduces (``reduce_into_spare``): 64 MiB.
 SPARE_MAX = 1 << 24

@@ -1,0 +1,253 @@
+"""Loops whose turns run at once on the cpu's prepared path (``prepared_batched``).
+
+Each kernel runs through the interpreter and the prepared path (``both_ways``: the same
+bits, or the same error), and each test says whether the batch ran: a count of the
+batches a launch made (``_program_ids`` is called once per batch grid a launcher
+meets) tells a batched loop from one that went turn by turn."""
+
+from __future__ import annotations
+
+import math
+import threading
+from unittest import mock
+
+import numpy as np
+import pytest
+
+import qnb
+from qnb import Tile
+from qnb.backends.cpu import lanes, prepared_batched, prepared_tiles
+from tests.backends.test_cpu_prepared import both_ways
+
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
+
+@pytest.fixture
+def on_cpu():
+    with qnb.backend("cpu"):
+        yield
+
+
+def _batches(kernel, grid, make_args, **kw) -> int:
+    """Run ``kernel`` both ways (see ``both_ways``); how many batches the prepared path made."""
+    real = prepared_batched._program_ids
+    with mock.patch.object(prepared_batched, "_program_ids", wraps=real) as made:
+        both_ways(kernel, grid, make_args, **kw)
+    return made.call_count
+
+
+def _rows(shape=(64, 512), seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) * 2 + 0.5).astype(dtype)
+
+
+@qnb.kernel
+def layer_norm(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2], eps: qnb.f32):
+    row = qnb.program_id(0) * 16
+    n = x.shape[1]
+    total = Tile[16, 1].zeros(qnb.f32)
+    for col in range(0, n, 128):
+        total = total + Tile[16, 128].load(x, row, col).sum(axis=1, keepdims=True)
+    mean = total / n
+    squares = Tile[16, 1].zeros(qnb.f32)
+    for col in range(0, n, 128):
+        centred = Tile[16, 128].load(x, row, col) - mean
+        squares = squares + (centred * centred).sum(axis=1, keepdims=True)
+    inv = 1.0 / qnb.sqrt(squares / n + eps)
+    for col in range(0, n, 128):
+        ((Tile[16, 128].load(x, row, col) - mean) * inv).store(out, row, col)
+
+
+@qnb.kernel
+def online_softmax(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    row = qnb.program_id(0) * 8
+    best = Tile[8, 1].full(-math.inf, qnb.f32)
+    total = Tile[8, 1].zeros(qnb.f32)
+    for col in range(0, x.shape[1], 64):
+        t = Tile[8, 64].load(x, row, col)
+        top = qnb.maximum(best, t.max(axis=1, keepdims=True))
+        total = total * qnb.exp(best - top) + qnb.exp(t - top).sum(axis=1, keepdims=True)
+        best = top
+    for col in range(0, x.shape[1], 64):
+        t = Tile[8, 64].load(x, row, col)
+        (qnb.exp(t - best) / total).store(y, row, col)
+
+
+def test_each_loop_of_a_layer_norm_runs_as_one_batch_with_the_interpreter_bits():
+    x = _rows()
+    made = _batches(layer_norm, (4,), lambda: (x.copy(), np.full_like(x, np.nan), 1e-5))
+    assert made == 3
+    want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    y = np.full_like(x, np.nan)
+    layer_norm[4](x, y, 1e-5)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+def test_an_online_softmax_batches_its_loads_and_runs_its_running_max_turn_by_turn():
+    """The first loop's tile and its row max are the batch's; the running max and sum
+    read the turn before them, so they run after, turn by turn, on the batch's values
+    (the tile assigned in the batch is read by them, and after the loop)."""
+    x = _rows((32, 256))
+    made = _batches(online_softmax, (4,), lambda: (x.copy(), np.full_like(x, np.nan)))
+    assert made == 2
+    y = np.full_like(x, np.nan)
+    online_softmax[4](x, y)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@qnb.kernel
+def overlapping(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2], w: qnb.Array[qnb.f32, 1]):
+    p = qnb.program_id(0)
+    for k in range(0, 20, 2):  # (4-wide windows two apart: each turn overwrites half the last)
+        t = Tile[2, 4].load(x, p * 2, k)
+        (t * 2 + k).store(y, p * 2, k)
+    for k in range(5):
+        w[p] = Tile[2, 4].load(x, p * 2, k).sum() + k  # (one element, every turn)
+    w[p + 8] = k
+
+
+def test_where_turns_store_over_each_other_the_later_turn_s_value_stays():
+    x = _rows((8, 24))
+    made = _batches(
+        overlapping,
+        (4,),
+        lambda: (x.copy(), np.full_like(x, np.nan), np.full(16, np.nan, np.float32)),
+    )
+    assert made == 2
+    y = np.full_like(x, np.nan)
+    w = np.full(16, np.nan, np.float32)
+    overlapping[4](x, y, w)
+    assert y[0, 2] == np.float32(x[0, 2] * 2 + 2)  # (turn 1's, over turn 0's)
+    assert w[1] == np.float32(x[2:4, 4:8].sum(dtype=np.float32) + 4)
+    assert w[9] == 4
+
+
+@qnb.kernel
+def copy_columns(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    row = qnb.program_id(0) * 4
+    for col in range(0, 32, 8):
+        (Tile[4, 8].load(x, row, col) + 1).store(y, row, col)
+
+
+def test_two_parameters_of_one_array_run_turn_by_turn():
+    """The turns read what earlier turns store where ``y`` is ``x`` moved by a column."""
+    base = _rows((1, 8 * 32 + 1)).reshape(-1)
+
+    def shifted():
+        b = base.copy()
+        return b[:256].reshape(8, 32), b[1:257].reshape(8, 32)
+
+    assert _batches(copy_columns, (2,), shifted) == 0
+    made = _batches(
+        copy_columns,
+        (2,),
+        lambda: (base[:256].reshape(8, 32).copy(), np.zeros((8, 32), np.float32)),
+    )
+    assert made == 1
+
+
+def test_a_two_dimensional_grid_and_a_loop_of_one_turn_run_turn_by_turn():
+    x = _rows((16, 32))
+    assert _batches(copy_columns, (2, 2), lambda: (x.copy(), np.zeros_like(x))) == 0
+
+    @qnb.kernel
+    def one_turn(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+        for col in range(0, 8, 8):
+            (Tile[4, 8].load(x, qnb.program_id(0) * 4, col) + 1).store(
+                y, qnb.program_id(0) * 4, col
+            )
+
+    assert _batches(one_turn, (4,), lambda: (x.copy(), np.zeros_like(x))) == 0
+
+
+def test_a_batch_larger_than_a_chunk_runs_turn_by_turn(monkeypatch):
+    x = _rows((16, 32))
+    monkeypatch.setattr(lanes, "CHUNK_ELEMENTS", 256 * 7)  # (chunks of 7 programs)
+    assert _batches(copy_columns, (4,), lambda: (x.copy(), np.zeros_like(x))) == 0
+
+
+@qnb.kernel
+def late_error(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2], w: qnb.Array[qnb.f32, 1]):
+    p = qnb.program_id(0)
+    for k in range(0, 6):
+        t = Tile[2, 4].load(x, p * 2, k * 4)
+        w[p + k * 3] = t.sum()  # (out of range from turn 3 on, for the last programs)
+        t.store(y, p * 2, k * 4)
+
+
+def test_an_error_in_a_later_turn_is_the_interpreter_s_error():
+    """The batch raises before it stores anything, and the loop runs again turn by turn,
+    which raises where the interpreter does (the same message, naming the same
+    program) and leaves the arrays as the interpreter leaves them."""
+    x = _rows((8, 24))
+    made = _batches(
+        late_error, (4,), lambda: (x.copy(), np.zeros_like(x), np.zeros(12, np.float32))
+    )
+    assert made == 1  # (the batch was made, and raised)
+    with pytest.raises(qnb.QnbIndexError, match=r"in program \(3, 0, 0\)"):
+        late_error[4](x, np.zeros_like(x), np.zeros(12, np.float32))
+
+
+@qnb.kernel
+def masked_loop(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    p = qnb.program_id(0)
+    if p % 2 == 0:
+        for col in range(0, 32, 8):
+            (Tile[4, 8].load(x, p * 4, col) * 3).store(y, p * 4, col)
+
+
+def test_a_loop_under_a_per_program_branch_runs_turn_by_turn():
+    x = _rows((16, 32))
+    assert _batches(masked_loop, (4,), lambda: (x.copy(), np.zeros_like(x))) == 0
+
+
+@qnb.kernel
+def sums_of_squares(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
+    row = qnb.program_id(0) * 16
+    t = Tile[16, 128].load(x, row, 0)
+    ((t * t).sum(axis=1, keepdims=True) + t).store(out, row, 0)
+
+
+def test_a_row_reduction_of_a_chain_reuses_its_buffer_and_threads_do_not_share_it():
+    """From ``IN_PLACE_MIN`` elements the chain under a row reduction computes into a
+    buffer the closure keeps; launches from threads at once each get their own."""
+    x = _rows((4096, 128))
+    want = (x * x).sum(axis=1, keepdims=True) + x
+    both_ways(sums_of_squares, (256,), lambda: (x.copy(), np.zeros_like(x)), exact=False, tol=1e-5)
+    inputs = [_rows((4096, 128), seed) for seed in range(6)]
+    outputs = [np.zeros_like(a) for a in inputs]
+    errors = []
+
+    def run(i):
+        try:
+            for _ in range(3):
+                sums_of_squares[256](inputs[i], outputs[i])
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for a, out in zip(inputs, outputs):
+        np.testing.assert_allclose(out, (a * a).sum(axis=1, keepdims=True) + a, rtol=1e-5)
+    np.testing.assert_allclose(outputs[0], want, rtol=1e-5)
+    assert prepared_tiles.SPARE_MAX >= 4096 * 128
+
+
+@qnb.kernel
+def shared_rows(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    p = qnb.program_id(0)
+    acc = Tile[4, 8].zeros(qnb.f32)
+    for c in range(0, 32, 8):
+        t = Tile[4, 8].load(x, 0, c)  # (the same tiles in every program)
+        acc = acc * 0.5 + t
+    (acc + p).store(y, p * 4, 0)
+
+
+def test_tiles_the_same_in_every_program_reach_each_turn_as_one_tile():
+    x = _rows((16, 32))
+    assert _batches(shared_rows, (4,), lambda: (x.copy(), np.zeros_like(x))) == 1
