@@ -21,6 +21,23 @@ class LinalgMixin:
             chunk //= 2
         return chunk
 
+    def micro_tile(self, m: int, n: int, work: DType) -> tuple[int, int] | None:
+        """``(rows, cols)`` of the block of C each thread accumulates in registers when
+        it holds more than one element of C (``rows * cols`` its slots, as square as
+        the sides allow): each k then reads ``rows + cols`` values of the panels for
+        ``rows * cols`` products, where a thread of the program's layout (its slots in
+        one column of C) reads one more than it multiplies. None where a thread holds
+        one element, the blocks do not tile C, or C would not fit in half the scratch
+        (it goes to the program's layout through scratch once K is done)."""
+        slots = m * n // self.threads
+        if m * n < self.threads or slots < 2 or m * n * BYTES[work] > self.shared_limit // 2:
+            return None
+        rows = 1 << ((slots.bit_length() - 1 + 1) // 2)
+        cols = slots // rows
+        if m % rows or n % cols:
+            return None
+        return rows, cols
+
     def tile_Matmul(self, node: ir.Matmul) -> str:
         """``acc + a @ b``: the K axis in chunks; per chunk the panels ``a[:, k0:k0+kc]``
         and ``b[k0:k0+kc, :]`` go through scratch and each thread adds their products
@@ -31,10 +48,21 @@ class LinalgMixin:
         a, b = self.materialize(node.a), self.materialize(node.b)
         acc_value = None if node.acc is None else self.materialize(node.acc)
         chunk = self.matmul_chunk(m, n, kk, work)
-        total = self.new_array(node.type.with_dtype(work))
-        self.slot_loop(node.type)
-        self.emit(f"{total}[q_s] = {self.literal(0, work)};")
-        self.close()
+        micro = self.micro_tile(m, n, work)
+        if micro is None:
+            total = self.new_array(node.type.with_dtype(work))
+            self.slot_loop(node.type)
+            self.emit(f"{total}[q_s] = {self.literal(0, work)};")
+            self.close()
+        else:
+            rows, cols = micro
+            total = self.temp()
+            self.emit(self.declare_array(total, work, rows * cols))
+            for slot in range(rows * cols):
+                self.emit(f"{total}[{slot}] = {self.literal(0, work)};")
+            across = n // cols  # (micro-tiles along a row of C)
+            top = self.let(i32, f"(q_t / {across}) * {rows}")
+            left = self.let(i32, f"(q_t % {across}) * {cols}")
         sa = self.scratch(self.scratch_dtype(work), 0, m * chunk)
         sb = self.scratch(self.scratch_dtype(work), 1, chunk * n)
         c = self.temp()
@@ -64,6 +92,40 @@ class LinalgMixin:
             self.close()
         self.emit(self.barrier)
         k = self.temp()
+        if micro is not None:
+            self.open(self.counted_loop(k, 0, chunk))
+            a_i = [
+                self.let(work, self.read_shared(sa, f"({top} + {i}) * {chunk} + {k}", work))
+                for i in range(rows)
+            ]
+            b_j = [
+                self.let(work, self.read_shared(sb, f"{k} * {n} + {left} + {j}", work))
+                for j in range(cols)
+            ]
+            for i in range(rows):
+                for j in range(cols):
+                    slot = f"{total}[{i * cols + j}]"
+                    product = self.arith("mul", a_i[i], b_j[j], work)
+                    self.emit(f"{slot} = {self.arith('add', slot, product, work)};")
+            self.close()
+            self.close()
+            # C from the micro-tiles to the program's layout, through scratch 0
+            held = self.scratch(self.scratch_dtype(work), 0, m * n)
+            self.emit(self.barrier)
+            for i in range(rows):
+                for j in range(cols):
+                    at = f"({top} + {i}) * {n} + {left} + {j}"
+                    value = self.to_scratch(f"{total}[{i * cols + j}]", work)
+                    self.emit(f"{held}[{at}] = {value};")
+            self.emit(self.barrier)
+
+            def element():
+                result = self.narrow(self.read_shared(held, "q_e", work), work, dtype)
+                if acc_value is not None:
+                    result = f"({self.arith('add', f'{acc_value}[q_s]', result, dtype)})"
+                return result
+
+            return self.fill(node.type, element)
         if self.threads % n == 0 and not self.replicated(node.type):
             # every slot of a thread is in one column of C (q_e % n is q_t % n): each k
             # reads that column's b once and adds its products into all the slots
