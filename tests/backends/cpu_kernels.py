@@ -711,7 +711,8 @@ def batchable_loops(draw) -> Case:
     that read nothing an earlier turn assigned (a load, an elementwise chain, stores of
     it, a per-turn store to one element: the later turn's value stays), and running
     values that do (a sum, a max, a chain of their own, an independent part in them);
-    then reads after the loop of both kinds."""
+    then reads after the loop of both kinds (or none of the chain, which the batch may
+    then compute into a buffer it keeps)."""
     dtype = draw(st.sampled_from(["f32", "f64", "i32", "bf16"]))
     m, n = draw(st.sampled_from([(1, 4), (2, 8), (4, 4), (8, 16), (16, 1)]))
     grid_ndim = draw(st.integers(1, 2))
@@ -771,7 +772,7 @@ def batchable_loops(draw) -> Case:
     lines.insert(6, body[0])
     lines += [
         "w[p + 20] = acc.sum() + top.max()",
-        "(t + u).store(y, row, 30)",
+        draw(st.sampled_from(["(t + u).store(y, row, 30)", "t.store(y, row, 30)"])),
         "w[p + 25] = k",
     ]
     source = "@qnb.kernel\ndef k(x, y, v, w, s: qnb.i32):\n" + "".join(

@@ -251,3 +251,35 @@ def shared_rows(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
 def test_tiles_the_same_in_every_program_reach_each_turn_as_one_tile():
     x = _rows((16, 32))
     assert _batches(shared_rows, (4,), lambda: (x.copy(), np.zeros_like(x))) == 1
+
+
+@qnb.kernel
+def centred_views(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
+    row = qnb.program_id(0) * 16
+    first = Tile[16, 128].zeros(qnb.f32)
+    for o in range(2):
+        for col in range(0, x.shape[1], 128):
+            centred = Tile[16, 128].load(x, row, col) - o * 1.0
+            kept = centred  # (a view of it, read after the loop)
+        if o == 0:
+            first = kept  # (which the second turn's batch must not write over)
+    (first * 2.0 + kept).store(out, row, 0)
+
+
+def test_a_tile_dead_after_the_batch_is_computed_into_a_kept_buffer_and_views_stop_it():
+    """``centred`` in a layer norm's second loop is read by nothing after the batch: it
+    is computed into a buffer the batch keeps between launches (launch after launch the
+    same bits). A variable that holds it (``kept``) keeps it alive: no buffer then."""
+    x = _rows((512, 512))
+
+    def args():
+        return x.copy(), np.full_like(x, np.nan)
+
+    assert _batches(layer_norm, (32,), lambda: (x.copy(), np.full_like(x, np.nan), 1e-5)) == 3
+    assert _batches(centred_views, (32,), args) == 1  # (made once, run twice)
+    first = np.full_like(x, np.nan)
+    layer_norm[32](x, first, 1e-5)
+    for _ in range(3):
+        again = np.full_like(x, np.nan)
+        layer_norm[32](x + 0, again, 1e-5)
+        np.testing.assert_array_equal(again, first)

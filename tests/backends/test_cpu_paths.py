@@ -10,6 +10,7 @@ search.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -109,14 +110,21 @@ def test_the_interpreter_and_the_prepared_path_agree(case):
 @given(kernels())
 def test_the_paths_agree_where_every_elementwise_op_writes_over_its_operands(case):
     """The prepared path writes an elementwise op's result over an operand that is a new
-    array of its own from 65,536 elements up (``IN_PLACE_MIN``); the drawn kernels are
-    smaller, so here it does so from one element."""
+    array of its own from 65,536 elements up (``IN_PLACE_MIN``), and a row reduction's
+    chain into a buffer it keeps; the drawn kernels are smaller, so here it does so
+    from one element."""
+    with _in_place_from_one_element():
+        check_case(case)
+
+
+@contextmanager
+def _in_place_from_one_element():
     from qnb.backends.cpu import prepared_scalars
 
     saved = prepared_scalars.IN_PLACE_MIN
     prepared_scalars.IN_PLACE_MIN = 1
     try:
-        check_case(case)
+        yield
     finally:
         prepared_scalars.IN_PLACE_MIN = saved
 
@@ -255,3 +263,13 @@ def test_loops_whose_turns_run_at_once_agree(case):
     Where a turn raises, the arrays too are the interpreter's: a batch that may raise
     after it stored is not made (``prepared_batched._raises_before_stores``)."""
     check_case(case, arrays_after_errors=True)
+
+
+@given(batchable_loops())
+@_drawn(EXAMPLES // 3)
+def test_loops_whose_turns_run_at_once_agree_with_buffers_from_one_element(case):
+    """The same, where the batch computes every tile nothing reads after it, and every
+    row reduction its chain, into a buffer it keeps from one element up (65,536 at
+    launch): a buffer a later turn or launch writes over must hold nothing still read."""
+    with _in_place_from_one_element():
+        check_case(case, arrays_after_errors=True)

@@ -114,6 +114,10 @@ class _Compiler(
         self.loops = 0
         self.exit_depths: list[int] = []  # self.masked at each loop around (see s_Break)
         self.lane_exit_depth = 0  # loops around with per-program exits (see loop_body)
+        # a batched loop's kernel (prepared_batched): tiles it assigns that nothing reads
+        # after it, and the buffers its assignments of them keep between launches
+        self.spare_names: frozenset[str] = frozenset()
+        self.spare_pools: list[tuple[str, list]] = []
 
     def launcher(self, default_stored=None):
         with np.errstate(all="ignore"):  # constants fold as a launch computes them

@@ -28,11 +28,14 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.cpu.prepared_base import _Blocks, _program_ids, _State, _tiles
+from qnb.backends.cpu.prepared_lanes import carried
+from qnb.backends.cpu import prepared_scalars
 
 _STATEMENTS = (ir.Assign, ir.StoreWindow, ir.VecStore, ir.ArrayStore)
 _STORES = (ir.StoreWindow, ir.VecStore, ir.ArrayStore)
 _LOADS = (ir.LoadWindow, ir.VecLoad, ir.ArrayLoad)
 _CHECKED = (ir.ArrayLoad, ir.ArrayStore, ir.TileGet, ir.TileSet, ir.VecLoad, ir.VecStore)
+_FRESH = (ir.Binary, ir.Unary, ir.Reduce, ir.IndexReduce, ir.Scan, ir.Matmul)
 _NOT_HOISTED = (ir.Const, ir.Var, ir.ProgramId, ir.ArrayDim, ir.TileFill, ir.Logical)
 
 
@@ -59,6 +62,21 @@ def _raises_before_stores(plan) -> bool:
             return False
         stored = stored or type(stmt) in _STORES
     return not stored or not any(_may_raise(stmt) for stmt in plan.turns)
+
+
+def _read_as_views(body) -> set[str]:
+    """The variables ``body`` reads other than as an operand of an op that makes a new
+    array (elementwise ops, reductions, scans, products) or as a stored value: an
+    assignment of the variable itself, a transpose, a reshape may hold a view of it."""
+    found = set()
+    for parent in ir.walk_body(body):
+        kind = type(parent)
+        for child in ir.children(parent):
+            if type(child) is ir.Var and not (
+                kind in _FRESH or (kind in _STORES and child is parent.value)
+            ):
+                found.add(child.name)
+    return found
 
 
 def _reads(node) -> set[str]:
@@ -228,17 +246,80 @@ class BatchedLoops:
         sub_kernel = ir.KernelIR(kernel.name, kernel.params, body, local_types, kernel.units)
         assigned = {x.name for x in body if type(x) is ir.Assign}
         sub = type(self)(sub_kernel, varying=self.varying - assigned)
+        sub.spare_names = self.dead_after_batch(s, plan)
         sub.pid_vars.update((k, v) for k, v in self.pid_vars.items() if k not in assigned)
         sub.const_vars.update((k, v) for k, v in self.const_vars.items() if k not in assigned)
         with np.errstate(all="ignore"):
             closure = sub.block(body, top=True)
         imported = sorted(set().union(*(_reads(x) for x in plan.batched)) - assigned)
-        return closure, imported
+        return closure, imported, sub.spare_pools, sub.spare_names
+
+    def dead_after_batch(self, s, plan) -> frozenset[str]:
+        """The tiles the batch assigns once that nothing reads after it: not the turns,
+        nothing outside the loop. Such a tile may be computed into a buffer the batch
+        keeps from launch to launch (:meth:`assign_into_spare`)."""
+        live = carried(self.kernel, s) | set().union(*(_reads(x) for x in plan.turns))
+        live |= _read_as_views(plan.batched)
+        counts: dict[str, int] = {}
+        for x in plan.batched:
+            if type(x) is ir.Assign:
+                counts[x.name] = counts.get(x.name, 0) + 1
+        return frozenset(
+            x.name
+            for x in plan.batched
+            if type(x) is ir.Assign
+            and counts[x.name] == 1
+            and x.name not in live
+            and x.value.type.kind == "tile"
+        )
+
+    def assign_into_spare(self, s, value, assign):
+        """The assignment of a tile nothing reads after the batch (see
+        :meth:`dead_after_batch`) whose value is an elementwise chain over the block
+        grid: the chain computes into a buffer the batch keeps (a new array of many MiB
+        is fresh pages from the system at every launch), taken for the launch and given
+        back when the batch ends (one on another thread meanwhile makes its own);
+        anything else as ``assign``."""
+        name = s.name
+        m, n = s.value.type.shape
+        dtype = s.value.type.dtype.numpy
+        pool: list[np.ndarray] = []
+        held = f"\0spare {name}"  # (the launch's buffer, in the batch's variables)
+        self.spare_pools.append((held, pool))
+
+        def assign_spare(st):
+            grid = st.grid
+            if (
+                st.mask is not None
+                or grid[2] != 1
+                or grid[0] * grid[1] * m * n < prepared_scalars.IN_PLACE_MIN
+            ):
+                assign(st)
+                return
+            shape = (grid[0], m, grid[1], n)
+            try:
+                buffer = pool.pop()
+            except IndexError:
+                buffer = None
+            if buffer is None or buffer.shape != shape:
+                buffer = np.empty(shape, dtype)
+            v = value(st, _Blocks(buffer, 0))
+            if type(v) is _Blocks and v.a4 is buffer:
+                st.env[held] = buffer
+            else:
+                pool.append(buffer)
+                if v.dtype != dtype:
+                    v = _Blocks(v.a4.astype(dtype), v.ra) if type(v) is _Blocks else v.astype(dtype)
+            st.env[name] = v
+            st.aliased.discard(name)
+
+        return assign_spare
 
     def batch_runner(self, s, plan, batch, turns, start, step):
-        closure, imported = batch
+        closure, imported, spare_pools, dead = batch
         var = s.var
         names = list(dict.fromkeys(x.name for x in plan.batched if type(x) is ir.Assign))
+        names = [name for name in names if name not in dead]
         uniform = {name for name in names if name not in self.varying}
         stored = sorted({n.view.param for n in ir.walk_body(plan.batched) if type(n) in _STORES})
         loaded = sorted({n.view.param for n in ir.walk_body(plan.batched) if type(n) in _LOADS})
@@ -286,6 +367,11 @@ class BatchedLoops:
                 closure(sub)
             except Exception:  # noqa: BLE001 - an error, or memory: turn by turn
                 return False
+            finally:
+                for held, pool in spare_pools:
+                    buffer = sub.env.pop(held, None)
+                    if buffer is not None:
+                        pool.append(buffer)
             done = sub.env
             if turns is not None:
                 for k in range(count):

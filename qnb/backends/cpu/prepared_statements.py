@@ -76,6 +76,8 @@ class StatementClosures:
             st.env[name] = np.where(_expand(st.mask, "scalar", kind), v, old)
             st.aliased.discard(name)
 
+        if name in self.spare_names and self.chains.get(id(s.value), False):
+            return self.assign_into_spare(s, value, assign)
         return assign
 
     def s_Atomic(self, s):

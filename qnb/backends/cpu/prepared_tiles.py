@@ -6,7 +6,7 @@ import numpy as np
 
 from qnb.backends.cpu.lanes import _expand
 from qnb.backends.cpu.prepared_base import _Blocks, _clamp, _op, _reduce_blocks, _tiles
-from qnb.backends.cpu.prepared_scalars import IN_PLACE_MIN
+from qnb.backends.cpu import prepared_scalars
 from qnb.backends.cpu.semantics import _REDUCE, index_reduce_values, reduce_values, scan_values
 from qnb.frontend.checks import tile_index_message
 
@@ -146,7 +146,7 @@ class TileClosures:
         def reduce_into(st):
             grid = st.grid
             size = grid[0] * grid[1] * m * n
-            if not st.whole or grid[2] != 1 or not IN_PLACE_MIN <= size <= limit:
+            if not st.whole or grid[2] != 1 or not prepared_scalars.IN_PLACE_MIN <= size <= limit:
                 return reduce(st)
             shape = (grid[0], m, grid[1], n)
             try:
