@@ -27,9 +27,9 @@ from __future__ import annotations
 import numpy as np
 
 from qnb import ir
+from qnb.backends.cpu import prepared_scalars
 from qnb.backends.cpu.prepared_base import _Blocks, _program_ids, _State, _tiles
 from qnb.backends.cpu.prepared_lanes import carried
-from qnb.backends.cpu import prepared_scalars
 
 _STATEMENTS = (ir.Assign, ir.StoreWindow, ir.VecStore, ir.ArrayStore)
 _STORES = (ir.StoreWindow, ir.VecStore, ir.ArrayStore)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from qnb.backends.cpu import prepared_scalars
 from qnb.backends.cpu.lanes import _expand
 from qnb.backends.cpu.prepared_base import _Blocks, _clamp, _op, _reduce_blocks, _tiles
-from qnb.backends.cpu import prepared_scalars
 from qnb.backends.cpu.semantics import _REDUCE, index_reduce_values, reduce_values, scan_values
 from qnb.frontend.checks import tile_index_message
 
