@@ -28,7 +28,9 @@ what the walk learns once is not relearnt per launch:
 
 A loop whose trip count differs between programs, or with a ``break``/``continue`` under
 a per-program branch, runs in the interpreter's lock step, turn by turn over the lanes
-still in it (:mod:`qnb.backends.cpu.prepared_lanes`). Every IR node has a closure here;
+still in it (:mod:`qnb.backends.cpu.prepared_lanes`). A loop of the same bounds in every
+program whose turns do not depend on each other runs them all at once, as a second grid
+axis (:mod:`qnb.backends.cpu.prepared_batched`). Every IR node has a closure here;
 only a node this module does not know (none today) leaves a kernel to the interpreter:
 :func:`prepare` returns None. Bounds
 checks are exact and raise the interpreter's errors (same message, same program). The

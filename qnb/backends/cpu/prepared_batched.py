@@ -15,12 +15,17 @@ The batched statements are compiled as a kernel of their own (the loop's stateme
 over the grid ``(programs, turns)``) by the same compiler, so they compute what the
 interpreter computes for that grid: over each turn's lanes, the loop's own statement
 on that turn. Programs run in launch order, ``program_id(0)`` fastest, so lanes go
-turn after turn, as the loop went: where two turns store to one element the later
-turn's value stays. What a loop may batch (see :meth:`BatchedLoops.batched_loop`): its
-statements are assignments and stores, the turns store only what the loop does not
-load, and every store is of the batch. A turn's error, or a batch that would not fit
-in memory, runs the loop turn by turn (which raises the error where the interpreter
-does; what an error leaves in the arrays is not part of the meaning)."""
+turn after turn, as the loop went: where turns store to one element, the later turn's
+value stays. What a loop may batch (see :meth:`BatchedLoops.plan_batch`): its
+statements are assignments and stores; it stores only arrays it does not load, each
+from one statement, and only what the batch computes; and no check that may raise
+comes after a store (:func:`_raises_before_stores`). A batch that raises has then
+stored nothing, and the loop runs again turn by turn, which raises where the
+interpreter does and leaves the arrays as it leaves them; so does a batch larger than
+the kernel's chunk of programs, or one whose stored array shares memory with another
+it reads or stores. A tile the batch assigns once and nothing reads after it is
+computed into a buffer the batch keeps from launch to launch
+(:meth:`BatchedLoops.assign_into_spare`)."""
 
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.cpu import prepared_scalars
-from qnb.backends.cpu.prepared_base import _Blocks, _program_ids, _State, _tiles
+from qnb.backends.cpu.prepared_base import _Blocks, _program_ids, _State, _tiles, _Unsupported
 from qnb.backends.cpu.prepared_lanes import carried
 
 _STATEMENTS = (ir.Assign, ir.StoreWindow, ir.VecStore, ir.ArrayStore)
@@ -100,7 +105,7 @@ class BatchedLoops:
     def batched_loop(self, s):
         """``run(st, first, last, by) -> bool`` for the uniform loop ``s`` (True: it ran
         the loop), or None where its turns depend on each other in a way that leaves
-        nothing to batch, or it holds what a batch may not (see :func:`_plan`)."""
+        nothing to batch, or it holds what a batch may not (see :meth:`plan_batch`)."""
         if self.masked or self.lane_exit_depth:
             return None
         if not all(isinstance(x, ir.Const) and type(x.value) is int for x in (s.start, s.step)):
@@ -111,7 +116,7 @@ class BatchedLoops:
             return None
         try:
             batch = self.batch_closure(s, plan)
-        except Exception:  # noqa: BLE001 - (_Unsupported and the like): turn by turn
+        except _Unsupported:  # (a node the batch's grid has no closure for: turn by turn)
             return None
         turns = self.block(plan.turns) if plan.turns else None
         return self.batch_runner(s, plan, batch, turns, start, step)
@@ -154,7 +159,7 @@ class BatchedLoops:
                 defined.add(stmt.name)
         plan = _Plan()
         batch_names, turn_names = set(), set()
-        for index, stmt in enumerate(body):
+        for stmt in body:
             if not (_reads(stmt) & dependent) and not (
                 type(stmt) is ir.Assign and stmt.name in dependent
             ):
@@ -165,7 +170,7 @@ class BatchedLoops:
             if type(stmt) is not ir.Assign:
                 return None  # (a store of what a turn computes)
             turn_names.add(stmt.name)
-            plan.turns.append(self.hoist(stmt, dependent, plan, index))
+            plan.turns.append(self.hoist(stmt, dependent, plan))
         if batch_names & turn_names:
             return None
         if not _raises_before_stores(plan):
@@ -183,7 +188,7 @@ class BatchedLoops:
             for node in ir.walk(stmt)
         )
 
-    def hoist(self, stmt, dependent, plan, index):
+    def hoist(self, stmt, dependent, plan):
         """``stmt`` (a turn's) with each largest part that reads nothing ``dependent``
         and works on tiles replaced by a new local the batch assigns."""
         bits = 0
@@ -200,7 +205,7 @@ class BatchedLoops:
                 and not isinstance(node, _NOT_HOISTED)
                 and not self.constant(node)
             ):
-                name = f"__batched{index}_{len(plan.hoisted)}"
+                name = f"__batched_{id(stmt)}_{len(plan.hoisted)}"  # (one per node)
                 plan.hoisted[name] = node.type
                 plan.batched.append(ir.Assign(node.loc, name, node))
                 if self.is_varying(node):
