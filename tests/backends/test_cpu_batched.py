@@ -161,10 +161,14 @@ def test_a_two_dimensional_grid_and_a_loop_of_one_turn_run_turn_by_turn():
     assert _batches(one_turn, (4,), lambda: (x.copy(), np.zeros_like(x))) == 0
 
 
-def test_a_batch_larger_than_a_chunk_runs_turn_by_turn(monkeypatch):
+def test_a_batch_larger_than_a_chunk_and_than_what_it_loads_runs_turn_by_turn(monkeypatch):
+    """A batch holds every turn's values at once: up to a chunk's worth, or as much as
+    the array it loads (what NumPy's temporaries over it hold); past both, turn by turn."""
     x = _rows((16, 32))
     monkeypatch.setattr(lanes, "CHUNK_ELEMENTS", 256 * 7)  # (chunks of 7 programs)
     assert _batches(copy_columns, (4,), lambda: (x.copy(), np.zeros_like(x))) == 0
+    wide = _rows((16, 2048))  # (values of 4 × 4 programs × 256 elements: less than x)
+    assert _batches(copy_columns, (4,), lambda: (wide.copy(), np.zeros_like(wide))) == 1
 
 
 @qnb.kernel

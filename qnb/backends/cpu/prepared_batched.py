@@ -21,9 +21,10 @@ statements are assignments and stores; it stores only arrays it does not load, e
 from one statement, and only what the batch computes; and no check that may raise
 comes after a store (:func:`_raises_before_stores`). A batch that raises has then
 stored nothing, and the loop runs again turn by turn, which raises where the
-interpreter does and leaves the arrays as it leaves them; so does a batch larger than
-the kernel's chunk of programs, or one whose stored array shares memory with another
-it reads or stores. A tile the batch assigns once and nothing reads after it is
+interpreter does and leaves the arrays as it leaves them. A batch whose values would
+hold more than a chunk's (``lanes.CHUNK_ELEMENTS``) and more than the largest array it
+loads (the temporaries NumPy would make over that array), or whose stored array shares
+memory with another it reads or stores, is not made either: the loop runs turn by turn. A tile the batch assigns once and nothing reads after it is
 computed into a buffer the batch keeps from launch to launch
 (:meth:`BatchedLoops.assign_into_spare`)."""
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from qnb import ir
-from qnb.backends.cpu import prepared_scalars
+from qnb.backends.cpu import lanes, prepared_scalars
 from qnb.backends.cpu.prepared_base import _Blocks, _program_ids, _State, _tiles, _Unsupported
 from qnb.backends.cpu.prepared_lanes import carried
 
@@ -328,7 +329,7 @@ class BatchedLoops:
         uniform = {name for name in names if name not in self.varying}
         stored = sorted({n.view.param for n in ir.walk_body(plan.batched) if type(n) in _STORES})
         loaded = sorted({n.view.param for n in ir.walk_body(plan.batched) if type(n) in _LOADS})
-        limit = self.facts.chunk
+        largest = self.facts.largest  # (elements of the kernel's largest value)
         pids = {}
         compiler = self
 
@@ -343,10 +344,11 @@ class BatchedLoops:
                 or not st.whole
                 or grid[1] != 1
                 or grid[2] != 1
-                or n * count > limit
             ):
                 return False
             arrays = st.arrays
+            if n * count * largest > max([lanes.CHUNK_ELEMENTS, *(arrays[k].size for k in loaded)]):  # (a value of the batch no larger than a chunk's, or than what it loads)
+                return False
             for index, name in enumerate(stored):  # (two parameters, one array: turn by turn)
                 others = loaded + stored[index + 1 :]
                 if any(np.may_share_memory(arrays[name], arrays[other]) for other in others):
