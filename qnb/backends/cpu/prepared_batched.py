@@ -347,7 +347,9 @@ class BatchedLoops:
             ):
                 return False
             arrays = st.arrays
-            if n * count * largest > max([lanes.CHUNK_ELEMENTS, *(arrays[k].size for k in loaded)]):  # (a value of the batch no larger than a chunk's, or than what it loads)
+            if n * count * largest > max(
+                [lanes.CHUNK_ELEMENTS, *(arrays[k].size for k in loaded)]
+            ):  # (a value of the batch no larger than a chunk's, or than what it loads)
                 return False
             for index, name in enumerate(stored):  # (two parameters, one array: turn by turn)
                 others = loaded + stored[index + 1 :]
