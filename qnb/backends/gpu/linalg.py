@@ -41,7 +41,8 @@ class LinalgMixin:
     def tile_Matmul(self, node: ir.Matmul) -> str:
         """``acc + a @ b``: the K axis in chunks; per chunk the panels ``a[:, k0:k0+kc]``
         and ``b[k0:k0+kc, :]`` go through scratch and each thread adds their products
-        into its own elements, in K order."""
+        into its own elements (or a block of C it holds in registers, see
+        :meth:`micro_tile`), in K order."""
         dtype = node.type.dtype
         work = self.accumulate_dtype(node.a.type.dtype)
         (m, kk), n = node.a.type.shape, node.b.type.shape[1]
@@ -55,14 +56,8 @@ class LinalgMixin:
             self.emit(f"{total}[q_s] = {self.literal(0, work)};")
             self.close()
         else:
-            rows, cols = micro
-            total = self.temp()
-            self.emit(self.declare_array(total, work, rows * cols))
-            for slot in range(rows * cols):
-                self.emit(f"{total}[{slot}] = {self.literal(0, work)};")
-            across = n // cols  # (micro-tiles along a row of C)
-            top = self.let(i32, f"(q_t / {across}) * {rows}")
-            left = self.let(i32, f"(q_t % {across}) * {cols}")
+            block = self.micro_block(micro, n, work)
+            total = block[0]
         sa = self.scratch(self.scratch_dtype(work), 0, m * chunk)
         sb = self.scratch(self.scratch_dtype(work), 1, chunk * n)
         c = self.temp()
@@ -91,66 +86,86 @@ class LinalgMixin:
             self.emit(f"if ({inside}) {{ {panel}[{at}] = {value}; }}")
             self.close()
         self.emit(self.barrier)
-        k = self.temp()
-        if micro is not None:
-            self.open(self.counted_loop(k, 0, chunk))
-            a_i = [
-                self.let(work, self.read_shared(sa, f"({top} + {i}) * {chunk} + {k}", work))
-                for i in range(rows)
-            ]
-            b_j = [
-                self.let(work, self.read_shared(sb, f"{k} * {n} + {left} + {j}", work))
-                for j in range(cols)
-            ]
-            for i in range(rows):
-                for j in range(cols):
-                    slot = f"{total}[{i * cols + j}]"
-                    product = self.arith("mul", a_i[i], b_j[j], work)
-                    self.emit(f"{slot} = {self.arith('add', slot, product, work)};")
-            self.close()
-            self.close()
-            # C from the micro-tiles to the program's layout, through scratch 0
-            held = self.scratch(self.scratch_dtype(work), 0, m * n)
-            self.emit(self.barrier)
-            for i in range(rows):
-                for j in range(cols):
-                    at = f"({top} + {i}) * {n} + {left} + {j}"
-                    value = self.to_scratch(f"{total}[{i * cols + j}]", work)
-                    self.emit(f"{held}[{at}] = {value};")
-            self.emit(self.barrier)
-
-            def element():
-                result = self.narrow(self.read_shared(held, "q_e", work), work, dtype)
-                if acc_value is not None:
-                    result = f"({self.arith('add', f'{acc_value}[q_s]', result, dtype)})"
-                return result
-
-            return self.fill(node.type, element)
-        if self.threads % n == 0 and not self.replicated(node.type):
-            # every slot of a thread is in one column of C (q_e % n is q_t % n): each k
-            # reads that column's b once and adds its products into all the slots
-            self.open(self.counted_loop(k, 0, chunk))
-            b_k = self.let(work, self.read_shared(sb, f"{k} * {n} + q_t % {n}", work))
-            self.slot_loop(node.type)
+        if micro is None:
+            self.slot_products(node.type, total, sa, sb, n, chunk, work)
+            slot = f"{total}[q_s]"
         else:
-            self.slot_loop(node.type)
-            self.open(self.counted_loop(k, 0, chunk))
-            b_k = self.read_shared(sb, f"{k} * {n} + q_e % {n}", work)
-        a_k = self.read_shared(sa, f"(q_e / {n}) * {chunk} + {k}", work)
-        self.emit(
-            f"{total}[q_s] = {self.arith('add', f'{total}[q_s]', self.arith('mul', a_k, b_k, work), work)};"
-        )
-        self.close()
-        self.close()
-        self.close()
+            held = self.micro_products(micro, block, sa, sb, m, n, chunk, work)
+            slot = self.read_shared(held, "q_e", work)
 
         def element():
-            result = self.narrow(f"{total}[q_s]", work, dtype)
+            result = self.narrow(slot, work, dtype)
             if acc_value is not None:
                 result = f"({self.arith('add', f'{acc_value}[q_s]', result, dtype)})"
             return result
 
         return self.fill(node.type, element)
+
+    def slot_products(self, typ, total, sa, sb, n, chunk, work) -> None:
+        """A chunk's products added into each thread's slots of C, and the chunk loop
+        closed."""
+        k = self.temp()
+        if self.threads % n == 0 and not self.replicated(typ):
+            # every slot of a thread is in one column of C (q_e % n is q_t % n): each k
+            # reads that column's b once and adds its products into all the slots
+            self.open(self.counted_loop(k, 0, chunk))
+            b_k = self.let(work, self.read_shared(sb, f"{k} * {n} + q_t % {n}", work))
+            self.slot_loop(typ)
+        else:
+            self.slot_loop(typ)
+            self.open(self.counted_loop(k, 0, chunk))
+            b_k = self.read_shared(sb, f"{k} * {n} + q_e % {n}", work)
+        a_k = self.read_shared(sa, f"(q_e / {n}) * {chunk} + {k}", work)
+        product = self.arith("mul", a_k, b_k, work)
+        self.emit(f"{total}[q_s] = {self.arith('add', f'{total}[q_s]', product, work)};")
+        self.close()
+        self.close()
+        self.close()
+
+    def micro_block(self, micro, n, work) -> tuple[str, str, str]:
+        """``(array, top, left)``: the private array of a thread's block of C (zeros),
+        and the block's first row and column."""
+        rows, cols = micro
+        total = self.temp()
+        self.emit(self.declare_array(total, work, rows * cols))
+        for slot in range(rows * cols):
+            self.emit(f"{total}[{slot}] = {self.literal(0, work)};")
+        across = n // cols  # (blocks along a row of C)
+        top = self.let(i32, f"(q_t / {across}) * {rows}")
+        left = self.let(i32, f"(q_t % {across}) * {cols}")
+        return total, top, left
+
+    def micro_products(self, micro, block, sa, sb, m, n, chunk, work) -> str:
+        """A chunk's products added into each thread's block of C (``rows + cols`` panel
+        reads a k), the chunk loop closed, then C written to scratch 0 at its flat
+        indices, for the program's layout to read; returns that scratch."""
+        rows, cols = micro
+        total, top, left = block
+        k = self.temp()
+        self.open(self.counted_loop(k, 0, chunk))
+        a_i = [
+            self.let(work, self.read_shared(sa, f"({top} + {i}) * {chunk} + {k}", work))
+            for i in range(rows)
+        ]
+        b_j = [
+            self.let(work, self.read_shared(sb, f"{k} * {n} + {left} + {j}", work))
+            for j in range(cols)
+        ]
+        for i in range(rows):
+            for j in range(cols):
+                slot = f"{total}[{i * cols + j}]"
+                product = self.arith("mul", a_i[i], b_j[j], work)
+                self.emit(f"{slot} = {self.arith('add', slot, product, work)};")
+        self.close()
+        self.close()
+        held = self.scratch(self.scratch_dtype(work), 0, m * n)
+        self.emit(self.barrier)  # (the last chunk's panel reads are done)
+        for i in range(rows):
+            for j in range(cols):
+                value = self.to_scratch(f"{total}[{i * cols + j}]", work)
+                self.emit(f"{held}[({top} + {i}) * {n} + {left} + {j}] = {value};")
+        self.emit(self.barrier)
+        return held
 
     def tile_Outer(self, node: ir.Outer) -> str:
         dtype = node.type.dtype
