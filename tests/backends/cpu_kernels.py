@@ -768,6 +768,9 @@ def batchable_loops(draw) -> Case:
         )
     )
     body += stores
+    # (a chain reassigned after a running value read it; the tile made from a running
+    # value, so that what reads it later in the body is a turn's too)
+    body += draw(st.lists(st.sampled_from(["    u = u + 1", "    t = t + acc"]), max_size=2))
     lines += draw(st.permutations(body[1:])) if draw(st.booleans()) else body[1:]
     lines.insert(6, body[0])
     lines += [

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import qnb
-from qnb import Tile
+from qnb import Tile, Vec, ir
 from qnb.backends.cpu import lanes, prepared_batched, prepared_tiles
 from tests.backends.test_cpu_prepared import both_ways
 
@@ -287,3 +287,120 @@ def test_a_tile_dead_after_the_batch_is_computed_into_a_kept_buffer_and_views_st
         again = np.full_like(x, np.nan)
         layer_norm[32](x + 0, again, 1e-5)
         np.testing.assert_array_equal(again, first)
+
+
+# ---- what an outside attack found (each once a different answer from the interpreter)
+
+
+@qnb.kernel
+def turn_reads_an_alias(
+    x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]
+):
+    off = 0
+    acc = Tile[1, 4].zeros(qnb.f32)
+    for c in range(0, 16, 4):
+        (Tile[1, 4].load(out, 0, c) + 1.0).store(y, 0, c)
+        off = off + 4
+        acc = acc + Tile[1, 4].load(x, 0, off)  # (a turn's load: x is y)
+    acc.store(out, 1, 0)
+
+
+@qnb.kernel
+def reassigned_after_a_turn_reads_it(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    acc = Tile[1, 4].zeros(qnb.f32)
+    for c in range(0, 16, 4):
+        a = Tile[1, 4].load(x, 0, c)
+        acc = qnb.maximum(acc, a)  # (the first a)
+        a = a * 2.0
+    acc.store(y, 0, 0)
+
+
+@qnb.kernel
+def a_column_out_of_range(
+    x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2], w: qnb.Array[qnb.f32, 1]
+):
+    acc = Vec[4].zeros(qnb.f32)
+    for k in range(0, 6):
+        t = Tile[4, 4].load(x, 0, k * 4)
+        t.store(y, 0, k * 4)
+        acc = acc + t.col(k)  # (out of range from turn 4)
+    acc.store(w, 0)
+
+
+@qnb.kernel
+def dependent_found_late(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    s = Tile[1, 4].zeros(qnb.f32)
+    a = Tile[1, 4].zeros(qnb.f32)
+    b = Tile[1, 4].zeros(qnb.f32)
+    for c in range(0, 16, 4):
+        a = Tile[1, 4].load(x, 0, c)
+        b = a + 1.0  # (a turn's: `a` is assigned from a running value below)
+        (b * 1.0).store(y, 0, c)
+        s = s + a
+        a = s
+
+
+@qnb.kernel
+def column_from_the_second_axis(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    col = qnb.program_id(1) * 4  # (outside the loop: a value, not the turn)
+    for c in range(0, 16, 4):
+        Tile[1, 4].load(x, 0, col).store(y, 0, c)
+
+
+@qnb.kernel
+def one_node_twice(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2]):
+    row = qnb.program_id(0) * 4
+    r1 = Tile[4, 1].zeros(qnb.f32)
+    for c in range(0, 64, 8):  # (argmax lowers to a tree that shares a node)
+        r1 = r1 + (Tile[4, 8].load(x, row, c) - r1).argmax(axis=1)[:, None].astype(qnb.f32)
+    r1.store(out, row, 0)
+
+
+def _nan(shape):
+    return np.full(shape, np.nan, np.float32)
+
+
+@pytest.mark.parametrize(
+    "kernel,grid,make_args",
+    [
+        (turn_reads_an_alias, (1,), lambda: (lambda b: (b, b, _rows((2, 16), 1)))(_rows((1, 20)))),
+        (reassigned_after_a_turn_reads_it, (1,), lambda: (_rows((1, 16)), _nan((1, 4)))),
+        (a_column_out_of_range, (1,), lambda: (_rows((4, 24)), _nan((4, 24)), _nan((4,)))),
+        (dependent_found_late, (1,), lambda: (_rows((1, 16)), _nan((1, 16)))),
+        (column_from_the_second_axis, (1,), lambda: (_rows((1, 16)), _nan((1, 16)))),
+        (column_from_the_second_axis, (4,), lambda: (_rows((1, 16)), _nan((1, 16)))),
+        (one_node_twice, (5,), lambda: (_rows((20, 80)), _nan((20, 1)))),
+    ],
+    ids=["alias", "reassigned", "column", "late", "axis1", "axis1-grid4", "shared-node"],
+)
+def test_what_an_outside_attack_found_agrees(kernel, grid, make_args):
+    """Two parameters of one buffer read by a turn; a tile the batch reassigns after a
+    turn read it; a column index out of range after a store; a statement that depends
+    on a running value only through one assigned later in the body; a variable of
+    ``program_id(1)`` from outside the loop (the batch's axis 1 is its turns); a node
+    the IR shares between two parents."""
+    both_ways(kernel, grid, make_args)
+
+
+def test_every_node_the_walk_built_a_closure_for_lives_as_long_as_the_walk():
+    """The walk's tables are keyed by node ids; a batched loop makes new nodes (its
+    turns' statements, the hoisted parts). Were they freed during the walk, a node made
+    later could take a freed id and be handed another node's closure (an outside run
+    saw a layer norm's second loop compute its first loop's sum, once in a few dozen
+    prepares)."""
+    from qnb.backends.cpu.prepared import _Compiler
+
+    x = _rows((64, 512))
+    for kernel, args in (
+        (layer_norm, (x, x, 1e-5)),
+        (online_softmax, (x, x)),
+        (dependent_found_late, (x, x)),
+    ):
+        kernel_ir, _ = kernel._lower_for(args)
+        compiler = _Compiler(kernel_ir)
+        compiler.launcher()
+        alive = {id(node) for node in ir.walk_body(kernel_ir.body)}
+        for plan in compiler.made:
+            alive |= {id(node) for node in ir.walk_body(plan.batched + plan.turns)}
+        assert compiler.made
+        assert set(compiler.built) <= alive

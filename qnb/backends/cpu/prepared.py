@@ -104,6 +104,9 @@ class _Compiler(
         self.varying_mask = facts.mask(self.varying)
         # per node (the IR lives as long as this walk, so ids stay unique)
         self.built: dict[int, object] = {}  # node -> its closure (see expr)
+        # the IR nodes this walk makes (a batched loop's statements, prepared_batched):
+        # held as long as the walk, so that no id of theirs is another node's later
+        self.made: list = []
         self.chains: dict[int, bool] = {}  # node -> whether it takes out= (writes_over)
         self.ints: dict[tuple, object] = {}  # (int, dtype) -> a Const's closure
         self.assign_count = facts.assign_count

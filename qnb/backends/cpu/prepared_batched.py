@@ -30,6 +30,8 @@ computed into a buffer the batch keeps from launch to launch
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from qnb import ir
@@ -40,14 +42,16 @@ from qnb.backends.cpu.prepared_lanes import carried
 _STATEMENTS = (ir.Assign, ir.StoreWindow, ir.VecStore, ir.ArrayStore)
 _STORES = (ir.StoreWindow, ir.VecStore, ir.ArrayStore)
 _LOADS = (ir.LoadWindow, ir.VecLoad, ir.ArrayLoad)
-_CHECKED = (ir.ArrayLoad, ir.ArrayStore, ir.TileGet, ir.TileSet, ir.VecLoad, ir.VecStore)
+_CHECKED = (
+    ir.ArrayLoad, ir.ArrayStore, ir.TileGet, ir.TileSet, ir.RowCol, ir.VecLoad, ir.VecStore,
+)  # fmt: skip
 _FRESH = (ir.Binary, ir.Unary, ir.Reduce, ir.IndexReduce, ir.Scan, ir.Matmul)
 _NOT_HOISTED = (ir.Const, ir.Var, ir.ProgramId, ir.ArrayDim, ir.TileFill, ir.Logical)
 
 
 def _may_raise(stmt) -> bool:
-    """Whether ``stmt`` may raise an index error: an element or tile index, a slab
-    index, a window's bounds that may be negative."""
+    """Whether ``stmt`` may raise an index error: an element, tile, row or column
+    index, a slab index, a window's bounds that may be negative."""
     for node in ir.walk(stmt):
         kind = type(node)
         if kind in _CHECKED or (kind is ir.ArrayView and node.batch is not None):
@@ -159,6 +163,7 @@ class BatchedLoops:
                     dependent.add(stmt.name)
                 defined.add(stmt.name)
         plan = _Plan()
+        self.made.append(plan)  # (its new nodes: ids the walk's tables are keyed by)
         batch_names, turn_names = set(), set()
         for stmt in body:
             if not (_reads(stmt) & dependent) and not (
@@ -171,9 +176,14 @@ class BatchedLoops:
             if type(stmt) is not ir.Assign:
                 return None  # (a store of what a turn computes)
             turn_names.add(stmt.name)
+            dependent.add(stmt.name)  # (what reads it later in the body is a turn's too)
             plan.turns.append(self.hoist(stmt, dependent, plan))
         if batch_names & turn_names:
             return None
+        counts = Counter(x.name for x in plan.batched if type(x) is ir.Assign)
+        twice = {name for name, count in counts.items() if count > 1}
+        if twice & set().union(*(_reads(x) for x in plan.turns)):
+            return None  # (a turn reads the value from between two of the batch's)
         if not _raises_before_stores(plan):
             return None
         if not any(self.worth_batching(x) for x in plan.batched):
@@ -197,7 +207,15 @@ class BatchedLoops:
             bits |= self.facts.bits.get(name, 0)
         reads = self.facts.reads
 
+        done: dict[int, object] = {}  # (the IR may share a node: one replacement each)
+
         def replaced(node):
+            found = done.get(id(node))
+            if found is None:
+                found = done[id(node)] = replacing(node)
+            return found
+
+        def replacing(node):
             if not isinstance(node, ir.Expr) or isinstance(node, ir.Logical):
                 return node
             if (
@@ -253,7 +271,9 @@ class BatchedLoops:
         assigned = {x.name for x in body if type(x) is ir.Assign}
         sub = type(self)(sub_kernel, varying=self.varying - assigned)
         sub.spare_names = self.dead_after_batch(s, plan)
-        sub.pid_vars.update((k, v) for k, v in self.pid_vars.items() if k not in assigned)
+        sub.pid_vars.update(  # (axis 1 is the turn's there: another axis's is just a value)
+            (k, v) for k, v in self.pid_vars.items() if k not in assigned and v[0] == 0
+        )
         sub.const_vars.update((k, v) for k, v in self.const_vars.items() if k not in assigned)
         with np.errstate(all="ignore"):
             closure = sub.block(body, top=True)
@@ -266,10 +286,7 @@ class BatchedLoops:
         keeps from launch to launch (:meth:`assign_into_spare`)."""
         live = carried(self.kernel, s) | set().union(*(_reads(x) for x in plan.turns))
         live |= _read_as_views(plan.batched)
-        counts: dict[str, int] = {}
-        for x in plan.batched:
-            if type(x) is ir.Assign:
-                counts[x.name] = counts.get(x.name, 0) + 1
+        counts = Counter(x.name for x in plan.batched if type(x) is ir.Assign)
         return frozenset(
             x.name
             for x in plan.batched
@@ -328,7 +345,7 @@ class BatchedLoops:
         names = [name for name in names if name not in dead]
         uniform = {name for name in names if name not in self.varying}
         stored = sorted({n.view.param for n in ir.walk_body(plan.batched) if type(n) in _STORES})
-        loaded = sorted({n.view.param for n in ir.walk_body(plan.batched) if type(n) in _LOADS})
+        loaded = sorted({n.view.param for n in ir.walk_body(s.body) if type(n) in _LOADS})
         largest = self.facts.largest  # (elements of the kernel's largest value)
         pids = {}
         compiler = self
