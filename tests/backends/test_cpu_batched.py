@@ -7,7 +7,6 @@ meets) tells a batched loop from one that went turn by turn."""
 
 from __future__ import annotations
 
-import math
 import threading
 from unittest import mock
 
@@ -15,6 +14,8 @@ import numpy as np
 import pytest
 
 import qnb
+from benchmarks._peers_rows import wide_softmax as online_softmax
+from benchmarks.bench_language import layer_norm
 from qnb import Tile, Vec, ir
 from qnb.backends.cpu import lanes, prepared_batched, prepared_tiles
 from tests.backends.test_cpu_prepared import both_ways
@@ -41,38 +42,6 @@ def _rows(shape=(64, 512), seed=0, dtype=np.float32):
     return (rng.standard_normal(shape) * 2 + 0.5).astype(dtype)
 
 
-@qnb.kernel
-def layer_norm(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2], eps: qnb.f32):
-    row = qnb.program_id(0) * 16
-    n = x.shape[1]
-    total = Tile[16, 1].zeros(qnb.f32)
-    for col in range(0, n, 128):
-        total = total + Tile[16, 128].load(x, row, col).sum(axis=1, keepdims=True)
-    mean = total / n
-    squares = Tile[16, 1].zeros(qnb.f32)
-    for col in range(0, n, 128):
-        centred = Tile[16, 128].load(x, row, col) - mean
-        squares = squares + (centred * centred).sum(axis=1, keepdims=True)
-    inv = 1.0 / qnb.sqrt(squares / n + eps)
-    for col in range(0, n, 128):
-        ((Tile[16, 128].load(x, row, col) - mean) * inv).store(out, row, col)
-
-
-@qnb.kernel
-def online_softmax(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
-    row = qnb.program_id(0) * 8
-    best = Tile[8, 1].full(-math.inf, qnb.f32)
-    total = Tile[8, 1].zeros(qnb.f32)
-    for col in range(0, x.shape[1], 64):
-        t = Tile[8, 64].load(x, row, col)
-        top = qnb.maximum(best, t.max(axis=1, keepdims=True))
-        total = total * qnb.exp(best - top) + qnb.exp(t - top).sum(axis=1, keepdims=True)
-        best = top
-    for col in range(0, x.shape[1], 64):
-        t = Tile[8, 64].load(x, row, col)
-        (qnb.exp(t - best) / total).store(y, row, col)
-
-
 def test_each_loop_of_a_layer_norm_runs_as_one_batch_with_the_interpreter_bits():
     x = _rows()
     made = _batches(layer_norm, (4,), lambda: (x.copy(), np.full_like(x, np.nan), 1e-5))
@@ -87,7 +56,7 @@ def test_an_online_softmax_batches_its_loads_and_runs_its_running_max_turn_by_tu
     """The first loop's tile and its row max are the batch's; the running max and sum
     read the turn before them, so they run after, turn by turn, on the batch's values
     (the tile assigned in the batch is read by them, and after the loop)."""
-    x = _rows((32, 256))
+    x = _rows((64, 256))
     made = _batches(online_softmax, (4,), lambda: (x.copy(), np.full_like(x, np.nan)))
     assert made == 2
     y = np.full_like(x, np.nan)

@@ -461,6 +461,17 @@ def _reduce_blocks(st, value, op, axis, index=False):
     return np.ascontiguousarray(out).reshape(st.n, *out.shape[2:])
 
 
+def spare_buffer(pool: list, shape: tuple, dtype) -> np.ndarray:
+    """A buffer of ``shape`` from ``pool`` (the buffers a closure keeps between launches;
+    the caller gives it back when done), or a new one where the pool has none of it.
+    Taken, not shared: a launch on another thread meanwhile gets its own."""
+    try:
+        buffer = pool.pop()
+    except IndexError:
+        return np.empty(shape, dtype)
+    return buffer if buffer.shape == shape else np.empty(shape, dtype)
+
+
 def _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape):
     """The rows and columns of ``array`` a block-grid window of ``shape`` blocks covers,
     per side: ``(start, end, blocks)``; None when a uniform side's bounds are negative

@@ -36,7 +36,13 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends.cpu import lanes, prepared_scalars
-from qnb.backends.cpu.prepared_base import _Blocks, _program_ids, _State, _tiles, _Unsupported
+from qnb.backends.cpu.prepared_base import (
+    _Blocks,
+    _program_ids,
+    _State,
+    _Unsupported,
+    spare_buffer,
+)
 from qnb.backends.cpu.prepared_lanes import carried
 
 _STATEMENTS = (ir.Assign, ir.StoreWindow, ir.VecStore, ir.ArrayStore)
@@ -102,6 +108,7 @@ class _Plan:
         self.batched: list[ir.Stmt] = []
         self.turns: list[ir.Stmt] = []
         self.hoisted: dict[str, ir.Type] = {}  # new local -> its type
+        self.counts: Counter = Counter()  # local -> the batch's assignments of it
 
 
 class BatchedLoops:
@@ -115,7 +122,6 @@ class BatchedLoops:
             return None
         if not all(isinstance(x, ir.Const) and type(x.value) is int for x in (s.start, s.step)):
             return None
-        start, step = s.start.value, s.step.value
         plan = self.plan_batch(s)
         if plan is None:
             return None
@@ -124,7 +130,7 @@ class BatchedLoops:
         except _Unsupported:  # (a node the batch's grid has no closure for: turn by turn)
             return None
         turns = self.block(plan.turns) if plan.turns else None
-        return self.batch_runner(s, plan, batch, turns, start, step)
+        return self.batch_runner(s, plan, batch, turns)
 
     # ------------------------------------------------------------------ the plan
 
@@ -180,8 +186,8 @@ class BatchedLoops:
             plan.turns.append(self.hoist(stmt, dependent, plan))
         if batch_names & turn_names:
             return None
-        counts = Counter(x.name for x in plan.batched if type(x) is ir.Assign)
-        twice = {name for name, count in counts.items() if count > 1}
+        plan.counts = Counter(x.name for x in plan.batched if type(x) is ir.Assign)
+        twice = {name for name, count in plan.counts.items() if count > 1}
         if twice & set().union(*(_reads(x) for x in plan.turns)):
             return None  # (a turn reads the value from between two of the batch's)
         if not _raises_before_stores(plan):
@@ -230,14 +236,9 @@ class BatchedLoops:
                 if self.is_varying(node):
                     per_program.append(name)
                 return ir.Var(node.type, node.loc, name)
-            kids = ir.children(node)
-            if not kids:
+            if all([replaced(kid) is kid for kid in ir.children(node)]):
                 return node
-            new = [replaced(kid) for kid in kids]
-            if all(a is b for a, b in zip(new, kids)):
-                return node
-            swap = dict(zip(map(id, kids), new))
-            return ir.with_children(node, lambda kid: swap[id(kid)])
+            return ir.with_children(node, replaced)  # (each child's, made once above)
 
         per_program = []
         value = replaced(stmt.value)
@@ -286,12 +287,11 @@ class BatchedLoops:
         keeps from launch to launch (:meth:`assign_into_spare`)."""
         live = carried(self.kernel, s) | set().union(*(_reads(x) for x in plan.turns))
         live |= _read_as_views(plan.batched)
-        counts = Counter(x.name for x in plan.batched if type(x) is ir.Assign)
         return frozenset(
             x.name
             for x in plan.batched
             if type(x) is ir.Assign
-            and counts[x.name] == 1
+            and plan.counts[x.name] == 1
             and x.name not in live
             and x.value.type.kind == "tile"
         )
@@ -319,13 +319,7 @@ class BatchedLoops:
             ):
                 assign(st)
                 return
-            shape = (grid[0], m, grid[1], n)
-            try:
-                buffer = pool.pop()
-            except IndexError:
-                buffer = None
-            if buffer is None or buffer.shape != shape:
-                buffer = np.empty(shape, dtype)
+            buffer = spare_buffer(pool, (grid[0], m, grid[1], n), dtype)
             v = value(st, _Blocks(buffer, 0))
             if type(v) is _Blocks and v.a4 is buffer:
                 st.env[held] = buffer
@@ -338,7 +332,7 @@ class BatchedLoops:
 
         return assign_spare
 
-    def batch_runner(self, s, plan, batch, turns, start, step):
+    def batch_runner(self, s, plan, batch, turns):
         closure, imported, spare_pools, dead = batch
         var = s.var
         names = list(dict.fromkeys(x.name for x in plan.batched if type(x) is ir.Assign))
@@ -441,17 +435,8 @@ def _turn(value, k, n, uniform):
         else:
             a4 = a4[k : k + 1] if a4.shape[0] > 1 else a4
         value = _Blocks(a4, value.ra)
-        return _tiles(_Grid((n, 1, 1)), value)[:1] if uniform else value
+        return value.tiles((n, 1, 1))[:1] if uniform else value
     if value.shape[0] == 1:
         return value
     lanes = value[k * n : (k + 1) * n]
     return lanes[:1] if uniform else lanes
-
-
-class _Grid:
-    """What :func:`_tiles` reads of a state: its grid."""
-
-    __slots__ = ("grid",)
-
-    def __init__(self, grid):
-        self.grid = grid

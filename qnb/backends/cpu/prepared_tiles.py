@@ -6,7 +6,14 @@ import numpy as np
 
 from qnb.backends.cpu import prepared_scalars
 from qnb.backends.cpu.lanes import _expand
-from qnb.backends.cpu.prepared_base import _Blocks, _clamp, _op, _reduce_blocks, _tiles
+from qnb.backends.cpu.prepared_base import (
+    _Blocks,
+    _clamp,
+    _op,
+    _reduce_blocks,
+    _tiles,
+    spare_buffer,
+)
 from qnb.backends.cpu.semantics import _REDUCE, index_reduce_values, reduce_values, scan_values
 from qnb.frontend.checks import tile_index_message
 
@@ -148,13 +155,7 @@ class TileClosures:
             size = grid[0] * grid[1] * m * n
             if not st.whole or grid[2] != 1 or not prepared_scalars.IN_PLACE_MIN <= size <= limit:
                 return reduce(st)
-            shape = (grid[0], m, grid[1], n)
-            try:
-                buffer = spare.pop()
-            except IndexError:
-                buffer = None
-            if buffer is None or buffer.shape != shape:
-                buffer = np.empty(shape, dtype)
+            buffer = spare_buffer(spare, (grid[0], m, grid[1], n), dtype)
             try:  # (the result is a new array: nothing keeps the buffer)
                 value = operand(st, _Blocks(buffer, 0))
                 if isinstance(value, _Blocks):
