@@ -145,6 +145,27 @@ def _one_array_signature(fixed, numpy_dtype, dtype, ndim):
     return fast_signature
 
 
+def _any_arrays_signature(count):
+    """``Parameters._fast_signature`` for a kernel whose ``count`` parameters are all
+    unannotated (``def k(x, y)``, arrays of any dtype and rank here): each array's spec
+    found at once by its NumPy dtype and rank, as :func:`_plain_array_spec` finds it."""
+
+    def fast_signature(args) -> tuple | None:
+        if len(args) != count:
+            return None
+        signature = []
+        for value in args:
+            if type(value) not in FAST_ARRAY_TYPES or not value.flags.c_contiguous:
+                return None
+            spec = _SPECS_BY_NUMPY.get((value.dtype, value.ndim))
+            if spec is None:
+                return None
+            signature.append(spec)
+        return tuple(signature)
+
+    return fast_signature
+
+
 def _plain_array_spec(value, dtype, ndim) -> ArgSpec | None:
     """The array spec for a C-contiguous array of a fast-path type whose dtype and
     rank qnb supports and the annotation (``dtype``/``ndim``, None for any) allows; else
@@ -184,6 +205,9 @@ def _template_spec(value, form) -> ArgSpec:
 _QNB_DTYPES = {d.numpy: d for d in (bool_, i32, f32, f64, as_dtype("f16"))}
 # The fast path's array specs, made once: a NamedTuple costs a Python call to build.
 _ARRAY_SPECS = {(d, n): ArgSpec("array", d, n) for d in _QNB_DTYPES.values() for n in (1, 2, 3)}
+_SPECS_BY_NUMPY = {
+    (numpy, n): _ARRAY_SPECS[d, n] for numpy, d in _QNB_DTYPES.items() for n in (1, 2, 3)
+}
 
 
 class _Example:
@@ -237,6 +261,9 @@ class Parameters:
         checks = self._fast_checks
         if checks is not None and len(checks) == 1 and checks[0][0] is _FAST_ARRAY:
             self._fast_signature = _one_array_signature(self._fast_fixed, *checks[0][1:])
+        plan = self._fast_plan
+        if plan and all(s.check is _FAST_ANY_ARRAY and s.dtype is s.ndim is None for s in plan):
+            self._fast_signature = _any_arrays_signature(len(plan))
 
     @property
     def is_fully_annotated(self) -> bool:

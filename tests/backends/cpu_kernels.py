@@ -783,3 +783,58 @@ def batchable_loops(draw) -> Case:
     )
     make_args = draw(arguments(dtype, 2, 2, tight=True, v_len=200))
     return Case(source, grid, make_args, dtype)
+
+
+@st.composite
+def union_windows(draw) -> Case:
+    """Programs that load a window at their own offset and store an elementwise function
+    of it back at the same place (``prepared_union``: the windows' region computed once),
+    and near misses the strategy must leave alone: a store a row or column off, its own
+    window ends, windows with gaps between them, starts below 0, a 2-D grid, a tile
+    read again after the store, other dtypes, ``y`` the same buffer as ``x`` or shifted."""
+    dtype = draw(st.sampled_from(["f16", "bf16", "f32", "f64", "i32"]))
+    m, n = draw(st.sampled_from([(1, 4), (2, 8), (4, 4), (8, 16), (16, 1), (16, 16)]))
+    grid_ndim = draw(st.integers(1, 3) if draw(st.integers(0, 3)) == 0 else st.just(1))
+    grid = tuple(draw(st.integers(1, 6)) if a < grid_ndim else 1 for a in range(3))
+    along_rows = draw(st.booleans())
+    side = m if along_rows else n
+    step = draw(st.sampled_from([0, 1, 1, 2, max(1, side // 2), side, side + 1]))
+    offset = draw(st.sampled_from([0, 0, 1, 3, -2]))
+    other = draw(st.sampled_from([0, 5, 7]))
+    pid = draw(st.sampled_from(["qnb.program_id(0)"] * 3 + ["p", "qnb.program_id(1)"]))
+    start = f"{pid} * {step} + {offset}"
+
+    def at(extra=0):
+        moved = f"{start} + {extra}" if extra else start
+        return f"{moved}, {other}" if along_rows else f"{other}, {moved}"
+
+    floats = dtype != "i32"
+    value = draw(
+        st.sampled_from(
+            ["t", "t * 2 + 1", "t - s", "-t", "qnb.maximum(t, s) * t"]
+            + (
+                ["qnb.exp(t * 0.125) - t", "(t * 0.5).astype(qnb.f32)", "qnb.sqrt(t * t) + s"]
+                if floats
+                else ["t * s - (t >> 1)"]
+            )
+        )
+    )
+    fill = draw(st.sampled_from(["", "", ", other=s", ", other=3"]))
+    store = draw(
+        st.sampled_from(
+            [f"({value}).store(y, {at()})"] * 6
+            + [
+                f"({value}).store(y, {at(1)})",
+                f"({value}).store(y, {start}, {start} + {max(1, m - 1)}, {other}, {other} + {n})"
+                if along_rows
+                else f"({value}).store(y, {other}, {other} + {m}, {start}, x.shape[1])",
+            ]
+        )
+    )
+    lines = ["p = qnb.program_id(0)", f"t = qnb.Tile[{m}, {n}].load(x, {at()}{fill})", store]
+    if draw(st.integers(0, 5)) == 0:  # (the tile read again: not the last use)
+        lines.append(f"(t + 1).store(y, {at(2)})")
+    body = "".join(f"    {line}\n" for line in lines)
+    source = f"@qnb.kernel\ndef k(x, y, v, w, s: qnb.i32):\n{body}"
+    make_args = draw(arguments(dtype, 2, 2, tight=draw(st.booleans()), v_len=200))
+    return Case(source, grid, make_args, dtype)

@@ -25,6 +25,7 @@ from tests.backends.cpu_kernels import (
     batchable_loops,
     exits_per_program,
     kernels,
+    union_windows,
     window_reductions,
 )
 from tests.helpers import define
@@ -273,3 +274,13 @@ def test_loops_whose_turns_run_at_once_agree_with_buffers_from_one_element(case)
     launch): a buffer a later turn or launch writes over must hold nothing still read."""
     with _in_place_from_one_element():
         check_case(case, arrays_after_errors=True)
+
+
+@given(union_windows())
+@_drawn(EXAMPLES // 3)
+def test_windows_stored_back_where_they_were_loaded_agree(case):
+    """Programs that store an elementwise function of their window back at its place
+    (``prepared_union`` computes the windows' region once), and the near misses it must
+    leave to the statements; where a launch raises, the arrays too are the interpreter's
+    (the region is stored only where no check could fail)."""
+    check_case(case, arrays_after_errors=True)

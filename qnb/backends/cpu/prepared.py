@@ -25,6 +25,11 @@ what the walk learns once is not relearnt per launch:
   where every tile lies in the array and stores do not overlap. Where
   tiles leave the array, a load reads a filled copy of the region they span; anything
   else (a mask, gaps, a bound check that could fail) takes the generic masked path.
+- *windows stored back in place*: a kernel that ends in ``t = load(x, w)`` and an
+  elementwise ``f(t).store(y, w)`` at the same window (programs a row apart, their
+  windows overlapping) stores ``f`` of the region the windows cover, computed once
+  (:mod:`qnb.backends.cpu.prepared_union`): where windows overlap, every program
+  stores ``f`` of the same element, so the last program's value is that one.
 
 A loop whose trip count differs between programs, or with a ``break``/``continue`` under
 a per-program branch, runs in the interpreter's lock step, turn by turn over the lanes
@@ -68,6 +73,7 @@ from qnb.backends.cpu.prepared_scalars import ScalarClosures
 from qnb.backends.cpu.prepared_statements import StatementClosures
 from qnb.backends.cpu.prepared_strided import StridedWindowMixin
 from qnb.backends.cpu.prepared_tiles import TileClosures
+from qnb.backends.cpu.prepared_union import UnionWindows
 from qnb.backends.cpu.prepared_windows import WindowClosures
 from qnb.errors import QnbIndexError
 
@@ -89,6 +95,7 @@ class _Compiler(
     GemmMixin,
     BlockGridMixin,
     StridedWindowMixin,
+    UnionWindows,
     WindowClosures,
     ElementClosures,
     ScalarClosures,
@@ -219,6 +226,16 @@ class _Compiler(
             steps.append(self.stmt(stmt))
             if top and isinstance(stmt, ir.Assign):
                 self.note_pid_var(stmt)
+        union = self.union_pair(body) if top else None
+        if union is not None:  # (prepared_union: the last two statements as one region)
+            load_step, store_step = steps[-2:]
+
+            def load_and_store(st):
+                if not union(st):
+                    load_step(st)
+                    store_step(st)
+
+            steps[-2:] = [load_and_store]
         steps = tuple(steps)
         if self.lane_exit_depth:  # (a per-program exit may leave no program running)
 

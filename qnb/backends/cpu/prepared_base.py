@@ -492,7 +492,7 @@ def _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape):
                 return None
             end = max(start, min(stop, limit, start + side))
             out.append((start, end, 1))
-    return out
+    return tuple(out)
 
 
 def _clamp(x, lo, hi):

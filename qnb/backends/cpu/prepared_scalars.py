@@ -18,6 +18,8 @@ IN_PLACE_MIN = 1 << 16
 def _fits(target: tuple, shape: tuple) -> bool:
     """Whether an operand of ``shape`` broadcasts to ``target`` without making it larger
     (then a result of ``target``'s shape may be written over, or into, ``target``)."""
+    if shape == target or (shape == (1,) and target):  # (the common cases, first)
+        return True
     if len(shape) > len(target):
         return False
     for have, want in zip(reversed(shape), reversed(target)):

@@ -142,8 +142,7 @@ class WindowClosures:
             return generic
         row_axis, col_axis = pattern
         ra = row_axis if row_axis is not None else 1 - col_axis
-        r_fns = (self.expr(e.r0), self.expr(e.r1))
-        c_fns = (self.expr(e.c0), self.expr(e.c1))
+        spans_of = self.block_spans((e.r0, e.r1, e.c0, e.c1), row_axis, col_axis, shape)
         view = self.view(e.view, e)
         fill_const = isinstance(e.base, ir.TileFill) and e.base.kind == "full"
 
@@ -154,7 +153,7 @@ class WindowClosures:
             array, b = view(st)
             if array.dtype != dtype:
                 return generic(st)
-            spans = _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
+            spans = spans_of(st, array)
             if spans is None:
                 return generic(st)
             (rs, re, nrb), (cs, ce, ncb) = spans
@@ -169,6 +168,35 @@ class WindowClosures:
             return _Blocks(a4, ra)
 
         return load_blocks
+
+    def block_spans(self, bounds, row_axis, col_axis, shape):
+        """``spans(st, array)``: :func:`_spans` of a block-grid window with ``bounds``
+        (r0, r1, c0, c1 nodes) whose rows and columns follow the grid axes ``row_axis``
+        and ``col_axis``. Where the bounds of a side no grid axis follows are constants
+        (or there is no such side), the spans depend on the grid and the array's shape
+        only: worked out once for each and kept (a small launch pays for each step)."""
+        r0, r1, c0, c1 = bounds
+        r_fns, c_fns = (self.expr(r0), self.expr(r1)), (self.expr(c0), self.expr(c1))
+        free_sides = [
+            pair for axis, pair in ((row_axis, (r0, r1)), (col_axis, (c0, c1))) if axis is None
+        ]
+        if not all(self.constant(e) for pair in free_sides for e in pair):
+            return lambda st, array: _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
+        kept: dict = {}
+
+        def spans(st, array):
+            key = (st.grid, array.shape)
+            try:
+                return kept[key]
+            except KeyError:
+                pass
+            found = _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
+            if len(kept) >= 64:  # (a launcher sees few grids and shapes; bounded anyway)
+                kept.clear()
+            kept[key] = found
+            return found
+
+        return spans
 
     def generic_load(self, e, base, window):
         """The interpreter's window load, for any lanes."""
@@ -320,8 +348,7 @@ class WindowClosures:
         the grid's blocks, or None."""
         row_axis, col_axis = pattern
         ra = row_axis if row_axis is not None else 1 - col_axis
-        r_fns = (self.expr(s.r0), self.expr(s.r1))
-        c_fns = (self.expr(s.c0), self.expr(s.c1))
+        spans_of = self.block_spans((s.r0, s.r1, s.c0, s.c1), row_axis, col_axis, shape)
         view = self.view(s.view, s)
         kind = s.value.type.kind
         m, n = shape
@@ -338,7 +365,7 @@ class WindowClosures:
             ):
                 return None
             array, b = view(st)
-            spans = _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
+            spans = spans_of(st, array)
             return None if spans is None else (array, b, spans)
 
         def store_blocks(st, v):

@@ -1,0 +1,153 @@
+"""prepared_union: windows loaded and stored back at the same place, as one region.
+
+A kernel whose programs each load a window at their own offset, compute elementwise
+over it and store the result at the same window (``t = Tile.load(x, pid, 0)`` then
+``f(t).store(y, pid, 0)``: programs a row apart, their windows overlapping) computes, in
+the interpreter's lock step, every program's tile and then stores them in program order,
+a later program's elements over an earlier one's. Where windows overlap, every program
+stores ``f`` of the same loaded element: the same bits. So the launch's stores are
+``f`` over the region the windows cover, computed once and assigned once: for ``g``
+programs a row apart that is ``g + 15`` rows of work, not ``16 g``, in a few NumPy
+calls. The strategy holds only where that reasoning does; anything else runs the
+statements as they are.
+"""
+
+from __future__ import annotations
+
+from qnb import ir
+
+_ELEMENTWISE = (ir.Binary, ir.Unary, ir.Cast)
+
+
+class UnionWindows:
+    """Strategy: the last two statements ``t = load(x, w)`` and ``f(t).store(y, w)``."""
+
+    def union_pair(self, body):
+        """``run(st) -> done`` for a body that ends in ``t = <window load>`` and a store of
+        an elementwise function of ``t`` to a window of the same place and shape (its
+        start ``program_id(0) * f + u`` along one side, uniform on the other, uniform
+        ends), ``t`` read nowhere else: it does both as one region (module doc), or
+        returns False for the caller to run the two statements. None (now) where the
+        body is not of that form."""
+        if len(body) < 2 or self.lane_exit_depth:
+            return None
+        assign, store = body[-2], body[-1]
+        if not (
+            isinstance(assign, ir.Assign)
+            and isinstance(assign.value, ir.LoadWindow)
+            and isinstance(store, ir.StoreWindow)
+        ):
+            return None
+        load, name = assign.value, assign.name
+        if load.type.shape != store.value.type.shape:  # (padded or not: starts of 0 or more)
+            return None
+        if self.assign_count.get(name) != 1 or not self._elementwise_of(store.value, name):
+            return None
+        if any(isinstance(n, ir.Var) and n.name == name for n in ir.walk_body(body[:-2])):
+            return None
+        for view in (load.view, store.view):
+            if view.batch is not None and self.is_varying(view.batch):
+                return None
+        sides = self._union_sides(load), self._union_sides(store)
+        # the same window form on both (steps of starts and of ends), so where the two
+        # regions agree in a launch, so does every lane's window
+        if None in sides or sides[0][1] != sides[1][1]:
+            return None
+        (load_bounds, steps), (store_bounds, _) = sides
+        m, n = load.type.shape
+        dtype = load.type.dtype.numpy
+        load_view, store_view = self.view(load.view, load), self.view(store.view, store)
+        value = self.expr(store.value)
+        compiler = self
+        kept: dict = {}  # (grid, lanes, shapes) -> the region both windows cover, or None
+
+        def region(st, bounds, array, count):
+            """``(r0, re, c0, ce)``: the rows and columns of ``array`` the lanes' windows
+            cover, or None where a bound is negative or wraps in int32, or the windows
+            leave gaps between them."""
+            p, last = st.first, st.first + count - 1
+            out = []
+            for (start_at, end_at), (step, end_step), side, extent in zip(
+                bounds, steps, (m, n), array.shape[1:]
+            ):
+                start, end = start_at(st, p), end_at(st, p)
+                if start is None or end is None or start_at(st, last) is None:
+                    return None
+                if end_at(st, last) is None or start < 0 or end < 0:
+                    return None  # (the generic path raises the interpreter's error)
+                length = side if not end_step else max(0, min(side, end - start))
+                if step > length and length:  # (gaps between the windows)
+                    return None
+                stop = start + step * (count - 1) + length if length else start
+                out += [start, max(start, min(stop, extent, end if not end_step else stop))]
+            return tuple(out)
+
+        def run(st):
+            count = st.n
+            if count == 1 or st.mask is not None or st.grid[1] * st.grid[2] != 1:
+                return False
+            x, xb = load_view(st)
+            y, yb = store_view(st)
+            if x.dtype != dtype:
+                return False
+            key = (st.grid, st.first, count, x.shape, y.shape)
+            covered = kept.get(key, kept)
+            if covered is kept:  # (the bounds are the lanes' program ids and constants)
+                # the load's elements past its ends are the fill: none may be stored
+                covered = region(st, load_bounds, x, count)
+                if covered != region(st, store_bounds, y, count):
+                    covered = None
+                if len(kept) >= 32:
+                    kept.clear()
+                kept[key] = covered
+            if covered is None:
+                return False
+            r0, re, c0, ce = covered
+            env, saved = dict(st.env), st.env
+            env[name] = x[xb, r0:re, c0:ce][None]
+            st.env, st.n = env, 1  # (one lane holding the region: elementwise ops only)
+            try:
+                v = value(st)
+            finally:
+                st.env, st.n = saved, count
+            if v.shape != (1, re - r0, ce - c0):
+                return False
+            compiler.detach(st, y)
+            y[yb, r0:re, c0:ce] = v[0]
+            return True
+
+        return run
+
+    def _union_sides(self, node):
+        """``(bounds, steps)`` of a window for :meth:`union_pair`: ``bounds`` the rows'
+        and the columns' ``(start_at, end_at)`` (:meth:`lane_linear`'s ``at``), ``steps``
+        their ``(start step, end step)`` per program along ``program_id(0)``: at most
+        one side steps, by a step of 0 or more, and its end stays or steps with its
+        start. None otherwise."""
+        found = [self.lane_linear(x) for x in (node.r0, node.r1, node.c0, node.c1)]
+        if None in found or any(axis not in (None, 0) for axis, _, _, _ in found):
+            return None
+        if not all(pure for _, _, _, pure in found):  # (bounds of program ids and constants)
+            return None
+        (_, r_step, r0, _), (_, r_end, r1, _), (_, c_step, c0, _), (_, c_end, c1, _) = found
+        if (r_step and c_step) or r_step < 0 or c_step < 0:
+            return None  # (one rectangle, from the first lane's window on)
+        if r_end not in (0, r_step) or c_end not in (0, c_step):
+            return None
+        return ((r0, r1), (c0, c1)), ((r_step, r_end), (c_step, c_end))
+
+    def _elementwise_of(self, e, name) -> bool:
+        """Whether ``e`` is elementwise ops over the tile variable ``name`` (read at least
+        once) and values the same in every program that are not tiles (a tile constant
+        or any other tile has the tile's shape, not the region's)."""
+        reads = False
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ir.Var) and node.name == name:
+                reads = True
+            elif isinstance(node, _ELEMENTWISE) and node.type.kind == "tile":
+                stack.extend(ir.children(node))
+            elif node.type.kind != "scalar" or self.is_varying(node):
+                return False
+        return reads
