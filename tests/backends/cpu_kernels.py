@@ -811,7 +811,7 @@ def union_windows(draw) -> Case:
     floats = dtype != "i32"
     value = draw(
         st.sampled_from(
-            ["t", "t * 2 + 1", "t - s", "-t", "qnb.maximum(t, s) * t"]
+            ["t", "t * 2 + 1", "t - s", "-t", "qnb.maximum(t, s) * t", "t - t.max()"]
             + (
                 ["qnb.exp(t * 0.125) - t", "(t * 0.5).astype(qnb.f32)", "qnb.sqrt(t * t) + s"]
                 if floats

@@ -174,11 +174,27 @@ def per_program_value(x, y):
     (t * qnb.program_id(0)).store(y, qnb.program_id(0), 0)
 
 
-@pytest.mark.parametrize("kernel", [read_again, tile_constant, per_program_value])
+@qnb.kernel
+def reduced(x, y):
+    t = Tile16.load(x, qnb.program_id(0), 0, other=5.0)
+    (t - t.max()).store(y, qnb.program_id(0), 0)
+
+
+@qnb.kernel
+def one_window_reduced(x, y):
+    t = Tile16.load(x, 0, 0, other=5.0)
+    (t * t.sum()).store(y, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "kernel", [read_again, tile_constant, per_program_value, reduced, one_window_reduced]
+)
 def test_what_is_not_of_the_form_is_left_to_the_statements(kernel):
     """The tile read after the store, a tile constant (the tile's shape, not the
-    region's), a value that differs between programs."""
-    x = _rows((48, 16))
+    region's), a value that differs between programs, a reduction of the tile (over the
+    region it would sum other elements: here the fill past the array's end too), also
+    where every program loads the same window (its last rows past the array's end)."""
+    x = _rows((12, 16))
     with _watched() as seen:
         both_ways(kernel, (8,), lambda: (x.copy(), np.full_like(x, np.nan)))
     assert not seen

@@ -132,6 +132,8 @@ class UnionWindows:
         (_, r_step, r0, _), (_, r_end, r1, _), (_, c_step, c0, _), (_, c_end, c1, _) = found
         if (r_step and c_step) or r_step < 0 or c_step < 0:
             return None  # (one rectangle, from the first lane's window on)
+        if not (r_step or c_step):  # (one window for every program: the store's own form)
+            return None
         if r_end not in (0, r_step) or c_end not in (0, c_step):
             return None
         return ((r0, r1), (c0, c1)), ((r_step, r_end), (c_step, c_end))
@@ -139,7 +141,8 @@ class UnionWindows:
     def _elementwise_of(self, e, name) -> bool:
         """Whether ``e`` is elementwise ops over the tile variable ``name`` (read at least
         once) and values the same in every program that are not tiles (a tile constant
-        or any other tile has the tile's shape, not the region's)."""
+        or any other tile has the tile's shape, not the region's) and read nothing of
+        the tile (its sum over the region would not be its sum over the tile)."""
         reads = False
         stack = [e]
         while stack:
@@ -150,4 +153,6 @@ class UnionWindows:
                 stack.extend(ir.children(node))
             elif node.type.kind != "scalar" or self.is_varying(node):
                 return False
+            elif any(isinstance(n, ir.Var) and n.name == name for n in ir.walk(node)):
+                return False  # (a reduction of the tile: of the region, it would differ)
         return reads
