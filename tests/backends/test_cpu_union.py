@@ -198,3 +198,42 @@ def test_what_is_not_of_the_form_is_left_to_the_statements(kernel):
     with _watched() as seen:
         both_ways(kernel, (8,), lambda: (x.copy(), np.full_like(x, np.nan)))
     assert not seen
+
+
+@qnb.kernel
+def fill_that_raises(x, y, z, j: qnb.i32):
+    t = Tile16.load(x, qnb.program_id(0), 0, other=z[j, 0])
+    (t * 2.0).store(y, qnb.program_id(0), 0)
+
+
+@qnb.kernel
+def slab_that_raises(x, y, b: qnb.i32):
+    p = qnb.program_id(0)
+    t = x[p - 3 : p + 13, 0:16]
+    (t + 1.0).store(y[b], p - 3, 0)
+
+
+@qnb.kernel
+def value_and_slab_that_raise(x, y, z, j: qnb.i32, b: qnb.i32):
+    t = Tile16.load(x, qnb.program_id(0), 0)
+    (t * z[j, 0]).store(y[b], qnb.program_id(0), 0)
+
+
+@pytest.mark.parametrize(
+    "kernel,make_args",
+    [
+        (fill_that_raises, lambda x: (x, np.zeros_like(x), np.ones((2, 2), np.float32), 5)),
+        (slab_that_raises, lambda x: (x, np.zeros((2, *x.shape), np.float32), 5)),
+        (
+            value_and_slab_that_raise,
+            lambda x: (x, np.zeros((2, *x.shape), np.float32), np.ones((2, 2), np.float32), 5, 7),
+        ),
+    ],
+)
+def test_errors_are_the_statements_own_in_their_order(kernel, make_args):
+    """Found by an outside tester: a load's fill that raises was never evaluated (the
+    region stores none of it), and the store's slab was checked before the load's
+    bounds or the value's index. The region now evaluates the fill where it may raise,
+    and any error before its one store leaves the launch to the statements."""
+    x = _rows((48, 16))
+    both_ways(kernel, (8,), lambda: make_args(x.copy()))

@@ -15,6 +15,7 @@ statements as they are.
 from __future__ import annotations
 
 from qnb import ir
+from qnb.errors import QnbError
 
 _ELEMENTWISE = (ir.Binary, ir.Unary, ir.Cast)
 
@@ -58,6 +59,8 @@ class UnionWindows:
         dtype = load.type.dtype.numpy
         load_view, store_view = self.view(load.view, load), self.view(store.view, store)
         value = self.expr(store.value)
+        # (the fill is never stored, but where it may raise, it must run: as the load)
+        fill = None if self.constant(load.base) else self.expr(load.base)
         compiler = self
         kept: dict = {}  # (grid, lanes, shapes) -> the region both windows cover, or None
 
@@ -86,10 +89,25 @@ class UnionWindows:
             count = st.n
             if count == 1 or st.mask is not None or st.grid[1] * st.grid[2] != 1:
                 return False
+            try:
+                found = computed(st, count)
+            except QnbError:  # (nothing stored yet: the statements raise it, in their order)
+                return False
+            if found is None:
+                return False
+            y, yb, (r0, re, c0, ce), v = found
+            compiler.detach(st, y)
+            y[yb, r0:re, c0:ce] = v[0]
+            return True
+
+        def computed(st, count):
+            """``(y, batch, region, value)`` to store, or None."""
+            if fill is not None:
+                fill(st)
             x, xb = load_view(st)
             y, yb = store_view(st)
             if x.dtype != dtype:
-                return False
+                return None
             key = (st.grid, st.first, count, x.shape, y.shape)
             covered = kept.get(key, kept)
             if covered is kept:  # (the bounds are the lanes' program ids and constants)
@@ -101,7 +119,7 @@ class UnionWindows:
                     kept.clear()
                 kept[key] = covered
             if covered is None:
-                return False
+                return None
             r0, re, c0, ce = covered
             env, saved = dict(st.env), st.env
             env[name] = x[xb, r0:re, c0:ce][None]
@@ -111,10 +129,8 @@ class UnionWindows:
             finally:
                 st.env, st.n = saved, count
             if v.shape != (1, re - r0, ce - c0):
-                return False
-            compiler.detach(st, y)
-            y[yb, r0:re, c0:ce] = v[0]
-            return True
+                return None
+            return y, yb, covered, v
 
         return run
 
