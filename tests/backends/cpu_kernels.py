@@ -813,7 +813,12 @@ def union_windows(draw) -> Case:
         st.sampled_from(
             ["t", "t * 2 + 1", "t - s", "-t", "qnb.maximum(t, s) * t", "t - t.max()"]
             + (
-                ["qnb.exp(t * 0.125) - t", "(t * 0.5).astype(qnb.f32)", "qnb.sqrt(t * t) + s"]
+                [
+                    "qnb.exp(t * 0.125) - t",
+                    "(t * 0.5).astype(qnb.f32)",
+                    "qnb.sqrt(t * t) + s",
+                    "qnb.sqrt(t) * t",
+                ]
                 if floats
                 else ["t * s - (t >> 1)"]
             )

@@ -237,3 +237,24 @@ def test_errors_are_the_statements_own_in_their_order(kernel, make_args):
     and any error before its one store leaves the launch to the statements."""
     x = _rows((48, 16))
     both_ways(kernel, (8,), lambda: make_args(x.copy()))
+
+
+@qnb.kernel
+def two_nans(x, y, s: qnb.f32):
+    t = Tile[1, 1].load(x, qnb.program_id(0), 0, other=float("nan"))
+    (qnb.log(t) * s).store(y, qnb.program_id(0), 0)
+
+
+def test_a_value_with_a_nan_keeps_the_interpreter_s_nan_bits():
+    """Found by an outside tester: NumPy gives an op of two NaNs one or the other by
+    the loop it takes (the array's length and strides), so over the region the stored
+    NaNs differed in sign from the interpreter's; such a value runs the statements."""
+    x = np.abs(_rows((8, 1))) + np.float32(0.5)
+    x[3, 0] = -1.0  # (log of it: a NaN of its own)
+    with _watched() as seen:
+        got = [x.copy(), np.zeros_like(x)]
+        two_nans[20](*got, float("nan"))
+        want = [x.copy(), np.zeros_like(x)]
+        two_nans.trace[20](*want, float("nan"))
+    assert seen == {"fell back": 1}
+    assert got[1].view(np.uint32).tolist() == want[1].view(np.uint32).tolist()

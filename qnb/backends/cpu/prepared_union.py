@@ -9,10 +9,16 @@ stores ``f`` of the same loaded element: the same bits. So the launch's stores a
 ``f`` over the region the windows cover, computed once and assigned once: for ``g``
 programs a row apart that is ``g + 15`` rows of work, not ``16 g``, in a few NumPy
 calls. The strategy holds only where that reasoning does; anything else runs the
-statements as they are.
+statements as they are. One more: NumPy's loops give an op of two NaNs (or 0/0) one
+NaN or the other depending on the array's length and strides, and the region is not
+the tiles' array: a float value with a NaN in it is left to the statements too (found
+by an outside tester: ``log(t) * s`` with ``s`` NaN), so the stored bits are the
+interpreter's, NaNs' included.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from qnb import ir
 from qnb.errors import QnbError
@@ -61,6 +67,7 @@ class UnionWindows:
         value = self.expr(store.value)
         # (the fill is never stored, but where it may raise, it must run: as the load)
         fill = None if self.constant(load.base) else self.expr(load.base)
+        floats = store.value.type.dtype.numpy.kind not in "iub"
         compiler = self
         kept: dict = {}  # (grid, lanes, shapes) -> the region both windows cover, or None
 
@@ -122,7 +129,7 @@ class UnionWindows:
                 return None
             r0, re, c0, ce = covered
             env, saved = dict(st.env), st.env
-            env[name] = x[xb, r0:re, c0:ce][None]
+            env[name] = x[xb, r0:re, c0:ce][None].copy()  # (as the load: a C-ordered copy)
             st.env, st.n = env, 1  # (one lane holding the region: elementwise ops only)
             try:
                 v = value(st)
@@ -130,6 +137,8 @@ class UnionWindows:
                 st.env, st.n = saved, count
             if v.shape != (1, re - r0, ce - c0):
                 return None
+            if floats and np.isnan(v).any():
+                return None  # (which NaN an op of two NaNs gives depends on NumPy's loop)
             return y, yb, covered, v
 
         return run
