@@ -24,6 +24,7 @@ from qnb import ir
 from qnb.errors import QnbError
 
 _ELEMENTWISE = (ir.Binary, ir.Unary, ir.Cast)
+_MAX = np.maximum.reduce
 
 
 class UnionWindows:
@@ -129,7 +130,7 @@ class UnionWindows:
                 return None
             r0, re, c0, ce = covered
             env, saved = dict(st.env), st.env
-            env[name] = x[xb, r0:re, c0:ce][None].copy()  # (as the load: a C-ordered copy)
+            env[name] = x[xb, r0:re, c0:ce][None]
             st.env, st.n = env, 1  # (one lane holding the region: elementwise ops only)
             try:
                 v = value(st)
@@ -137,8 +138,10 @@ class UnionWindows:
                 st.env, st.n = saved, count
             if v.shape != (1, re - r0, ce - c0):
                 return None
-            if floats and np.isnan(v).any():
-                return None  # (which NaN an op of two NaNs gives depends on NumPy's loop)
+            if floats:  # (a NaN anywhere makes the max one: one pass, no temporary)
+                top = _MAX(v, axis=None)
+                if top != top:
+                    return None  # (which NaN an op of two NaNs gives depends on NumPy's loop)
             return y, yb, covered, v
 
         return run
