@@ -72,27 +72,6 @@ class UnionWindows:
         compiler = self
         kept: dict = {}  # (grid, lanes, shapes) -> the region both windows cover, or None
 
-        def region(st, bounds, array, count):
-            """``(r0, re, c0, ce)``: the rows and columns of ``array`` the lanes' windows
-            cover, or None where a bound is negative or wraps in int32, or the windows
-            leave gaps between them."""
-            p, last = st.first, st.first + count - 1
-            out = []
-            for (start_at, end_at), (step, end_step), side, extent in zip(
-                bounds, steps, (m, n), array.shape[1:]
-            ):
-                start, end = start_at(st, p), end_at(st, p)
-                if start is None or end is None or start_at(st, last) is None:
-                    return None
-                if end_at(st, last) is None or start < 0 or end < 0:
-                    return None  # (the generic path raises the interpreter's error)
-                length = side if not end_step else max(0, min(side, end - start))
-                if step > length and length:  # (gaps between the windows)
-                    return None
-                stop = start + step * (count - 1) + length if length else start
-                out += [start, max(start, min(stop, extent, end if not end_step else stop))]
-            return tuple(out)
-
         def run(st):
             count = st.n
             if count == 1 or st.mask is not None or st.grid[1] * st.grid[2] != 1:
@@ -120,8 +99,8 @@ class UnionWindows:
             covered = kept.get(key, kept)
             if covered is kept:  # (the bounds are the lanes' program ids and constants)
                 # the load's elements past its ends are the fill: none may be stored
-                covered = region(st, load_bounds, x, count)
-                if covered != region(st, store_bounds, y, count):
+                covered = _region(st, load_bounds, steps, (m, n), x, count)
+                if covered != _region(st, store_bounds, steps, (m, n), y, count):
                     covered = None
                 if len(kept) >= 32:
                     kept.clear()
@@ -184,3 +163,26 @@ class UnionWindows:
             elif any(isinstance(n, ir.Var) and n.name == name for n in ir.walk(node)):
                 return False  # (a reduction of the tile: of the region, it would differ)
         return reads
+
+
+def _region(st, bounds, steps, shape, array, count):
+    """``(r0, re, c0, ce)``: the rows and columns of ``array`` that the windows of the
+    chunk's ``count`` lanes cover (``bounds`` and ``steps`` as
+    :meth:`UnionWindows._union_sides` gives them, ``shape`` the tile's), or None where a
+    bound is negative or wraps in int32, or the windows leave gaps between them."""
+    p, last = st.first, st.first + count - 1
+    out = []
+    for (start_at, end_at), (step, end_step), side, extent in zip(
+        bounds, steps, shape, array.shape[1:]
+    ):
+        start, end = start_at(st, p), end_at(st, p)
+        if start is None or end is None or start_at(st, last) is None:
+            return None
+        if end_at(st, last) is None or start < 0 or end < 0:
+            return None  # (the generic path raises the interpreter's error)
+        length = side if not end_step else max(0, min(side, end - start))
+        if step > length and length:  # (gaps between the windows)
+            return None
+        stop = start + step * (count - 1) + length if length else start
+        out += [start, max(start, min(stop, extent, end if not end_step else stop))]
+    return tuple(out)

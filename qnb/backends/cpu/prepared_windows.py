@@ -13,7 +13,6 @@ from qnb.backends.cpu.prepared_base import (
     _clamp,
     _consecutive,
     _lane_arrays,
-    _spans,
     _tiles,
 )
 from qnb.backends.cpu.semantics import window_masks as _masks
@@ -168,35 +167,6 @@ class WindowClosures:
             return _Blocks(a4, ra)
 
         return load_blocks
-
-    def block_spans(self, bounds, row_axis, col_axis, shape):
-        """``spans(st, array)``: :func:`_spans` of a block-grid window with ``bounds``
-        (r0, r1, c0, c1 nodes) whose rows and columns follow the grid axes ``row_axis``
-        and ``col_axis``. Where the bounds of a side no grid axis follows are constants
-        (or there is no such side), the spans depend on the grid and the array's shape
-        only: worked out once for each and kept (a small launch pays for each step)."""
-        r0, r1, c0, c1 = bounds
-        r_fns, c_fns = (self.expr(r0), self.expr(r1)), (self.expr(c0), self.expr(c1))
-        free_sides = [
-            pair for axis, pair in ((row_axis, (r0, r1)), (col_axis, (c0, c1))) if axis is None
-        ]
-        if not all(self.constant(e) for pair in free_sides for e in pair):
-            return lambda st, array: _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
-        kept: dict = {}
-
-        def spans(st, array):
-            key = (st.grid, array.shape)
-            try:
-                return kept[key]
-            except KeyError:
-                pass
-            found = _spans(st, array, row_axis, col_axis, r_fns, c_fns, shape)
-            if len(kept) >= 64:  # (a launcher sees few grids and shapes; bounded anyway)
-                kept.clear()
-            kept[key] = found
-            return found
-
-        return spans
 
     def generic_load(self, e, base, window):
         """The interpreter's window load, for any lanes."""
