@@ -258,3 +258,19 @@ def test_a_value_with_a_nan_keeps_the_interpreter_s_nan_bits():
         two_nans.trace[20](*want, float("nan"))
     assert seen == {"fell back": 1}
     assert got[1].view(np.uint32).tolist() == want[1].view(np.uint32).tolist()
+
+
+@qnb.kernel
+def past_the_end(x, y):
+    t = Tile16.load(x, qnb.program_id(0) + 40, 0)
+    (t + 1.0).store(y, qnb.program_id(0) + 40, 0)
+
+
+@pytest.mark.parametrize("kernel,rows", [(past_the_end, 32), (scale_shift, 0)])
+def test_an_empty_region_stores_nothing(kernel, rows):
+    """Found by an outside tester: every window past the array's end (or an array of no
+    rows) leaves an empty region, whose NaN check, a max, raised NumPy's error."""
+    x = _rows((rows, 16))
+    with _watched() as seen:
+        both_ways(kernel, (4,), lambda: (x.copy(), np.full_like(x, np.nan)))
+    assert seen == {"ran": 1}

@@ -117,7 +117,7 @@ class UnionWindows:
                 st.env, st.n = saved, count
             if v.shape != (1, re - r0, ce - c0):
                 return None
-            if floats:  # (a NaN anywhere makes the max one: one pass, no temporary)
+            if floats and v.size:  # (a NaN anywhere makes the max one: one pass)
                 top = _MAX(v, axis=None)
                 if top != top:
                     return None  # (which NaN an op of two NaNs gives depends on NumPy's loop)
