@@ -20,7 +20,7 @@ import numpy as np
 
 from qnb import ir
 from qnb.backends import registry as _backends
-from qnb.backends.base import FAST_ARRAY_TYPES, Options
+from qnb.backends.base import FAST_ARRAY_TYPES, ONE_PROGRAM, Options
 from qnb.errors import (
     QnbCaptureError,
     QnbError,
@@ -371,9 +371,12 @@ class Kernel(QnbFunction):
 
     def __call__(self, *args, **kwargs):
         # As @public does, without its extra call on the launch fast path (``_launch``
-        # raises with the compiler's frames dropped; this drops its own).
+        # raises with the compiler's frames dropped; this drops its own). The last hit's
+        # launch is tried first, here, a call nearer the user (see ``_hot_launch``).
         try:
-            return self._launch(_ONE_PROGRAM, args, kwargs)
+            hot = self._memo.hot
+            if hot is None or kwargs or not hot(_ONE_PROGRAM, args):
+                self._launch(_ONE_PROGRAM, args, kwargs)
         except QnbError as err:
             raise err.with_traceback(None) from None
 
@@ -444,6 +447,10 @@ class Kernel(QnbFunction):
         try:
             if kwargs:
                 args = self._positional(args, kwargs)
+            memo = self._memo
+            hot = memo.hot
+            if hot is not None and hot(grid, args):
+                return
             started = _clock()
             backend_name = self._backend or _current_backend()
             signature = self._fast_signature(args)
@@ -452,37 +459,25 @@ class Kernel(QnbFunction):
             else:
                 runtime_args = args  # (a launcher reads its arguments, never changes them)
             cache = _CACHE_MODULE[0] if _CACHE_MODULE else _cache()
-            memo = self._memo
             if self._memo_generation != cache.generation[0]:
                 memo.clear()  # qnb.cache.clear() ran: the next launch must look again
                 self._memo_generation = cache.generation[0]
             captures = self.captures
-            hot = memo.hot
-            if cache.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
-                prepared = snapshot = None
-            elif (
-                hot is not None
-                and hot[0] == backend_name
-                and hot[1] == signature
-                and hot[2]()  # (captures.same_roots of the roots it was set with)
-            ):  # the names bound to the objects of the last hit: its snapshot, unread
-                prepared, snapshot = hot[3], None
-            else:
-                snapshot = captures.snapshot()
+            snapshot = captures.snapshot()
+            prepared = None
+            if not cache.always_compile():  # QNB_ALWAYS_COMPILE=1: every launch compiles
                 prepared = memo.get((backend_name, snapshot, signature))
-                if prepared is not None:
-                    roots = captures.plain_roots()
-                    if roots is not None and captures.snapshot_of(roots) == snapshot:
-                        memo.hot = (
-                            backend_name, signature, captures.roots_check(roots), prepared
-                        )  # fmt: skip
             if prepared is not None and prepared.checks and not _reads.recheck(prepared.checks):
                 prepared = memo.hot = None  # a value lowering read past the names changed
             if prepared is None:
-                if snapshot is None:
-                    snapshot = captures.snapshot()
                 prepared = self._prepare(backend_name, snapshot, signature)
             else:
+                roots = captures.plain_roots()
+                if roots is not None and captures.snapshot_of(roots) == snapshot:
+                    # the names bound to the objects of this hit: the next launch to
+                    # find them so needs neither the snapshot nor the lookup
+                    same = captures.roots_check(roots)
+                    memo.hot = _hot_launch(self, backend_name, signature, same, prepared)
                 cache.record_memory_hit(
                     self.parsed.name, backend_name, prepared.key, _clock() - started
                 )
@@ -717,11 +712,11 @@ class _LaunchMemo(dict):
     """A kernel's launch memo: (backend, snapshot, signature) → _Prepared. The memory
     level holds it by a weak reference and drops the entries of launchers it evicts.
 
-    ``hot`` is the last hit, (backend, signature, same, _Prepared), where the snapshot
-    depends only on which objects the captured names are bound to (``Captures.
-    plain_roots``; ``same()`` tells whether they still are, ``Captures.roots_check``): a
-    launch finding the same objects needs neither the snapshot nor the lookup. Dropping
-    any entry drops it too, so it never outlives its launcher."""
+    ``hot`` is the last hit's launch again (``_hot_launch``), where the snapshot depends
+    only on which objects the captured names are bound to (``Captures.plain_roots``;
+    ``Captures.roots_check`` tells whether they still are): a launch finding the same
+    objects needs neither the snapshot nor the lookup. Dropping any entry drops it too,
+    so it never outlives its launcher."""
 
     __slots__ = ("__weakref__", "hot")
 
@@ -736,6 +731,48 @@ class _LaunchMemo(dict):
     def clear(self):
         self.hot = None
         super().clear()
+
+
+def _hot_launch(kernel: Kernel, backend_name: str, signature: tuple, same, prepared):
+    """``hot(grid, args) -> bool``: the launch of a memo hit again, for as long as
+    nothing its lookup read has changed: the backend chosen, the arguments' signature,
+    the captured names' objects (``same``),
+    the cache's generation and ``QNB_ALWAYS_COMPILE``, and the values lowering read past
+    the names (``prepared.checks``). False, having done nothing, where one has: the full
+    launch then decides. Everything the lookup would fetch is fetched once, here."""
+    cache = _cache()
+    generation, expected = cache.generation, cache.generation[0]
+    always_compile, record = cache.always_compile, cache.record_memory_hit
+    fast_signature, full_signature = kernel._fast_signature, kernel._signature
+    current = _current_backend
+    checks, recheck = prepared.checks, _reads.recheck
+    launcher, key, name = prepared.launcher, prepared.key, kernel.parsed.name
+    memo = kernel._memo
+
+    def hot(grid, args) -> bool:
+        started = _clock()
+        found = fast_signature(args)
+        if found is None:
+            found, args = full_signature(args)  # (raises what the launch would raise)
+        if (
+            (kernel._backend or current()) != backend_name
+            or (found is not signature and found != signature)
+            or generation[0] != expected
+            or always_compile()
+            or not same()
+        ):
+            return False
+        if checks and not recheck(checks):
+            memo.hot = None  # a value lowering read past the names changed
+            return False
+        record(name, backend_name, key, _clock() - started)
+        try:
+            launcher(grid, args)
+        except QnbError as err:
+            raise kernel._locate(err, prepared.units) from None
+        return True
+
+    return hot
 
 
 def _grid(grid) -> tuple[int, int, int]:
@@ -756,7 +793,7 @@ def _grid(grid) -> tuple[int, int, int]:
     return values
 
 
-_ONE_PROGRAM = (1, 1, 1)
+_ONE_PROGRAM = ONE_PROGRAM
 _clock = time.perf_counter
 _current_backend = _backends.current_name
 

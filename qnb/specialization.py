@@ -45,7 +45,9 @@ class Launch:
 
     def __call__(self, *args, **kwargs):
         try:  # (as in Kernel.__call__: this frame is the one qnb frame a user sees)
-            return self._launch(self._grid, args, kwargs)
+            hot = self._kernel._memo.hot
+            if hot is None or kwargs or not hot(self._grid, args):
+                self._launch(self._grid, args, kwargs)
         except QnbError as err:
             raise err.with_traceback(None) from None
 

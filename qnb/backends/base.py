@@ -19,6 +19,9 @@ from qnb.ir import KernelIR
 # (a NumPy dtype), ``ndim`` and ``flags.c_contiguous``.
 FAST_ARRAY_TYPES: set[type] = set()
 
+# The grid of a plain call ``k(args)``: one object, so a launcher tells it by identity.
+ONE_PROGRAM = (1, 1, 1)
+
 
 def argument_error(cls: type[QnbError], param: str, message: str) -> QnbError:
     """A launcher's error about one argument: the kernel shows it at that parameter of

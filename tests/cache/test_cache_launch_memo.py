@@ -135,7 +135,10 @@ def test_an_evicted_launcher_is_not_kept_by_the_hot_entry(cache_dir, monkeypatch
     monkeypatch.setenv("QNB_CACHE", "0")
     monkeypatch.setattr(lookup, "MAX_LAUNCHERS", 2)
     _run(_scaled), _run(_scaled)
-    first = weakref.ref(_scaled._memo.hot[3].launcher)
+    assert _scaled._memo.hot is not None  # (it holds the launcher while it is hot)
+    (prepared,) = _scaled._memo.values()
+    first = weakref.ref(prepared.launcher)
+    del prepared
     for value in (5.0, 6.0, 7.0):  # three more launchers: the first one is evicted
         SCALE = value
         _run(_scaled), _run(_scaled)
@@ -160,3 +163,68 @@ def test_lru_order_follows_hits_recorded_without_the_lock(cache_dir, monkeypatch
     _run(_scaled)  # C: the least recently used, B, goes
     SCALE = 2.0
     assert _run(_scaled) == 2.0 and _outcomes(_scaled)[-1] == "memory-hit"
+
+
+@qnb.kernel
+def _follows(x, n: qnb.i32):  # no backend of its own, a scalar parameter: the full signature
+    x[0] = x[0] + n
+
+
+def test_the_hot_launch_steps_aside_for_what_its_lookup_read(cache_dir, monkeypatch):
+    """Each thing a lookup reads, changed after the hot entry was set, takes the launch
+    past it: the kernel's backend, the current one, the arguments' types, the cache's
+    generation, QNB_ALWAYS_COMPILE. A scalar argument is no part of it: its hits stay hot."""
+    x = np.ones(4, np.float32)
+    with qnb.backend("cpu"):
+        _follows(x, 1), _follows(x, 2)
+        assert _follows._memo.hot is not None
+        for n in (3, 4, 5):
+            _follows(x, n)
+        assert x[0] == 1 + 1 + 2 + 3 + 4 + 5
+        assert _outcomes(_follows)[-3:] == ["memory-hit"] * 3
+
+        _follows.backend = "cuda-host"  # the kernel's own backend, set after the hit
+        try:
+            _follows(x, 1)
+        finally:
+            _follows.backend = None
+        assert qnb.cache.events()[-1].backend == "cuda-host" and x[0] == 17
+
+        _follows(x, 1), _follows(x, 1)  # hot on cpu again
+        with qnb.backend("cuda-host"):  # the current backend, changed
+            _follows(x, 1)
+        assert qnb.cache.events()[-1].backend == "cuda-host" and x[0] == 20
+
+        wide = np.ones(4, np.float64)  # another dtype: another key
+        _follows(wide, 2)
+        assert wide[0] == 3.0 and qnb.cache.events()[-1].key != _last_key(x)
+
+        _follows(x, 1), _follows(x, 1)
+        qnb.cache.clear()
+        _follows(x, 1)
+        assert _outcomes(_follows)[-1] != "memory-hit"
+
+        _follows(x, 1), _follows(x, 1)
+        monkeypatch.setenv("QNB_ALWAYS_COMPILE", "1")
+        _follows(x, 1)
+        assert _outcomes(_follows)[-1] == "miss"
+        assert x[0] == 26
+
+
+def _last_key(x):
+    _follows(x, 0)
+    return qnb.cache.events()[-1].key
+
+
+def test_an_error_from_the_hot_launch_names_the_users_line():
+    @qnb.kernel(backend="cpu")
+    def reads_at(x: qnb.Array[qnb.f32, 1], i: qnb.i32):
+        x[0] = x[i]  # the line the error names
+
+    x = np.ones(4, np.float32)
+    reads_at(x, 1), reads_at(x, 2)
+    assert reads_at._memo.hot is not None
+    with pytest.raises(qnb.QnbIndexError) as caught:
+        reads_at(x, 9)
+    assert f"line {reads_at.firstlineno + 1}\n    x[0] = x[i]" in str(caught.value)
+    assert len(caught.traceback) == 2  # this test's frame and the call's: none of qnb's inside

@@ -149,7 +149,7 @@ class _Compiler(
 
         def launch(grid, args, stored=default_stored):
             bound = bind(args, stored)
-            if grid == one and quiet:  # a single program with nothing that could warn
+            if quiet and (grid is one or grid == one):  # one program, nothing that could warn
                 arrays, shapes, scalars = bound
                 env = scalars if fresh is None else fresh(scalars)
                 body(_OneProgram(arrays, shapes, env, set() if aliases else _NO_ALIASES))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from qnb import ir
+from qnb.backends.base import ONE_PROGRAM
 from qnb.backends.cpu import lanes
 from qnb.backends.cpu.interpreter import _bind
 from qnb.backends.cpu.lanes import _Blocks
@@ -30,7 +31,7 @@ class _Continue(Exception):
     pass
 
 
-_ONE_PROGRAM = (1, 1, 1)
+_ONE_PROGRAM = ONE_PROGRAM
 
 
 _INT32 = 2**31
@@ -183,22 +184,20 @@ def _binder(kernel: ir.KernelIR):
         ((only, _, _),) = plan
 
         def bind_one(args, stored):
-            if len(args) != 1 or type(args[0]) is not np.ndarray:
-                return slow(args, stored)
-            value = args[0]
-            shape = value.shape
-            ndim = len(shape)
-            if ndim == 2 and shape[0] < limit and shape[1] < limit:
-                array = value[None]
-            elif ndim == 1 and shape[0] < limit:
-                array = value[None, None]
-            elif ndim == 3 and max(shape) < limit:
-                array = value
-            else:
-                return slow(args, stored)
-            if stored and not value.flags.writeable:
-                return slow(args, stored)
-            return {only: array}, {only: shape}, {}
+            if len(args) == 1:
+                value = args[0]
+                if type(value) is np.ndarray and (not stored or value.flags.writeable):
+                    shape = value.shape
+                    ndim = len(shape)
+                    if ndim == 2:
+                        if shape[0] < limit and shape[1] < limit:
+                            return {only: value[None]}, {only: shape}, {}
+                    elif ndim == 1:
+                        if shape[0] < limit:
+                            return {only: value[None, None]}, {only: shape}, {}
+                    elif ndim == 3 and max(shape) < limit:
+                        return {only: value}, {only: shape}, {}
+            return slow(args, stored)
 
         return bind_one
 

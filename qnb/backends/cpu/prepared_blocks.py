@@ -73,22 +73,23 @@ class BlockGridMixin:
         m, n = s.value.type.shape
         r0, r1, c0, c1 = known
         whole = v[0]
-        index = (slice(r0, r0 + m), slice(c0, c0 + n))  # (of the array's one slab)
+        index = (0, slice(r0, r0 + m), slice(c0, c0 + n))  # (of the array's one slab)
         # a whole tile fits where the array reaches these (and the window does)
         need_rows = r0 + m if r0 >= 0 and r1 >= r0 + m else None
         need_cols = c0 + n if c0 >= 0 and c1 >= c0 + n else None
+        partial = need_rows is None or need_cols is None  # (a window that cuts the tile)
         compiler = self
 
         def store_known(st):
             array = st.arrays[param]
             if st.aliased:
                 compiler.detach(st, array)
-            if st.mask is not None or need_rows is None or need_cols is None:
+            if partial or st.mask is not None:
                 generic(st, v, array, 0, r0, r1, c0, c1)
                 return
             _, height, width = array.shape
             if need_rows <= height and need_cols <= width:
-                array[0][index] = whole  # (a 2-D index costs half a 3-D one)
+                array[index] = whole
                 return
             rows = max(0, min(r1, height, need_rows) - r0)
             cols = max(0, min(c1, width, need_cols) - c0)
