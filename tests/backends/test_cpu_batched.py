@@ -258,6 +258,52 @@ def test_a_tile_dead_after_the_batch_is_computed_into_a_kept_buffer_and_views_st
         np.testing.assert_array_equal(again, first)
 
 
+@qnb.kernel
+def from_around(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2], other: qnb.Array[qnb.f32, 2]):
+    row = qnb.program_id(0) * 16
+    first = Tile[16, 16].load(x, row, 0)
+    mean = first.sum(axis=1, keepdims=True) / 16.0  # (16, 1): broadcast along the rows
+    top = first.max(axis=0, keepdims=True) * 0.5  # (1, 16): broadcast down the columns
+    square = first * 0.25 + 1.0  # (16, 16): as it is
+    for col in range(16, x.shape[1], 16):
+        t = Tile[16, 16].load(x, row, col)
+        ((t - mean) * square + top + (t * square).sum(axis=1, keepdims=True)).store(out, row, col)
+        (t @ square.T + mean).store(other, row, col)  # (through ops that gather)
+
+
+@qnb.kernel
+def broadcast_blocks(x: qnb.Array[qnb.f32, 2], y: qnb.Array[qnb.f32, 2]):
+    i = qnb.program_id(0) * 16
+    column = Tile[16, 1].load(x, i, 0)  # (a block grid's tiles, one column wide)
+    (Tile[16, 16].load(x, i, 0) * column - column).store(y, i, 0)
+
+
+def test_a_tile_from_around_the_loop_reaches_each_turn_as_a_view_of_its_blocks():
+    """A tile per program assigned before the loop is the same in every turn: the batch
+    holds it as blocks one turn long (a view of the tile, not a copy per turn), which
+    broadcast as views, and ops that gather their operands (``@``, ``.T``) gather it."""
+    x = _rows((256, 128))
+    real = prepared_batched._repeated
+    held = []
+
+    def repeated(value, count):
+        got = real(value, count)
+        if type(value) is np.ndarray and value.ndim == 3 and value.shape[0] > 1:
+            held.append((got, value))
+        return got
+
+    with mock.patch.object(prepared_batched, "_repeated", repeated):
+        made = _batches(from_around, (16,), lambda: (x.copy(), _nan(x.shape), _nan(x.shape)))
+    assert made == 1
+    assert sorted(value.shape for _, value in held) == [(16, 1, 16), (16, 16, 1)]  # (top, mean;
+    # square, of the blocks ``first`` was loaded as, stays blocks)
+    assert all(
+        type(got) is lanes._Blocks and np.shares_memory(got.a4, value) for got, value in held
+    )
+    assert {got.a4.shape[2] for got, _ in held} == {1}  # (one turn long)
+    both_ways(broadcast_blocks, (16,), lambda: (x.copy(), np.full_like(x, np.nan)))
+
+
 # ---- what an outside attack found (each once a different answer from the interpreter)
 
 

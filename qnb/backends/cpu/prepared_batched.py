@@ -417,11 +417,15 @@ class BatchedLoops:
 
 def _repeated(value, count):
     """A variable from around the loop on the batch's lanes: per program (``n`` lanes)
-    repeated for each turn; the same in every program as it is."""
+    repeated for each turn; the same in every program as it is. A tile per program is
+    held as blocks whose turn axis is 1 long (a view: the batch's ops broadcast it, as a
+    loop-invariant operand, where a copy per turn would be read at a turn's stride)."""
     if type(value) is _Blocks:  # (its turn axis is 1 long: the same tiles every turn)
         return value
     if value.shape[0] == 1:
         return value
+    if value.ndim == 3:
+        return _Blocks(value[:, :, None, :], 0)
     return np.concatenate([value] * count)
 
 

@@ -207,7 +207,11 @@ class TileClosures:
         shape = e.type.shape
 
         def broadcast(st):  # NumPy's rule: missing leading sides are 1 (a read-only view)
-            value = _tiles(st, operand(st))
+            value = operand(st)
+            if type(value) is _Blocks and len(shape) == 2:  # (the blocks' view, ungathered)
+                rb, _, cb, _ = value.a4.shape
+                return _Blocks(np.broadcast_to(value.a4, (rb, shape[0], cb, shape[1])), value.ra)
+            value = _tiles(st, value)
             extra = len(shape) - (value.ndim - 1)
             value = value.reshape(value.shape[0], *(1,) * extra, *value.shape[1:])
             return np.broadcast_to(value, (value.shape[0], *shape))
