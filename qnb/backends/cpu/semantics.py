@@ -13,6 +13,8 @@ array); the rest of the tile reads the load's fill and is not written by a store
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from qnb import ops
@@ -185,6 +187,10 @@ def reduce_values(op: str, value: np.ndarray, axes) -> np.ndarray:
     layout they come in."""
     fn = _REDUCE[op]
     value = np.ascontiguousarray(value)
+    if op in _SEGMENTED and value.dtype.kind in "fiu" and value.size >= SEGMENTED_MIN:
+        found = _segmented_extreme(_SEGMENTED[op], value, axes)
+        if found is not None:
+            return found
     if ops.REDUCTIONS[op].arithmetic:
         if is_narrow_float(value.dtype):
             # accumulate in f32, round once (as NumPy does for contiguous f16 sums;
@@ -192,6 +198,45 @@ def reduce_values(op: str, value: np.ndarray, axes) -> np.ndarray:
             return fn(value, axis=axes, dtype=np.float32).astype(value.dtype)
         return fn(value, axis=axes, dtype=value.dtype)
     return fn(value, axis=axes)
+
+
+# max and min over trailing axes, each run of them one segment of ``reduceat``: NumPy's
+# ``reduce`` pays ~95 ns a row in its iterator (a max of 4096×1024 f32 in rows of 128:
+# 3.6 ms; as segments: 2.2 ms; rows of 16: 25 ms and 14 ms), sums far less (1.1 ms).
+_SEGMENTED = {"max": np.maximum, "min": np.minimum}
+SEGMENTED_MIN = 4096  # elements: below, the reduction's fixed cost is the most of it
+
+
+def _segmented_extreme(fn, value: np.ndarray, axes) -> np.ndarray | None:
+    """``fn.reduce`` (max or min) of the C-contiguous ``value`` over ``axes``, where they
+    are its trailing axes, by segments; None where they are not. The bits are
+    ``reduce``'s: an extreme that is neither a zero nor a NaN is an element every equal
+    element shares the bits of, whatever the order; a row whose extreme is a zero (of
+    which sign?) or a NaN (which payload?) is reduced again as ``reduce`` does it."""
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    ndim = value.ndim
+    if sorted(axes) != list(range(ndim - len(axes), ndim)):
+        return None
+    kept = value.shape[: ndim - len(axes)]
+    n = value.size // max(1, int(np.prod(kept, dtype=np.int64)))
+    rows = value.size // n if n else 0
+    if n < 2 or rows < 8:
+        return None
+    flat = value.reshape(-1)
+    out = fn.reduceat(flat, _segment_starts(rows, n))
+    if value.dtype.kind == "f":
+        again = out == 0
+        again |= np.isnan(out)
+        if again.any():
+            out[again] = fn.reduce(flat.reshape(rows, n)[again], axis=1)
+    return out.reshape(kept)
+
+
+@functools.lru_cache(maxsize=32)
+def _segment_starts(rows: int, n: int) -> np.ndarray:
+    starts = np.arange(0, rows * n, n, dtype=np.intp)
+    starts.flags.writeable = False
+    return starts
 
 
 def _einsum(spec, a, b, out):
