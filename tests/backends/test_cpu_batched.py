@@ -304,6 +304,55 @@ def test_a_tile_from_around_the_loop_reaches_each_turn_as_a_view_of_its_blocks()
     both_ways(broadcast_blocks, (16,), lambda: (x.copy(), np.full_like(x, np.nan)))
 
 
+@qnb.kernel
+def dead_tile_reads(x: qnb.Array[qnb.f32, 2], out: qnb.Array[qnb.f32, 2], kind: qnb.Template):
+    row = qnb.program_id(0) * 16
+    acc = Tile[16, 1].zeros(qnb.f32)
+    for col in range(0, x.shape[1], 128):
+        t = Tile[16, 128].load(x, row, col)
+        centred = t * 0.5 - 1.0  # (a tile nothing reads after the loop: its buffer kept)
+        if kind == "right":  # its one read the right operand of the op computed first
+            acc = acc + (t - centred).sum(axis=1, keepdims=True)
+        elif kind == "twice":  # two reductions of it in one statement
+            acc = (
+                acc
+                + (centred * centred).sum(axis=1, keepdims=True)
+                + (centred * 3.0).sum(axis=1, keepdims=True)
+            )
+        elif kind == "later":  # a later statement reads it too
+            acc = acc + (centred * centred).sum(axis=1, keepdims=True)
+            (centred + 2.0).store(out, row, col)
+        else:  # read again by a later op of the chain
+            acc = acc + (centred * centred + centred.sum(axis=1, keepdims=True)).sum(
+                axis=1, keepdims=True
+            )
+    acc.store(out, row, 0)
+
+
+@pytest.mark.parametrize(
+    "kind, overwritten", [("right", 1), ("twice", 0), ("later", 0), ("again", 0)]
+)
+def test_a_row_reduction_computes_over_a_dead_tile_only_where_nothing_reads_it_after(
+    kind, overwritten
+):
+    """A layer norm's ``(centred * centred).sum(axis=1)`` computes the squares over
+    ``centred``'s own buffer (its last read, and nothing reads it after the batch): no
+    buffer of the reduction's own. Where anything else reads the tile after the op that
+    writes first, the reduction takes its own buffer."""
+    x = _rows((256, 512))  # (a batch of 2**17 elements: past IN_PLACE_MIN)
+
+    def own_buffers(kernel, *args):
+        real = prepared_tiles.spare_buffer
+        with mock.patch.object(prepared_tiles, "spare_buffer", wraps=real) as made:
+            kernel[16](*args)
+        return made.call_count
+
+    assert _batches(dead_tile_reads, (16,), lambda: (x.copy(), np.full_like(x, np.nan), kind)) == 1
+    assert own_buffers(layer_norm, x, np.full_like(x, np.nan), 1e-5) == 0
+    made = own_buffers(dead_tile_reads, x, np.full_like(x, np.nan), kind)
+    assert (made == 0) if overwritten else (made > 0)
+
+
 # ---- what an outside attack found (each once a different answer from the interpreter)
 
 

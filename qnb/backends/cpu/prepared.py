@@ -130,6 +130,8 @@ class _Compiler(
         # after it, and the buffers its assignments of them keep between launches
         self.spare_names: frozenset[str] = frozenset()
         self.spare_pools: list[tuple[str, list]] = []
+        # spare name -> (the ids of its last reader's nodes, its reads there): overwritable
+        self.last_reads: dict[str, tuple[frozenset, int]] = {}
 
     def launcher(self, default_stored=None):
         with np.errstate(all="ignore"):  # constants fold as a launch computes them

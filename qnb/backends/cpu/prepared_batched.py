@@ -272,6 +272,7 @@ class BatchedLoops:
         assigned = {x.name for x in body if type(x) is ir.Assign}
         sub = type(self)(sub_kernel, varying=self.varying - assigned)
         sub.spare_names = self.dead_after_batch(s, plan)
+        sub.last_reads = _last_reads(plan.batched, sub.spare_names)
         sub.pid_vars.update(  # (axis 1 is the turn's there: another axis's is just a value)
             (k, v) for k, v in self.pid_vars.items() if k not in assigned and v[0] == 0
         )
@@ -295,6 +296,31 @@ class BatchedLoops:
             and x.name not in live
             and x.value.type.kind == "tile"
         )
+
+    def overwritable(self, e) -> tuple[str, ...]:
+        """For a row reduction ``e`` of an elementwise chain: the batch variables that
+        hold, where the launch computed it so, the buffer of a tile the chain may
+        compute over (``assign_into_spare``'s). Each is a tile nothing reads after the
+        batch, whose last read in the batch is here, every one of that statement's reads
+        of it a direct operand of the op that writes the chain's ``out`` first (``(centred * centred).sum(axis=1)``):
+        that op reads each element before it writes it, and no later op reads the tile."""
+        first = e.operand
+        while True:  # (down the spine ``out`` is passed along, to the op computed first)
+            if type(first) is ir.Binary and self.chains.get(id(first.left), False):
+                first = first.left
+            elif type(first) is ir.Unary and self.chains.get(id(first.operand), False):
+                first = first.operand
+            else:
+                break
+        if type(first) not in (ir.Binary, ir.Unary) or not self.chains.get(id(first), False):
+            return ()
+        operands = (first.left, first.right) if type(first) is ir.Binary else (first.operand,)
+        found = []
+        for name, (nodes, count) in self.last_reads.items():
+            here = sum(type(x) is ir.Var and x.name == name for x in operands)
+            if here and here == count and id(e) in nodes:
+                found.append(f"\0spare {name}")
+        return tuple(found)
 
     def assign_into_spare(self, s, value, assign):
         """The assignment of a tile nothing reads after the batch (see
@@ -413,6 +439,19 @@ class BatchedLoops:
             return True
 
         return run_batched
+
+
+def _last_reads(batched: list, names) -> dict[str, tuple[frozenset, int]]:
+    """For each of ``names``: the ids of the nodes of the last batched statement that
+    reads it, and how many reads of it that statement makes."""
+    found = {}
+    for stmt in batched:
+        nodes = list(ir.walk(stmt))
+        for name in names:
+            count = sum(type(n) is ir.Var and n.name == name for n in nodes)
+            if count:
+                found[name] = (frozenset(id(n) for n in nodes), count)
+    return found
 
 
 def _repeated(value, count):

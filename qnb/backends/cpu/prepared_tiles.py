@@ -149,20 +149,26 @@ class TileClosures:
         op = e.op
         limit = SPARE_MAX * 4 // dtype.itemsize
         spare = []
+        over = self.overwritable(e)  # (dead tiles' buffers the chain may take instead)
 
         def reduce_into(st):
             grid = st.grid
             size = grid[0] * grid[1] * m * n
             if not st.whole or grid[2] != 1 or not prepared_scalars.IN_PLACE_MIN <= size <= limit:
                 return reduce(st)
-            buffer = spare_buffer(spare, (grid[0], m, grid[1], n), dtype)
+            shape = (grid[0], m, grid[1], n)
+            buffer = next((st.env[k] for k in over if k in st.env), None) if over else None
+            own = buffer is None or buffer.shape != shape or buffer.dtype != dtype
+            if own:
+                buffer = spare_buffer(spare, shape, dtype)
             try:  # (the result is a new array: nothing keeps the buffer)
                 value = operand(st, _Blocks(buffer, 0))
                 if isinstance(value, _Blocks):
                     return _reduce_blocks(st, value, op, 1)
                 return reduce_values(op, value, 2)
             finally:
-                spare.append(buffer)
+                if own:
+                    spare.append(buffer)
 
         return reduce_into
 
