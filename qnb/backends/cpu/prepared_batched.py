@@ -443,14 +443,17 @@ class BatchedLoops:
 
 def _last_reads(batched: list, names) -> dict[str, tuple[frozenset, int]]:
     """For each of ``names``: the ids of the nodes of the last batched statement that
-    reads it, and how many reads of it that statement makes."""
-    found = {}
+    reads it, less any node an earlier statement holds too (the IR may share a node,
+    and a node's closure is made once), and how many reads of it that statement makes."""
+    found, earlier = {}, set()
     for stmt in batched:
         nodes = list(ir.walk(stmt))
+        ids = {id(n) for n in nodes}
         for name in names:
             count = sum(type(n) is ir.Var and n.name == name for n in nodes)
             if count:
-                found[name] = (frozenset(id(n) for n in nodes), count)
+                found[name] = (frozenset(ids - earlier), count)
+        earlier |= ids
     return found
 
 
