@@ -358,7 +358,11 @@ class Kernel(QnbFunction):
         return f"<qnb.kernel {self.parsed.qualname}>"
 
     def __getitem__(self, grid) -> Launch:
-        launch = self._grids.get(grid) if isinstance(grid, int | tuple) else None
+        # (only grids of exact ints are memoised: (4, 2.0) == (4, 2), and must still raise)
+        if type(grid) is int or (type(grid) is tuple and all(type(v) is int for v in grid)):
+            launch = self._grids.get(grid)
+        else:
+            launch = None
         if launch is None:
             try:
                 grid3 = self._grid(grid)

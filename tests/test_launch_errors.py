@@ -51,3 +51,20 @@ def test_the_same_error_through_qnb_compare_is_at_the_user_s_compare_line():
         qnb.compare(copy[16], X)  # the line
     assert caught.value.filename == __file__
     assert "qnb.compare(copy[16], X)  # the line" in caught.value.source_line
+
+
+def test_a_float_grid_raises_even_after_the_equal_int_grid_was_launched():
+    """``(4, 2.0) == (4, 2)``: the memo of launches by grid must not serve the float one
+    (an outside find)."""
+
+    @qnb.kernel(backend="cpu")
+    def fills(y: qnb.Array[qnb.f32, 1]):
+        y[qnb.program_id(0)] = qnb.num_programs(1) * 1.0
+
+    y = np.zeros(4, np.float32)
+    fills[(4, 2)](y)
+    assert y.tolist() == [2.0] * 4
+    for grid in ((4, 2.0), (4.0, 2), 4.0):
+        with pytest.raises(qnb.QnbTypeError, match="a launch grid is an int or a tuple"):
+            fills[grid](y)
+    fills[(np.int64(4), 2)](y)  # (NumPy ints are ints here)
