@@ -95,3 +95,13 @@ def test_a_row_whose_extreme_is_a_zero_or_a_nan_is_reduced_again():
         got = semantics._segmented_extreme(_SignFlippingSegments, x, 1)
         want = np.maximum.reduce(x, axis=1)
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("axes", [None, np.int64(1), -1, (-2, -1), np.int32(0)])
+def test_any_axes_reduce_takes_are_taken(axes):
+    """None, NumPy ints and negative axes, as ``reduce`` takes them (an outside find:
+    ``tuple(None)`` raised)."""
+    x = np.random.default_rng(6).standard_normal((64, 128)).astype(np.float32)
+    for op, ufunc in (("max", np.maximum), ("min", np.minimum)):
+        got = semantics.reduce_values(op, x, axes)
+        np.testing.assert_array_equal(got, ufunc.reduce(x, axis=axes))

@@ -213,8 +213,15 @@ def _segmented_extreme(fn, value: np.ndarray, axes) -> np.ndarray | None:
     ``reduce``'s: an extreme that is neither a zero nor a NaN is an element every equal
     element shares the bits of, whatever the order; a row whose extreme is a zero (of
     which sign?) or a NaN (which payload?) is reduced again as ``reduce`` does it."""
-    axes = (axes,) if isinstance(axes, int) else tuple(axes)
     ndim = value.ndim
+    if ndim == 0:
+        return None
+    if axes is None:
+        axes = tuple(range(ndim))
+    elif isinstance(axes, int | np.integer):
+        axes = (int(axes) % ndim,)
+    else:
+        axes = tuple(int(a) % ndim for a in axes)
     if sorted(axes) != list(range(ndim - len(axes), ndim)):
         return None
     kept = value.shape[: ndim - len(axes)]
