@@ -449,12 +449,12 @@ class Kernel(QnbFunction):
         # As @public does, without its extra call on the launch fast path. (The arguments
         # come as a tuple and a dict, not re-packed: ``k(d)`` builds each once.)
         try:
-            if kwargs:
-                args = self._positional(args, kwargs)
             memo = self._memo
-            hot = memo.hot
-            if hot is not None and hot(grid, args):
-                return
+            if kwargs:  # (the call tried the hot launch only where it had no keywords)
+                args = self._positional(args, kwargs)
+                hot = memo.hot
+                if hot is not None and hot(grid, args):
+                    return
             started = _clock()
             backend_name = self._backend or _current_backend()
             signature = self._fast_signature(args)
@@ -740,10 +740,10 @@ class _LaunchMemo(dict):
 def _hot_launch(kernel: Kernel, backend_name: str, signature: tuple, same, prepared):
     """``hot(grid, args) -> bool``: the launch of a memo hit again, for as long as
     nothing its lookup read has changed: the backend chosen, the arguments' signature,
-    the captured names' objects (``same``),
-    the cache's generation and ``QNB_ALWAYS_COMPILE``, and the values lowering read past
-    the names (``prepared.checks``). False, having done nothing, where one has: the full
-    launch then decides. Everything the lookup would fetch is fetched once, here."""
+    the captured names' objects (``same``), the cache's generation and
+    ``QNB_ALWAYS_COMPILE``, and the values lowering read past the names
+    (``prepared.checks``). False, having done nothing, where one has: the full launch
+    (``Kernel._launch``) then decides. What the lookup would fetch is fetched once, here."""
     cache = _cache()
     generation, expected = cache.generation, cache.generation[0]
     always_compile, record = cache.always_compile, cache.record_memory_hit

@@ -182,6 +182,8 @@ def test_the_hot_launch_steps_aside_for_what_its_lookup_read(cache_dir, monkeypa
             _follows(x, n)
         assert x[0] == 1 + 1 + 2 + 3 + 4 + 5
         assert _outcomes(_follows)[-3:] == ["memory-hit"] * 3
+        _follows(x, n=0), _follows(x=x, n=0)  # (keywords: the same hot launch)
+        assert _outcomes(_follows)[-2:] == ["memory-hit"] * 2 and x[0] == 16
 
         _follows.backend = "cuda-host"  # the kernel's own backend, set after the hit
         try:

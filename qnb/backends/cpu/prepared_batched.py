@@ -302,8 +302,9 @@ class BatchedLoops:
         hold, where the launch computed it so, the buffer of a tile the chain may
         compute over (``assign_into_spare``'s). Each is a tile nothing reads after the
         batch, whose last read in the batch is here, every one of that statement's reads
-        of it a direct operand of the op that writes the chain's ``out`` first (``(centred * centred).sum(axis=1)``):
-        that op reads each element before it writes it, and no later op reads the tile."""
+        of it a direct operand of the op that writes the chain's ``out`` first
+        (``(centred * centred).sum(axis=1)``): that op reads each element before it
+        writes it, and no later op reads the tile."""
         first = e.operand
         while True:  # (down the spine ``out`` is passed along, to the op computed first)
             if type(first) is ir.Binary and self.chains.get(id(first.left), False):

@@ -225,8 +225,8 @@ def _segmented_extreme(fn, value: np.ndarray, axes) -> np.ndarray | None:
     if sorted(axes) != list(range(ndim - len(axes), ndim)):
         return None
     kept = value.shape[: ndim - len(axes)]
-    n = value.size // max(1, int(np.prod(kept, dtype=np.int64)))
-    rows = value.size // n if n else 0
+    rows = int(np.prod(kept, dtype=np.int64))  # (1 where every axis is reduced)
+    n = value.size // rows if rows else 0
     if n < 2 or rows < 8:
         return None
     flat = value.reshape(-1)
